@@ -1,0 +1,12 @@
+module github.com/eosink/eosink
+
+go 1.26.8
+
+require (
+	github.com/confluentinc/confluent-kafka-go/v2 v2.11.1 // indirect
+	github.com/golang-migrate/migrate/v4 v4.20.1 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.12.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
+)

@@ -57,13 +57,13 @@ func Classify(err error) Class {
 func classifyCode(code string) Class {
 	switch {
 	case strings.HasPrefix(code, "08"), // connection exception
-		code == "40001",               // serialization_failure
-		code == "40P01",               // deadlock_detected
-		code == "55P03",               // lock_not_available (lock_timeout)
-		code == "25P03",               // idle_in_transaction_session_timeout
+		code == "40001",                // serialization_failure
+		code == "40P01",                // deadlock_detected
+		code == "55P03",                // lock_not_available (lock_timeout)
+		code == "25P03",                // idle_in_transaction_session_timeout
 		strings.HasPrefix(code, "57P"), // operator intervention: admin shutdown, crash shutdown, cannot connect now
-		code == "57014",               // query_canceled (statement_timeout)
-		strings.HasPrefix(code, "53"): // insufficient resources
+		code == "57014",                // query_canceled (statement_timeout)
+		strings.HasPrefix(code, "53"):  // insufficient resources
 		return Transient
 	case strings.HasPrefix(code, "22"), strings.HasPrefix(code, "23"):
 		return Data

@@ -1,0 +1,177 @@
+package rebalance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Store reads and writes one pipeline's rows in the offsets table. It is the only code that
+// touches that table on the hot path. Safe for concurrent use.
+type Store struct {
+	pool        *pgxpool.Pool
+	table       string // sanitized schema.offsets
+	pipeline    string
+	owner       string
+	lockTimeout time.Duration
+}
+
+// NewStore returns a Store for pipeline's rows in schema.offsets. owner is written on every
+// claim for operators; it never takes part in fencing. lockTimeout bounds how long a claim
+// waits for a row lock held by a stalled previous owner.
+func NewStore(pool *pgxpool.Pool, schema, pipeline, owner string, lockTimeout time.Duration) *Store {
+	return &Store{
+		pool:        pool,
+		table:       pgx.Identifier{schema, "offsets"}.Sanitize(),
+		pipeline:    pipeline,
+		owner:       owner,
+		lockTimeout: lockTimeout,
+	}
+}
+
+// Pipeline returns the pipeline name the store was made for.
+func (s *Store) Pipeline() string { return s.pipeline }
+
+// Claim is the result of claiming one partition: the epoch this instance now owns it under,
+// and the offset to start consuming at.
+type Claim struct {
+	Topic      string
+	Partition  int32
+	Epoch      int64
+	NextOffset int64
+	TopicID    string // as stored; empty when unknown
+	Created    bool   // the row was created by this claim from the initial position
+}
+
+// Claim takes ownership of a partition: it creates the row if missing (initial is called for
+// the starting offset only then), bumps the epoch and returns the stored position. Every
+// earlier owner is fenced from the moment the claim commits. topicID, when not empty, is
+// stored if the row has none; a different stored id is returned in Claim.TopicID for the
+// caller to compare.
+func (s *Store) Claim(ctx context.Context, topic string, partition int32, topicID string, initial func() (int64, error)) (Claim, error) {
+	c, found, err := s.bump(ctx, topic, partition, topicID)
+	if err != nil || found {
+		return c, err
+	}
+	start, err := initial()
+	if err != nil {
+		return Claim{}, err
+	}
+	if start < 0 {
+		return Claim{}, fmt.Errorf("initial position for %s[%d] resolved to %d", topic, partition, start)
+	}
+	_, err = s.pool.Exec(ctx, `INSERT INTO `+s.table+` (pipeline, topic, partition, next_offset, topic_id)
+		VALUES ($1, $2, $3, $4, NULLIF($5, '')) ON CONFLICT DO NOTHING`, s.pipeline, topic, partition, start, topicID)
+	if err != nil {
+		return Claim{}, fmt.Errorf("create offset row for %s[%d]: %w", topic, partition, err)
+	}
+	c, found, err = s.bump(ctx, topic, partition, topicID)
+	if err == nil && !found {
+		err = fmt.Errorf("offset row for %s[%d] vanished during claim", topic, partition)
+	}
+	c.Created = c.Epoch == 1
+	return c, err
+}
+
+// bump runs the claim UPDATE in a short transaction with lock_timeout set, so that a row lock
+// left by a stalled zombie makes the claim fail (and be retried) instead of hanging.
+func (s *Store) bump(ctx context.Context, topic string, partition int32, topicID string) (c Claim, found bool, err error) {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if s.lockTimeout > 0 {
+			if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", s.lockTimeout.Milliseconds())); err != nil {
+				return err
+			}
+		}
+		var storedID *string
+		err := tx.QueryRow(ctx, `UPDATE `+s.table+`
+			SET epoch = epoch + 1, owner = $4, claimed_at = now(), topic_id = COALESCE(topic_id, NULLIF($5, ''))
+			WHERE pipeline = $1 AND topic = $2 AND partition = $3
+			RETURNING next_offset, epoch, topic_id`,
+			s.pipeline, topic, partition, s.owner, topicID).Scan(&c.NextOffset, &c.Epoch, &storedID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		found = true
+		if storedID != nil {
+			c.TopicID = *storedID
+		}
+		return nil
+	})
+	if err != nil {
+		return Claim{}, false, fmt.Errorf("claim %s[%d]: %w", topic, partition, err)
+	}
+	c.Topic, c.Partition = topic, partition
+	return c, found, nil
+}
+
+// Range is one partition's part of a commit: the records from Start up to End (exclusive)
+// under the epoch the instance claimed.
+type Range struct {
+	Topic     string
+	Partition int32
+	Epoch     int64
+	Start     int64 // the stored next offset this batch continues from
+	End       int64 // last record's offset + 1 (not Start + count: gaps are normal)
+}
+
+// Advance moves each range's stored offset from Start to End inside tx, on the condition
+// that the row still has the epoch and next offset this instance expects. Rows are updated
+// in (topic, partition) order so that concurrent multi-partition commits cannot deadlock.
+// It must run before the business writes, so that it takes the row lock first. If any row
+// does not match it returns a *FencedError (errors.Is ErrFenced), and the caller must roll
+// back.
+func (s *Store) Advance(ctx context.Context, tx pgx.Tx, ranges ...Range) error {
+	if len(ranges) > 1 {
+		ranges = slices.Clone(ranges)
+		slices.SortFunc(ranges, func(a, b Range) int {
+			if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+				return c
+			}
+			return int(a.Partition - b.Partition)
+		})
+	}
+	for _, r := range ranges {
+		if r.End < r.Start {
+			return fmt.Errorf("advance %s[%d]: end %d before start %d", r.Topic, r.Partition, r.End, r.Start)
+		}
+		tag, err := tx.Exec(ctx, `UPDATE `+s.table+` SET next_offset = $6, updated_at = now()
+			WHERE pipeline = $1 AND topic = $2 AND partition = $3 AND epoch = $4 AND next_offset = $5`,
+			s.pipeline, r.Topic, r.Partition, r.Epoch, r.Start, r.End)
+		if err != nil {
+			return fmt.Errorf("advance %s[%d]: %w", r.Topic, r.Partition, err)
+		}
+		if tag.RowsAffected() != 1 {
+			return &FencedError{Pipeline: s.pipeline, Topic: r.Topic, Partition: r.Partition, Epoch: r.Epoch, Start: r.Start}
+		}
+	}
+	return nil
+}
+
+// Position is a stored row as read back.
+type Position struct {
+	NextOffset int64
+	Epoch      int64
+}
+
+// Read returns the stored row of a partition; found is false when there is none.
+// It is used to settle a COMMIT whose outcome is unknown.
+func (s *Store) Read(ctx context.Context, topic string, partition int32) (p Position, found bool, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT next_offset, epoch FROM `+s.table+`
+		WHERE pipeline = $1 AND topic = $2 AND partition = $3`, s.pipeline, topic, partition).Scan(&p.NextOffset, &p.Epoch)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Position{}, false, nil
+	}
+	if err != nil {
+		return Position{}, false, fmt.Errorf("read offset row %s[%d]: %w", topic, partition, err)
+	}
+	return p, true, nil
+}

@@ -1,0 +1,140 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eosink/eosink/internal/failpoint"
+	"github.com/eosink/eosink/internal/pgerr"
+	"github.com/eosink/eosink/rebalance"
+)
+
+// errNotCommitted marks a commit that was settled, by reading the offset row back, as not
+// having happened. The batch is retried.
+var errNotCommitted = errors.New("eosink: commit outcome was unknown and the stored offset shows it did not happen")
+
+// isRetryable reports whether a failed batch may be tried again from the same position.
+func isRetryable(err error) bool {
+	if errors.Is(err, errNotCommitted) {
+		return true
+	}
+	var he *HandlerError
+	if errors.Is(err, ErrFenced) || errors.As(err, &he) {
+		return false
+	}
+	return pgerr.Classify(err) == pgerr.Transient
+}
+
+// commit applies one batch of w's partition in one transaction:
+//
+//  1. the conditional offset update (epoch and expected next offset), which takes the row lock;
+//  2. the handler's writes through the same transaction;
+//  3. COMMIT. Only after it does the in-memory position advance.
+//
+// A COMMIT that fails on the connection has an unknown outcome and is settled by reading
+// the row back.
+func (s *Sink) commit(w *worker, batch []Record) (err error) {
+	ctx := w.ctx
+	start := w.next.Load()
+	end := batch[len(batch)-1].Offset + 1
+	failpoint.Eval(failpoint.AfterFetch)
+
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	finished := false
+	defer func() {
+		if !finished {
+			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = tx.Rollback(rctx)
+			cancel()
+		}
+	}()
+
+	rng := rebalance.Range{Topic: w.topic, Partition: w.partition, Epoch: w.epoch, Start: start, End: end}
+	if err := s.store.Advance(ctx, tx, rng); err != nil {
+		if errors.Is(err, ErrFenced) {
+			s.fenced.Add(1)
+		}
+		return err
+	}
+	failpoint.Eval(failpoint.AfterOffsetUpdate)
+
+	if err := s.cfg.Handler(ctx, ownedTx{tx}, Batch{Topic: w.topic, Partition: w.partition, Records: batch}); err != nil {
+		if isRetryable(err) {
+			return err
+		}
+		return &HandlerError{Topic: w.topic, Partition: w.partition, FirstOffset: batch[0].Offset, LastOffset: end - 1, Err: err}
+	}
+	failpoint.Eval(failpoint.InHandler)
+	if st := tx.Conn().PgConn().TxStatus(); st != 'T' {
+		return &HandlerError{Topic: w.topic, Partition: w.partition, FirstOffset: batch[0].Offset, LastOffset: end - 1,
+			Err: fmt.Errorf("%w (transaction status %q)", ErrTxFinished, st)}
+	}
+
+	failpoint.Eval(failpoint.BeforeCommit)
+	finished = true
+	if err := tx.Commit(ctx); err != nil {
+		if !pgerr.IsConnectionError(err) && ctx.Err() == nil {
+			return fmt.Errorf("commit: %w", err) // the server answered: rolled back
+		}
+		if ctx.Err() != nil {
+			return ctx.Err() // aborted: the next owner reads the row
+		}
+		if err := s.settle(w, rng, err); err != nil {
+			return err
+		}
+	}
+	failpoint.Eval(failpoint.AfterCommit)
+	w.next.Store(end)
+	s.applied.Add(int64(len(batch)))
+	s.batches.Add(1)
+	if s.kcommit != nil {
+		s.kcommit.note(w.topic, w.partition, end)
+	}
+	return nil
+}
+
+// settle resolves a COMMIT whose connection failed: the row says whether it happened.
+// It returns nil if the commit happened, errNotCommitted if it did not, and a
+// *FencedError if the partition has a new owner (whose position is then authoritative).
+func (s *Sink) settle(w *worker, rng rebalance.Range, commitErr error) error {
+	s.log.Warn("commit outcome unknown; reading the offset row back", "topic", w.topic,
+		"partition", w.partition, "start", rng.Start, "end", rng.End, "err", commitErr)
+	s.unknownCommits.Add(1)
+	backoff := s.cfg.RetryBackoff
+	for {
+		pos, found, err := s.store.Read(w.ctx, w.topic, w.partition)
+		if err == nil {
+			switch {
+			case found && pos.Epoch == rng.Epoch && pos.NextOffset == rng.End:
+				s.log.Info("commit outcome settled: committed", "topic", w.topic, "partition", w.partition, "next_offset", rng.End)
+				return nil
+			case found && pos.Epoch == rng.Epoch && pos.NextOffset == rng.Start:
+				s.log.Info("commit outcome settled: not committed; retrying", "topic", w.topic, "partition", w.partition)
+				return errNotCommitted
+			default:
+				s.fenced.Add(1)
+				return &FencedError{Pipeline: s.cfg.Pipeline, Topic: w.topic, Partition: w.partition, Epoch: rng.Epoch, Start: rng.Start}
+			}
+		}
+		if w.ctx.Err() != nil {
+			return w.ctx.Err()
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-w.ctx.Done():
+			t.Stop()
+			return w.ctx.Err()
+		}
+		backoff = min(2*backoff, s.cfg.MaxRetryBackoff)
+	}
+}
+
+var _ pgx.Tx = ownedTx{}

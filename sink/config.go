@@ -1,0 +1,243 @@
+package sink
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/eosink/eosink/rebalance"
+)
+
+// InitialPosition says where a partition starts when the pipeline has no stored row for it.
+type InitialPosition = rebalance.InitialPosition
+
+// The initial position policies. See package rebalance for their exact meaning.
+const (
+	Earliest       = rebalance.Earliest
+	Latest         = rebalance.Latest
+	ErrorPosition  = rebalance.Error
+	KafkaCommitted = rebalance.KafkaCommitted
+)
+
+// Config configures a Sink. Zero values take the documented defaults. New validates it once
+// and names the field of any error.
+type Config struct {
+	// Brokers is Kafka's bootstrap.servers, for example "127.0.0.1:9092". Required unless
+	// Kafka contains bootstrap.servers.
+	Brokers string
+	// GroupID is the Kafka consumer group. Required.
+	GroupID string
+	// Topics to consume. Required.
+	Topics []string
+	// Pipeline names this pipeline's rows in the offsets table. Two pipelines with different
+	// names keep separate positions. Defaults to GroupID.
+	Pipeline string
+
+	// DatabaseURL is a PostgreSQL connection string. Required unless Pool is set.
+	DatabaseURL string
+	// Pool, when set, is used instead of DatabaseURL. The caller keeps ownership and should
+	// set idle_in_transaction_session_timeout on its sessions itself.
+	Pool *pgxpool.Pool
+	// Schema holds the offsets table. Defaults to "eosink".
+	Schema string
+	// AutoMigrate applies the framework's migrations on start. Defaults to false: run
+	// `eosink migrate up` or Migrate instead.
+	AutoMigrate bool
+
+	// Handler applies each batch. Required.
+	Handler Handler
+
+	// Kafka holds any further librdkafka properties (security.protocol, sasl.*, ssl.*,
+	// session.timeout.ms, partition.assignment.strategy, group.protocol, ...). eosink sets
+	// enable.auto.commit=false and auto.offset.reset=error itself and refuses other values
+	// for them; isolation.level defaults to read_committed and may be overridden.
+	Kafka kafka.ConfigMap
+	// InitialPosition applies when a partition has no stored row. Defaults to Earliest.
+	InitialPosition InitialPosition
+	// CommitToKafka also commits each stored offset to Kafka after the database commit, in
+	// the background, so that standard lag tools see progress. That value is never read
+	// back. Defaults to false.
+	CommitToKafka bool
+	// KafkaCommitInterval is how often those advisory commits are sent. Defaults to 1s.
+	KafkaCommitInterval time.Duration
+
+	// MaxBatchRecords caps the records in one transaction. Defaults to 500.
+	MaxBatchRecords int
+	// MaxBatchBytes caps the key and value bytes in one transaction. Defaults to 4 MiB.
+	MaxBatchBytes int
+	// MaxBatchWait is how long a batch waits for more records after its first one.
+	// Defaults to 100ms.
+	MaxBatchWait time.Duration
+	// MaxBufferedBytes caps the fetched but not yet committed bytes held per partition; past
+	// it the partition is paused until half of it is free. Defaults to 8 MiB.
+	MaxBufferedBytes int
+
+	// LockTimeout is lock_timeout for claims, so that a stalled previous owner's row lock
+	// delays a new owner by at most this long per try. Defaults to 5s.
+	LockTimeout time.Duration
+	// IdleInTransactionTimeout is idle_in_transaction_session_timeout on the sink's database
+	// sessions: a paused zombie's open transaction is ended by the server after it.
+	// Defaults to 30s. Not applied to a caller-provided Pool.
+	IdleInTransactionTimeout time.Duration
+	// ClaimTimeout bounds how long a claim retries transient database errors before Run
+	// gives up. Defaults to 60s.
+	ClaimTimeout time.Duration
+	// RetryBackoff is the first wait before retrying a batch after a transient error; it
+	// doubles up to MaxRetryBackoff. Defaults to 100ms and 5s.
+	RetryBackoff    time.Duration
+	MaxRetryBackoff time.Duration
+	// RevokeTimeout bounds how long a revoke waits for in-flight batches to commit before
+	// aborting them. Defaults to 30s.
+	RevokeTimeout time.Duration
+	// ShutdownTimeout bounds the drain when Run's context is cancelled. Defaults to 30s.
+	ShutdownTimeout time.Duration
+
+	// InstanceID is written as owner on every claim, for operators. Defaults to
+	// "<hostname>-<pid>".
+	InstanceID string
+	// Logger receives structured logs. It never receives secrets. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// managedKafkaKeys are set by eosink and may not be overridden.
+var managedKafkaKeys = map[string]string{
+	"enable.auto.commit": "false",
+	"auto.offset.reset":  "error",
+}
+
+func (c *Config) withDefaults() Config {
+	d := *c
+	if d.Pipeline == "" {
+		d.Pipeline = d.GroupID
+	}
+	if d.Schema == "" {
+		d.Schema = "eosink"
+	}
+	setDur := func(p *time.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	setInt := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	setInt(&d.MaxBatchRecords, 500)
+	setInt(&d.MaxBatchBytes, 4<<20)
+	setInt(&d.MaxBufferedBytes, 8<<20)
+	setDur(&d.MaxBatchWait, 100*time.Millisecond)
+	setDur(&d.KafkaCommitInterval, time.Second)
+	setDur(&d.LockTimeout, 5*time.Second)
+	setDur(&d.IdleInTransactionTimeout, 30*time.Second)
+	setDur(&d.ClaimTimeout, 60*time.Second)
+	setDur(&d.RetryBackoff, 100*time.Millisecond)
+	setDur(&d.MaxRetryBackoff, 5*time.Second)
+	setDur(&d.RevokeTimeout, 30*time.Second)
+	setDur(&d.ShutdownTimeout, 30*time.Second)
+	if d.InstanceID == "" {
+		host, _ := os.Hostname()
+		d.InstanceID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	return d
+}
+
+func (c *Config) validate() error {
+	bad := func(field, reason string, args ...any) error {
+		return &ConfigError{Field: field, Reason: fmt.Sprintf(reason, args...)}
+	}
+	if c.Brokers == "" {
+		if v, ok := c.Kafka["bootstrap.servers"]; !ok || fmt.Sprint(v) == "" {
+			return bad("Brokers", "required (Kafka bootstrap servers, for example 127.0.0.1:9092)")
+		}
+	}
+	if c.GroupID == "" {
+		return bad("GroupID", "required")
+	}
+	if len(c.Topics) == 0 {
+		return bad("Topics", "at least one topic is required")
+	}
+	for i, t := range c.Topics {
+		if strings.TrimSpace(t) == "" || strings.HasPrefix(t, "^") {
+			return bad(fmt.Sprintf("Topics[%d]", i), "%q is not a topic name (patterns are not supported)", t)
+		}
+	}
+	if c.Handler == nil {
+		return bad("Handler", "required")
+	}
+	if c.Pool == nil {
+		if c.DatabaseURL == "" {
+			return bad("DatabaseURL", "required unless Pool is set")
+		}
+		if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
+			return bad("DatabaseURL", "%v", err) // pgx masks the password
+		}
+	}
+	if strings.ContainsRune(c.Schema, 0) || len(c.Schema) > 63 {
+		return bad("Schema", "%q is not a valid PostgreSQL identifier (no NUL, at most 63 bytes)", c.Schema)
+	}
+	for k, want := range managedKafkaKeys {
+		if v, ok := c.Kafka[k]; ok && fmt.Sprint(v) != want {
+			return bad("Kafka["+k+"]", "is managed by eosink and must be %s (positions come from the database)", want)
+		}
+	}
+	if _, ok := c.Kafka["group.id"]; ok {
+		return bad("Kafka[group.id]", "set GroupID instead")
+	}
+	if c.InitialPosition < rebalance.Earliest || c.InitialPosition > rebalance.KafkaCommitted {
+		return bad("InitialPosition", "unknown value %d", c.InitialPosition)
+	}
+	pos := map[string]int{"MaxBatchRecords": c.MaxBatchRecords, "MaxBatchBytes": c.MaxBatchBytes, "MaxBufferedBytes": c.MaxBufferedBytes}
+	for name, v := range pos {
+		if v < 0 {
+			return bad(name, "must be positive, got %d", v)
+		}
+	}
+	durs := map[string]time.Duration{
+		"MaxBatchWait": c.MaxBatchWait, "KafkaCommitInterval": c.KafkaCommitInterval, "LockTimeout": c.LockTimeout,
+		"IdleInTransactionTimeout": c.IdleInTransactionTimeout, "ClaimTimeout": c.ClaimTimeout,
+		"RetryBackoff": c.RetryBackoff, "MaxRetryBackoff": c.MaxRetryBackoff,
+		"RevokeTimeout": c.RevokeTimeout, "ShutdownTimeout": c.ShutdownTimeout,
+	}
+	for name, v := range durs {
+		if v < 0 {
+			return bad(name, "must not be negative, got %s", v)
+		}
+	}
+	if c.MaxBufferedBytes != 0 && c.MaxBatchBytes != 0 && c.MaxBufferedBytes < c.MaxBatchBytes {
+		return bad("MaxBufferedBytes", "(%d) must be at least MaxBatchBytes (%d)", c.MaxBufferedBytes, c.MaxBatchBytes)
+	}
+	return nil
+}
+
+// kafkaConfig builds the librdkafka configuration.
+func (c *Config) kafkaConfig() kafka.ConfigMap {
+	m := kafka.ConfigMap{
+		"isolation.level":            "read_committed",
+		"enable.partition.eof":       false,
+		"go.logs.channel.enable":     false,
+		"queued.max.messages.kbytes": 16384,
+	}
+	for k, v := range c.Kafka {
+		m[k] = v
+	}
+	if c.Brokers != "" {
+		m["bootstrap.servers"] = c.Brokers
+	}
+	m["group.id"] = c.GroupID
+	for k, v := range managedKafkaKeys {
+		m[k] = v
+	}
+	if _, ok := m["client.id"]; !ok {
+		m["client.id"] = "eosink-" + c.InstanceID
+	}
+	return m
+}

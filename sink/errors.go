@@ -1,0 +1,62 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/eosink/eosink/rebalance"
+)
+
+// Errors to match with errors.Is. The fencing and position errors are defined in package
+// rebalance, which owns partition ownership; they are repeated here so that users of sink
+// need not import it.
+var (
+	// ErrFenced: a batch's commit found that another claim owns the partition. Nothing of the
+	// batch was written; the partition stops on this instance.
+	ErrFenced = rebalance.ErrFenced
+	// ErrOffsetOutOfRange: the stored next offset is outside the log. The partition stops.
+	ErrOffsetOutOfRange = rebalance.ErrOffsetOutOfRange
+	// ErrTopicRecreated: the topic was deleted and created again. The partition stops.
+	ErrTopicRecreated = rebalance.ErrTopicRecreated
+	// ErrNoStoredPosition: no row and InitialPosition is Error. The partition stops.
+	ErrNoStoredPosition = rebalance.ErrNoStoredPosition
+
+	// ErrClosed is returned by Run when called on a Sink that has already run.
+	ErrClosed = errors.New("eosink: sink already ran; create a new one")
+	// ErrTxOwned is returned by the Tx given to a Handler when it tries to Commit or Roll back:
+	// the framework owns the transaction.
+	ErrTxOwned = errors.New("eosink: the transaction is owned by the framework; return an error to roll back")
+	// ErrTxFinished: the handler ended the transaction behind the framework's back (for
+	// example with Exec("COMMIT")). The batch is treated as failed.
+	ErrTxFinished = errors.New("eosink: the handler ended the transaction")
+)
+
+// FencedError is the typed error behind ErrFenced.
+type FencedError = rebalance.FencedError
+
+// PartitionError says why a partition stopped; Err wraps the cause.
+type PartitionError = rebalance.PartitionError
+
+// ConfigError names a Config field and what is wrong with it. New returns it for bad input.
+type ConfigError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ConfigError) Error() string { return fmt.Sprintf("eosink: config %s: %s", e.Field, e.Reason) }
+
+// HandlerError is a non-retryable error returned by the Handler. The batch was rolled back,
+// the stored offset did not move, and the partition stops on this instance.
+type HandlerError struct {
+	Topic       string
+	Partition   int32
+	FirstOffset int64
+	LastOffset  int64
+	Err         error
+}
+
+func (e *HandlerError) Error() string {
+	return fmt.Sprintf("eosink: handler failed on %s[%d] offsets %d..%d: %v", e.Topic, e.Partition, e.FirstOffset, e.LastOffset, e.Err)
+}
+
+func (e *HandlerError) Unwrap() error { return e.Err }

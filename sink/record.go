@@ -1,0 +1,52 @@
+package sink
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Header is a Kafka record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Record is one Kafka record. Its byte slices belong to the batch: copy them to keep them
+// after the handler returns.
+type Record struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte
+	Value     []byte
+	Headers   []Header
+	Timestamp time.Time
+}
+
+// Batch is a run of consecutive records of one partition, in offset order. Offsets may have
+// gaps (transaction markers, compaction).
+type Batch struct {
+	Topic     string
+	Partition int32
+	Records   []Record
+}
+
+// Handler applies a batch inside the framework's transaction. It must do all its writes
+// through tx; the framework has already moved the stored offset in the same transaction and
+// commits both together after Handler returns nil. To roll back, return an error: a
+// transient PostgreSQL error (connection loss, serialization failure, deadlock) makes the
+// framework retry the batch; any other error stops the partition with a *HandlerError.
+//
+// Handler may be called concurrently for different partitions, never for the same one.
+// A batch may be delivered again after a failed or unknown commit, but only one delivery of
+// it ever commits. Effects outside the database (HTTP calls, e-mails) are not covered.
+type Handler func(ctx context.Context, tx pgx.Tx, batch Batch) error
+
+// ownedTx is the pgx.Tx given to handlers: it refuses Commit and Rollback. Begin, which
+// makes a savepoint, works as usual.
+type ownedTx struct{ pgx.Tx }
+
+func (ownedTx) Commit(context.Context) error   { return ErrTxOwned }
+func (ownedTx) Rollback(context.Context) error { return ErrTxOwned }

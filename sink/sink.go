@@ -1,0 +1,422 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/eosink/eosink/rebalance"
+)
+
+// Sink consumes Kafka topics and applies each batch, with the partition's next offset, in one
+// PostgreSQL transaction. Create it with New and start it with Run. A Sink runs once.
+type Sink struct {
+	cfg   Config
+	log   *slog.Logger
+	ran   atomic.Bool
+	pool  *pgxpool.Pool
+	store *rebalance.Store
+
+	// Owned by the poll goroutine (Run and the rebalance callbacks it serves).
+	consumer *kafka.Consumer
+	workers  map[partitionKey]*worker
+	paused   map[partitionKey]*worker
+	kcommit  *kafkaCommitter
+
+	mu     sync.Mutex
+	failed []error // partitions stopped on this instance
+
+	applied, batches, retries, fenced, unknownCommits, claims atomic.Int64
+}
+
+type partitionKey struct {
+	topic     string
+	partition int32
+}
+
+// Stats are counters since Run started.
+type Stats struct {
+	Records        int64 // records committed
+	Batches        int64 // transactions committed
+	Retries        int64 // batches retried after a transient error
+	Fenced         int64 // commits rejected because another claim owns the partition
+	UnknownCommits int64 // COMMITs whose outcome had to be settled by reading the row back
+	Claims         int64 // partitions claimed
+}
+
+// New validates cfg and returns a Sink. It does no I/O.
+func New(cfg Config) (*Sink, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c := cfg.withDefaults()
+	return &Sink{
+		cfg:     c,
+		log:     c.Logger.With("pipeline", c.Pipeline),
+		workers: map[partitionKey]*worker{},
+		paused:  map[partitionKey]*worker{},
+	}, nil
+}
+
+// Stats returns the counters. Safe to call from any goroutine.
+func (s *Sink) Stats() Stats {
+	return Stats{
+		Records: s.applied.Load(), Batches: s.batches.Load(), Retries: s.retries.Load(),
+		Fenced: s.fenced.Load(), UnknownCommits: s.unknownCommits.Load(), Claims: s.claims.Load(),
+	}
+}
+
+// PartitionErrors returns why partitions stopped on this instance: *FencedError,
+// *HandlerError or *PartitionError values. A stopped partition stays assigned but makes no
+// progress until it is reassigned. Safe to call from any goroutine.
+func (s *Sink) PartitionErrors() []error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]error(nil), s.failed...)
+}
+
+// Run connects to PostgreSQL and Kafka, joins the consumer group and applies records until
+// ctx is cancelled or a fatal error occurs. On cancellation it drains: in-flight and queued
+// batches commit within ShutdownTimeout, then the consumer leaves the group. It returns nil
+// after a clean drain.
+//
+// Errors in one partition (fenced, handler failure, offset out of range) stop that
+// partition only; they are logged and listed by PartitionErrors. Run returns an error when
+// the sink cannot go on: the database or the broker is unreachable at start, the offsets
+// table is missing, a claim keeps failing, or librdkafka reports a fatal error.
+func (s *Sink) Run(ctx context.Context) (err error) {
+	if !s.ran.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	if err := s.openDatabase(ctx); err != nil {
+		return err
+	}
+	if s.cfg.Pool == nil {
+		defer s.pool.Close()
+	}
+	s.store = rebalance.NewStore(s.pool, s.cfg.Schema, s.cfg.Pipeline, s.cfg.InstanceID, s.cfg.LockTimeout)
+
+	c, err := kafka.NewConsumer(ptr(s.cfg.kafkaConfig()))
+	if err != nil {
+		return fmt.Errorf("eosink: kafka consumer: %w", err)
+	}
+	s.consumer = c
+	if err := s.checkTopics(ctx); err != nil {
+		_ = c.Close()
+		return err
+	}
+	bal := rebalance.NewBalancer(s.store, s.cfg.InitialPosition, (*lifecycle)(s), s.log)
+	bal.ClaimTimeout = s.cfg.ClaimTimeout
+	if err := c.SubscribeTopics(s.cfg.Topics, bal.OnRebalance); err != nil {
+		_ = c.Close()
+		return fmt.Errorf("eosink: subscribe %v: %w", s.cfg.Topics, err)
+	}
+	if s.cfg.CommitToKafka {
+		s.kcommit = newKafkaCommitter(c, s.cfg.KafkaCommitInterval, s.log)
+	}
+	s.log.Info("sink started", "topics", s.cfg.Topics, "group", s.cfg.GroupID, "instance", s.cfg.InstanceID)
+
+	err = s.poll(ctx, bal)
+
+	s.drain()
+	if s.kcommit != nil {
+		s.kcommit.close()
+	}
+	bal.Close()
+	if cerr := c.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("eosink: close consumer: %w", cerr)
+	}
+	if err == nil {
+		err = bal.Err()
+	}
+	st := s.Stats()
+	s.log.Info("sink stopped", "records", st.Records, "batches", st.Batches, "retries", st.Retries, "fenced", st.Fenced, "err", err)
+	return err
+}
+
+// poll is the consumer loop: it serves rebalance callbacks, hands records to partition
+// workers, and pauses and resumes partitions to bound memory.
+func (s *Sink) poll(ctx context.Context, bal *rebalance.Balancer) error {
+	c := s.consumer
+	for ctx.Err() == nil {
+		ev := c.Poll(100)
+		if err := bal.Err(); err != nil {
+			return err
+		}
+		switch e := ev.(type) {
+		case nil:
+		case *kafka.Message:
+			s.dispatch(e)
+		case kafka.Error:
+			if e.IsFatal() {
+				return fmt.Errorf("eosink: kafka fatal error: %w", e)
+			}
+			if e.Code() == kafka.ErrAutoOffsetReset {
+				// auto.offset.reset=error: librdkafka stopped a partition whose position left
+				// the log. Find which, and stop it loudly.
+				s.log.Error("kafka reports an offset out of range", "err", e)
+				s.checkRanges()
+			} else {
+				s.log.Warn("kafka error", "code", e.Code().String(), "err", e)
+			}
+		default:
+			s.log.Debug("kafka event", "event", e.String())
+		}
+		s.resumeDrained()
+	}
+	return nil
+}
+
+func (s *Sink) dispatch(m *kafka.Message) {
+	tp := m.TopicPartition
+	if tp.Error != nil {
+		s.log.Warn("kafka partition error", "topic", *tp.Topic, "partition", tp.Partition, "err", tp.Error)
+		return
+	}
+	k := partitionKey{*tp.Topic, tp.Partition}
+	w := s.workers[k]
+	if w == nil {
+		return // not ours (any more): never committed, never lost
+	}
+	if w.dead.Load() {
+		s.pause(k, w)
+		return
+	}
+	r := Record{
+		Topic: k.topic, Partition: k.partition, Offset: int64(tp.Offset),
+		Key: m.Key, Value: m.Value, Timestamp: m.Timestamp,
+	}
+	if len(m.Headers) > 0 {
+		r.Headers = make([]Header, len(m.Headers))
+		for i, h := range m.Headers {
+			r.Headers[i] = Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	if w.push(r) {
+		s.pause(k, w)
+	}
+}
+
+func (s *Sink) pause(k partitionKey, w *worker) {
+	if _, ok := s.paused[k]; ok {
+		return
+	}
+	if err := s.consumer.Pause([]kafka.TopicPartition{{Topic: &k.topic, Partition: k.partition}}); err != nil {
+		s.log.Warn("pause failed", "topic", k.topic, "partition", k.partition, "err", err)
+		return
+	}
+	s.paused[k] = w
+}
+
+func (s *Sink) resumeDrained() {
+	for k, w := range s.paused {
+		if w.dead.Load() || !w.canResume() {
+			continue
+		}
+		if err := s.consumer.Resume([]kafka.TopicPartition{{Topic: &k.topic, Partition: k.partition}}); err != nil {
+			s.log.Warn("resume failed", "topic", k.topic, "partition", k.partition, "err", err)
+			continue
+		}
+		delete(s.paused, k)
+	}
+}
+
+// checkRanges stops every partition whose stored position is outside its log.
+func (s *Sink) checkRanges() {
+	for k, w := range s.workers {
+		if w.dead.Load() {
+			continue
+		}
+		low, high, err := s.consumer.QueryWatermarkOffsets(k.topic, k.partition, 10000)
+		if err != nil {
+			s.log.Warn("query watermark offsets", "topic", k.topic, "partition", k.partition, "err", err)
+			continue
+		}
+		if next := w.next.Load(); next < low || next > high {
+			w.cancel()
+			<-w.done
+			s.partitionFailed(w, &PartitionError{Topic: k.topic, Partition: k.partition,
+				Err: fmt.Errorf("%w: stored next offset %d, log has %d..%d", ErrOffsetOutOfRange, next, low, high)})
+			s.pause(k, w)
+		}
+	}
+}
+
+// drain stops every worker, letting queued batches commit within ShutdownTimeout.
+func (s *Sink) drain() {
+	var parts []kafka.TopicPartition
+	for k := range s.workers {
+		parts = append(parts, kafka.TopicPartition{Topic: &k.topic, Partition: k.partition})
+	}
+	if len(parts) > 0 {
+		s.stopWorkers(parts, false, s.cfg.ShutdownTimeout)
+	}
+}
+
+// stopWorkers stops the workers of parts and waits for them: a graceful stop commits what is
+// queued; after timeout, or at once when abort is set, in-flight transactions roll back.
+func (s *Sink) stopWorkers(parts []kafka.TopicPartition, abort bool, timeout time.Duration) {
+	var ws []*worker
+	for _, p := range parts {
+		k := partitionKey{*p.Topic, p.Partition}
+		w := s.workers[k]
+		if w == nil {
+			continue
+		}
+		delete(s.workers, k)
+		delete(s.paused, k)
+		ws = append(ws, w)
+		if abort {
+			w.cancel()
+		} else {
+			close(w.stop)
+		}
+	}
+	// Past the timeout, abort what is still running: its transaction rolls back and the
+	// next owner resumes from the stored offset.
+	timer := time.AfterFunc(timeout, func() {
+		s.log.Warn("in-flight batches did not finish in time; aborting them", "timeout", timeout)
+		for _, w := range ws {
+			w.cancel()
+		}
+	})
+	defer timer.Stop()
+	for _, w := range ws {
+		w.cancel()
+		<-w.done
+		if s.kcommit != nil {
+			s.kcommit.flush(w.topic, w.partition)
+		}
+	}
+}
+
+func (s *Sink) partitionFailed(w *worker, err error) {
+	s.mu.Lock()
+	s.failed = append(s.failed, err)
+	s.mu.Unlock()
+	if errors.Is(err, ErrFenced) {
+		s.log.Warn("partition fenced: another instance owns it now; stopped here", "topic", w.topic, "partition", w.partition, "epoch", w.epoch, "err", err)
+		return
+	}
+	s.log.Error("partition stopped", "topic", w.topic, "partition", w.partition, "err", err)
+}
+
+// lifecycle is the Sink seen by the rebalance.Balancer. Its methods run on the poll goroutine.
+type lifecycle Sink
+
+func (l *lifecycle) Start(c rebalance.Claim) {
+	s := (*Sink)(l)
+	s.claims.Add(1)
+	w := newWorker(s, c.Topic, c.Partition, c.Epoch, c.NextOffset)
+	s.workers[partitionKey{c.Topic, c.Partition}] = w
+	go w.run()
+}
+
+func (l *lifecycle) Stop(parts []kafka.TopicPartition, lost bool) {
+	s := (*Sink)(l)
+	s.stopWorkers(parts, lost, s.cfg.RevokeTimeout)
+}
+
+func (l *lifecycle) Failed(err *rebalance.PartitionError) {
+	s := (*Sink)(l)
+	s.mu.Lock()
+	s.failed = append(s.failed, err)
+	s.mu.Unlock()
+}
+
+// checkTopics fails fast, with a clear message, when the broker cannot be reached or a topic
+// does not exist.
+func (s *Sink) checkTopics(ctx context.Context) error {
+	timeout := 10 * time.Second
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
+		timeout = time.Until(d)
+	}
+	for _, t := range s.cfg.Topics {
+		md, err := s.consumer.GetMetadata(&t, false, int(timeout.Milliseconds()))
+		if err != nil {
+			return fmt.Errorf("eosink: cannot reach Kafka at %s: %w", s.brokers(), err)
+		}
+		tm, ok := md.Topics[t]
+		if !ok || tm.Error.Code() == kafka.ErrUnknownTopicOrPart || tm.Error.Code() == kafka.ErrUnknownTopic {
+			return fmt.Errorf("eosink: topic %q does not exist on %s", t, s.brokers())
+		}
+		if tm.Error.Code() != kafka.ErrNoError {
+			return fmt.Errorf("eosink: topic %q: %w", t, tm.Error)
+		}
+	}
+	return nil
+}
+
+func (s *Sink) brokers() string {
+	if s.cfg.Brokers != "" {
+		return s.cfg.Brokers
+	}
+	return fmt.Sprint(s.cfg.Kafka["bootstrap.servers"])
+}
+
+// openDatabase creates the pool (unless the caller gave one), checks the connection and the
+// offsets table, and migrates when asked.
+func (s *Sink) openDatabase(ctx context.Context) error {
+	if s.cfg.AutoMigrate {
+		url := s.cfg.DatabaseURL
+		if url == "" {
+			url = s.cfg.Pool.Config().ConnString()
+		}
+		if err := Migrate(ctx, url, s.cfg.Schema); err != nil {
+			return err
+		}
+	}
+	s.pool = s.cfg.Pool
+	if s.pool == nil {
+		pc, err := pgxpool.ParseConfig(s.cfg.DatabaseURL)
+		if err != nil {
+			return &ConfigError{Field: "DatabaseURL", Reason: err.Error()}
+		}
+		rp := pc.ConnConfig.RuntimeParams
+		if _, ok := rp["application_name"]; !ok {
+			rp["application_name"] = "eosink:" + s.cfg.Pipeline
+		}
+		if _, ok := rp["idle_in_transaction_session_timeout"]; !ok {
+			rp["idle_in_transaction_session_timeout"] = strconv.FormatInt(s.cfg.IdleInTransactionTimeout.Milliseconds(), 10)
+		}
+		if s.pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
+			return fmt.Errorf("eosink: database pool: %w", err)
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := s.pool.Ping(pctx); err != nil {
+		if s.cfg.Pool == nil {
+			s.pool.Close()
+		}
+		return fmt.Errorf("eosink: cannot connect to PostgreSQL at %s: %w", safeDatabaseAddr(s.pool), err)
+	}
+	var exists bool
+	if err := s.pool.QueryRow(pctx, "SELECT to_regclass($1) IS NOT NULL", pgx.Identifier{s.cfg.Schema, "offsets"}.Sanitize()).Scan(&exists); err != nil || !exists {
+		if s.cfg.Pool == nil {
+			s.pool.Close()
+		}
+		if err != nil {
+			return fmt.Errorf("eosink: check offsets table: %w", err)
+		}
+		return fmt.Errorf("eosink: offsets table %q.offsets does not exist: run `eosink migrate up` (schema %q) or set AutoMigrate", s.cfg.Schema, s.cfg.Schema)
+	}
+	return nil
+}
+
+// safeDatabaseAddr names the server without user or password.
+func safeDatabaseAddr(p *pgxpool.Pool) string {
+	cc := p.Config().ConnConfig
+	return fmt.Sprintf("%s:%d/%s", cc.Host, cc.Port, cc.Database)
+}
+
+func ptr[T any](v T) *T { return &v }

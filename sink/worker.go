@@ -1,0 +1,193 @@
+package sink
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// worker owns one assigned partition: it collects that partition's records into batches and
+// commits them, one transaction at a time, in offset order. One goroutine per partition, so
+// a slow partition never stalls the others.
+//
+// The poll goroutine pushes records (push) and decides on pause and resume; the worker
+// goroutine (run) takes batches and commits. mu protects queue and buffered.
+type worker struct {
+	s         *Sink
+	topic     string
+	partition int32
+	epoch     int64
+
+	next      atomic.Int64 // stored next offset as of this worker's last commit
+	fetchNext int64        // poll goroutine only: next offset expected from Kafka
+
+	mu       sync.Mutex
+	queue    []Record
+	buffered int // bytes fetched and not yet committed (queued plus in flight)
+
+	wake   chan struct{} // a record was pushed (capacity 1)
+	stop   chan struct{} // closed on revoke and shutdown: commit what is queued, then exit
+	ctx    context.Context
+	cancel context.CancelFunc // aborts the in-flight transaction: loss, timeouts
+	done   chan struct{}      // closed when run returns
+	err    error              // why run returned early; read after done
+	dead   atomic.Bool        // run returned
+}
+
+func newWorker(s *Sink, topic string, partition int32, epoch, next int64) *worker {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &worker{
+		s: s, topic: topic, partition: partition, epoch: epoch, fetchNext: next,
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		ctx: ctx, cancel: cancel,
+	}
+	w.next.Store(next)
+	return w
+}
+
+func recordSize(r *Record) int { return len(r.Key) + len(r.Value) }
+
+// push queues a record (poll goroutine). It drops a record below the expected position,
+// which librdkafka may redeliver around a seek. It returns true when the partition's
+// buffer is full and fetching should pause.
+func (w *worker) push(r Record) (full bool) {
+	if r.Offset < w.fetchNext {
+		return false
+	}
+	w.fetchNext = r.Offset + 1
+	w.mu.Lock()
+	w.queue = append(w.queue, r)
+	w.buffered += recordSize(&r)
+	full = w.buffered >= w.s.cfg.MaxBufferedBytes
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	return full
+}
+
+// canResume reports whether a paused partition has drained enough to fetch again.
+func (w *worker) canResume() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buffered < w.s.cfg.MaxBufferedBytes/2
+}
+
+// run is the worker goroutine.
+func (w *worker) run() {
+	defer func() {
+		w.dead.Store(true)
+		close(w.done)
+	}()
+	for {
+		batch, stopping := w.nextBatch()
+		if len(batch) > 0 {
+			size := 0
+			for i := range batch {
+				size += recordSize(&batch[i])
+			}
+			err := w.apply(batch)
+			w.mu.Lock()
+			w.buffered -= size
+			w.mu.Unlock()
+			if err != nil {
+				w.err = err
+				if w.ctx.Err() == nil { // an abort is not the partition's fault
+					w.s.partitionFailed(w, err)
+				}
+				return
+			}
+		}
+		if stopping {
+			return
+		}
+	}
+}
+
+// nextBatch waits for a full batch, MaxBatchWait after the first queued record, or a stop.
+// stopping is true when the worker should exit after committing the returned batch.
+func (w *worker) nextBatch() (batch []Record, stopping bool) {
+	cfg := &w.s.cfg
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	var timeout <-chan time.Time
+	expired := false
+	for {
+		select {
+		case <-w.stop:
+			stopping = true
+		default:
+		}
+		if w.ctx.Err() != nil {
+			return nil, true
+		}
+		w.mu.Lock()
+		n, bytes := 0, 0
+		for n < len(w.queue) && n < cfg.MaxBatchRecords {
+			sz := recordSize(&w.queue[n])
+			if n > 0 && bytes+sz > cfg.MaxBatchBytes {
+				break
+			}
+			bytes += sz
+			n++
+		}
+		full := n == cfg.MaxBatchRecords || n < len(w.queue) || bytes >= cfg.MaxBatchBytes
+		if n > 0 && (full || expired || stopping) {
+			batch = make([]Record, n)
+			copy(batch, w.queue)
+			w.queue = append(w.queue[:0], w.queue[n:]...)
+			more := len(w.queue) > 0
+			w.mu.Unlock()
+			// Stopping with more queued: return this batch, come back for the rest.
+			return batch, stopping && !more
+		}
+		w.mu.Unlock()
+		if stopping {
+			return nil, true
+		}
+		if n > 0 && timer == nil {
+			timer = time.NewTimer(cfg.MaxBatchWait)
+			timeout = timer.C
+		}
+		select {
+		case <-w.wake:
+		case <-timeout:
+			expired = true
+		case <-w.stop:
+		case <-w.ctx.Done():
+		}
+	}
+}
+
+// apply commits one batch, retrying transient errors with backoff until it commits, the
+// partition is fenced, the handler fails for good, or the worker is aborted.
+func (w *worker) apply(batch []Record) error {
+	cfg := &w.s.cfg
+	backoff := cfg.RetryBackoff
+	for attempt := 1; ; attempt++ {
+		err := w.s.commit(w, batch)
+		if err == nil {
+			return nil
+		}
+		if !isRetryable(err) || w.ctx.Err() != nil {
+			return err
+		}
+		w.s.log.Warn("batch failed, retrying", "topic", w.topic, "partition", w.partition,
+			"first_offset", batch[0].Offset, "attempt", attempt, "backoff", backoff, "err", err)
+		w.s.retries.Add(1)
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-w.ctx.Done():
+			t.Stop()
+			return w.ctx.Err()
+		}
+		backoff = min(2*backoff, cfg.MaxRetryBackoff)
+	}
+}

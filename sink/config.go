@@ -241,3 +241,8 @@ func (c *Config) kafkaConfig() kafka.ConfigMap {
 	}
 	return m
 }
+
+// ParseInitialPosition parses earliest, latest, error or kafka-committed.
+func ParseInitialPosition(s string) (InitialPosition, error) {
+	return rebalance.ParseInitialPosition(s)
+}

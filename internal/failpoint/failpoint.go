@@ -33,6 +33,7 @@ const (
 	InHandler         = "in-handler"          // handler returned, before COMMIT (its writes are in the open tx)
 	AfterCommit       = "after-commit"        // COMMIT returned, before the in-memory position advances
 	BeforeCommit      = "before-commit"       // just before COMMIT is sent (used to hold an open tx)
+	MidWrite          = "mid-write"           // for handlers in this module: between two of their writes
 )
 
 // EnvVar is the environment variable read by Load.

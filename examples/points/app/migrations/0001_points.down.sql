@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS balances;
+DROP TABLE IF EXISTS ledger;

@@ -45,6 +45,10 @@ func Open(ctx context.Context, databaseURL string, set Set) (*Migrator, error) {
 		cfg.RuntimeParams["application_name"] = "eosink-migrate"
 	}
 	db := stdlib.OpenDB(*cfg)
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("cannot connect to PostgreSQL at %s:%d/%s: %w", cfg.Host, cfg.Port, cfg.Database, err)
+	}
 	if _, err := db.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{set.Schema}.Sanitize()); err != nil {
 		// Another process may create it concurrently; only fail if it is still missing.
 		var exists bool

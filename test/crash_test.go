@@ -1,0 +1,44 @@
+package test
+
+import (
+	"testing"
+	"time"
+)
+
+// TestExactlyOnceAcrossCrashes kills the sink with SIGKILL at each boundary of the commit
+// protocol, restarts it, and checks from the log and the database that every event was
+// applied exactly once.
+func TestExactlyOnceAcrossCrashes(t *testing.T) {
+	points := []string{"after-fetch", "after-offset-update", "mid-write", "in-handler", "before-commit", "after-commit"}
+	for _, fp := range points {
+		t.Run(fp, func(t *testing.T) {
+			t.Parallel()
+			const events = 3000
+			p := newPipeline(t, 3)
+			p.produce(t, events, 7)
+
+			// First run dies at the 4th time it reaches the failpoint.
+			first := startChild(t, "sink-1", p.args("-batch-records", "100"), "EOSINK_FAILPOINTS="+fp+"=kill@4")
+			err := first.wait(90 * time.Second)
+			if !killedBySIGKILL(err) {
+				t.Fatalf("first run: want death by SIGKILL at %s, got %v", fp, err)
+			}
+			if !first.contains("failpoint fired: " + fp + " kill") {
+				t.Fatalf("first run died without the failpoint firing")
+			}
+			before := p.verify(t)
+			if before.Duplicates != 0 || before.Applied >= events {
+				t.Fatalf("after the kill: want a partial, duplicate-free state, got %+v", before)
+			}
+
+			// The restart resumes from the stored offsets and finishes the stream.
+			second := startChild(t, "sink-2", p.args("-batch-records", "100"))
+			rep := p.waitCaughtUp(t, 90*time.Second)
+			second.stopClean(45 * time.Second)
+			if rep.Produced != events || rep.Applied != events {
+				t.Fatalf("want %d produced and applied, got %+v", events, rep)
+			}
+			t.Logf("%s: applied before kill %d, after restart %d, duplicates %d, lost %d", fp, before.Applied, rep.Applied, rep.Duplicates, rep.Lost)
+		})
+	}
+}

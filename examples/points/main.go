@@ -138,6 +138,8 @@ func run(ctx context.Context, args []string) error {
 	commitKafka := fs.Bool("commit-to-kafka", true, "also commit stored offsets to Kafka (advisory, for lag tools)")
 	instance := fs.String("instance", "", "instance id written as owner (default host-pid)")
 	autoMigrate := fs.Bool("migrate", true, "apply migrations before starting")
+	idleTx := fs.Duration("idle-tx-timeout", 30*time.Second, "idle_in_transaction_session_timeout of the sink's sessions")
+	lockTimeout := fs.Duration("lock-timeout", 5*time.Second, "lock_timeout of claims")
 	_ = fs.Parse(args)
 	if err := c.need(true, true); err != nil {
 		return err
@@ -156,6 +158,7 @@ func run(ctx context.Context, args []string) error {
 		DatabaseURL: c.databaseURL, Schema: c.offsetsSchema, AutoMigrate: *autoMigrate,
 		Handler: app.Handler(c.schema), Kafka: kafka.ConfigMap(kafkaProps), InitialPosition: pos,
 		MaxBatchRecords: *batch, MaxBatchWait: *wait, CommitToKafka: *commitKafka, InstanceID: *instance,
+		IdleInTransactionTimeout: *idleTx, LockTimeout: *lockTimeout,
 	})
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,6 +21,19 @@ type Store struct {
 	pipeline    string
 	owner       string
 	lockTimeout time.Duration
+
+	// TerminateStalled, when not empty, is the application_name of this pipeline's sink
+	// sessions. A claim blocked for half of the lock timeout by such a session terminates it
+	// (pg_terminate_backend): a session that holds the offset row while Kafka has given the
+	// partition to someone else is a stalled zombie (paused process, or a COPY left half
+	// sent, which idle_in_transaction_session_timeout does not end). Its transaction rolls
+	// back and its commit fails. This needs the same role or pg_signal_backend; without it
+	// the claim falls back to waiting for the server's timeouts.
+	TerminateStalled string
+	// OnTerminate, when set, is told of each stalled session a claim terminated.
+	OnTerminate func(topic string, partition int32, pid int64, ok bool)
+	// Terminated counts the stalled sessions terminated.
+	Terminated atomic.Int64
 }
 
 // NewStore returns a Store for pipeline's rows in schema.offsets. owner is written on every
@@ -82,7 +96,16 @@ func (s *Store) Claim(ctx context.Context, topic string, partition int32, topicI
 // bump runs the claim UPDATE in a short transaction with lock_timeout set, so that a row lock
 // left by a stalled zombie makes the claim fail (and be retried) instead of hanging.
 func (s *Store) bump(ctx context.Context, topic string, partition int32, topicID string) (c Claim, found bool, err error) {
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return Claim{}, false, fmt.Errorf("claim %s[%d]: %w", topic, partition, err)
+	}
+	defer conn.Release()
+	if s.TerminateStalled != "" && s.lockTimeout > 0 {
+		stop := s.watchBlockers(ctx, conn.Conn().PgConn().PID(), topic, partition)
+		defer stop()
+	}
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if s.lockTimeout > 0 {
 			if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", s.lockTimeout.Milliseconds())); err != nil {
 				return err
@@ -111,6 +134,47 @@ func (s *Store) bump(ctx context.Context, topic string, partition int32, topicID
 	}
 	c.Topic, c.Partition = topic, partition
 	return c, found, nil
+}
+
+// watchBlockers terminates, after half the lock timeout, the sink sessions of this pipeline
+// that block the claiming backend pid. It returns a func that stops the watch.
+func (s *Store) watchBlockers(ctx context.Context, pid uint32, topic string, partition int32) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTimer(s.lockTimeout / 2)
+		defer t.Stop()
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		rows, err := s.pool.Query(ctx, `SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE pid = ANY (pg_blocking_pids($1)) AND application_name = $2`, int64(pid), s.TerminateStalled)
+		if err != nil {
+			return
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var victim int64
+			var ok bool
+			if rows.Scan(&victim, &ok) == nil {
+				s.Terminated.Add(1)
+				s.onTerminate(topic, partition, victim, ok)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
+}
+
+func (s *Store) onTerminate(topic string, partition int32, pid int64, ok bool) {
+	if s.OnTerminate != nil {
+		s.OnTerminate(topic, partition, pid, ok)
+	}
 }
 
 // Range is one partition's part of a commit: the records from Start up to End (exclusive)

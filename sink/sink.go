@@ -104,6 +104,11 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 		defer s.pool.Close()
 	}
 	s.store = rebalance.NewStore(s.pool, s.cfg.Schema, s.cfg.Pipeline, s.cfg.InstanceID, s.cfg.LockTimeout)
+	s.store.TerminateStalled = s.pool.Config().ConnConfig.RuntimeParams["application_name"]
+	s.store.OnTerminate = func(topic string, partition int32, pid int64, ok bool) {
+		s.log.Warn("claim terminated a stalled session of this pipeline holding the offset row",
+			"topic", topic, "partition", partition, "pid", pid, "terminated", ok)
+	}
 
 	c, err := kafka.NewConsumer(ptr(s.cfg.kafkaConfig()))
 	if err != nil {

@@ -94,8 +94,11 @@ func (w *worker) run() {
 			w.mu.Unlock()
 			if err != nil {
 				w.err = err
-				if w.ctx.Err() == nil { // an abort is not the partition's fault
+				if w.ctx.Err() == nil {
 					w.s.partitionFailed(w, err)
+				} else { // an abort is not the partition's fault
+					w.s.log.Info("in-flight batch rolled back: partition revoked or lost", "topic", w.topic,
+						"partition", w.partition, "first_offset", batch[0].Offset, "records", len(batch))
 				}
 				return
 			}

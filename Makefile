@@ -1,0 +1,49 @@
+# eosink: exactly-once Kafka to PostgreSQL. `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+GO ?= go
+# Integration tests run in parallel, each on its own topic, group and schemas.
+TEST_PARALLEL ?= 4
+TEST_TIMEOUT ?= 40m
+
+.PHONY: help
+help: ## Show this help
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-16s %s\n", $$1, $$2}'
+
+.PHONY: services
+services: ## Start Kafka (KRaft, from Maven Central jars) and PostgreSQL on loopback; writes .services/env
+	bash test/services/services.sh up
+
+.PHONY: services-down
+services-down: ## Stop the test bed services and delete their data
+	bash test/services/services.sh down
+
+.PHONY: services-status
+services-status: ## Show whether the test bed services run
+	bash test/services/services.sh status
+
+.PHONY: build
+build: ## Build bin/eosink and bin/points
+	$(GO) build -o bin/eosink ./cmd/eosink
+	$(GO) build -o bin/points ./examples/points
+
+.PHONY: lint
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+.PHONY: test
+test: lint ## Start the services if needed, then run every test with -race against the real broker and database
+	. test/services/use.sh && $(GO) test -race -count=1 -parallel $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
+
+.PHONY: test-unit
+test-unit: ## Unit tests only (no services)
+	$(GO) test -race -count=1 ./internal/failpoint ./internal/pgerr ./sink
+
+.PHONY: demo
+demo: build ## Run the points example end to end: produce, SIGKILL the sink mid-stream, restart, verify
+	. test/services/use.sh && bash examples/points/demo.sh
+
+.PHONY: clean
+clean: ## Remove build output
+	rm -rf bin

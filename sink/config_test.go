@@ -1,0 +1,100 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5"
+)
+
+func validConfig() Config {
+	return Config{
+		Brokers: "127.0.0.1:9092", GroupID: "g", Topics: []string{"t"},
+		DatabaseURL: "postgres://u:pw@127.0.0.1:5432/db",
+		Handler:     func(context.Context, pgx.Tx, Batch) error { return nil },
+	}
+}
+
+func TestConfigErrorsNameTheField(t *testing.T) {
+	cases := []struct {
+		field string
+		mod   func(*Config)
+	}{
+		{"Brokers", func(c *Config) { c.Brokers = "" }},
+		{"GroupID", func(c *Config) { c.GroupID = "" }},
+		{"Topics", func(c *Config) { c.Topics = nil }},
+		{"Topics[1]", func(c *Config) { c.Topics = []string{"a", " "} }},
+		{"Topics[0]", func(c *Config) { c.Topics = []string{"^pattern.*"} }},
+		{"Handler", func(c *Config) { c.Handler = nil }},
+		{"DatabaseURL", func(c *Config) { c.DatabaseURL = "" }},
+		{"DatabaseURL", func(c *Config) { c.DatabaseURL = "postgres://u:hunter2@[::1" }},
+		{"Kafka[enable.auto.commit]", func(c *Config) { c.Kafka = kafka.ConfigMap{"enable.auto.commit": true} }},
+		{"Kafka[auto.offset.reset]", func(c *Config) { c.Kafka = kafka.ConfigMap{"auto.offset.reset": "earliest"} }},
+		{"Kafka[group.id]", func(c *Config) { c.Kafka = kafka.ConfigMap{"group.id": "x"} }},
+		{"InitialPosition", func(c *Config) { c.InitialPosition = 42 }},
+		{"MaxBatchRecords", func(c *Config) { c.MaxBatchRecords = -1 }},
+		{"MaxBatchWait", func(c *Config) { c.MaxBatchWait = -time.Second }},
+		{"MaxBufferedBytes", func(c *Config) { c.MaxBatchBytes = 10 << 20; c.MaxBufferedBytes = 1 << 20 }},
+		{"Schema", func(c *Config) { c.Schema = strings.Repeat("s", 64) }},
+	}
+	for _, tc := range cases {
+		c := validConfig()
+		tc.mod(&c)
+		_, err := New(c)
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Field != tc.field {
+			t.Errorf("%s: got %v, want a ConfigError for field %s", tc.field, err, tc.field)
+			continue
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: error leaks the password: %v", tc.field, err)
+		}
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	s, err := New(validConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.cfg
+	if c.Pipeline != "g" || c.Schema != "eosink" || c.MaxBatchRecords != 500 || c.MaxBatchWait != 100*time.Millisecond ||
+		c.LockTimeout != 5*time.Second || c.InitialPosition != Earliest || c.InstanceID == "" {
+		t.Fatalf("defaults not applied: %+v", c)
+	}
+	km := c.kafkaConfig()
+	for k, want := range map[string]any{"enable.auto.commit": "false", "auto.offset.reset": "error",
+		"isolation.level": "read_committed", "group.id": "g", "bootstrap.servers": "127.0.0.1:9092"} {
+		if km[k] != want {
+			t.Errorf("kafka %s = %v, want %v", k, km[k], want)
+		}
+	}
+}
+
+func TestConfigPassesKafkaPropertiesThrough(t *testing.T) {
+	c := validConfig()
+	c.Kafka = kafka.ConfigMap{"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "isolation.level": "read_uncommitted"}
+	s, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	km := s.cfg.kafkaConfig()
+	if km["security.protocol"] != "SASL_SSL" || km["sasl.mechanism"] != "SCRAM-SHA-512" || km["isolation.level"] != "read_uncommitted" {
+		t.Fatalf("properties not passed through: %v", km)
+	}
+}
+
+func TestParseInitialPosition(t *testing.T) {
+	for s, want := range map[string]InitialPosition{"earliest": Earliest, "LATEST": Latest, "error": ErrorPosition, "kafka-committed": KafkaCommitted} {
+		if got, err := ParseInitialPosition(s); err != nil || got != want {
+			t.Errorf("%s: %v %v", s, got, err)
+		}
+	}
+	if _, err := ParseInitialPosition("smallest"); err == nil {
+		t.Error("smallest accepted")
+	}
+}

@@ -1,0 +1,92 @@
+// Package sink moves records from Apache Kafka into PostgreSQL exactly once.
+//
+// # The guarantee
+//
+// Each batch of a partition is applied in one PostgreSQL transaction that also moves the
+// partition's stored next offset. Either both commit or neither does, so after any crash
+// the stored offset says exactly which records have been applied. On every partition
+// assignment the position is read from that table, never from Kafka's committed offsets.
+// A claim bumps the partition's epoch, and every commit checks the epoch and the expected
+// start offset, so a zombie (a paused or partitioned former owner) can never commit after
+// the new owner has claimed.
+//
+// The guarantee covers what the Handler writes through the transaction it is given. Side
+// effects outside the database (HTTP calls, e-mails, other databases) are not covered: they
+// may happen more than once when a batch is retried or replayed.
+//
+// # Quick start
+//
+//	s, err := sink.New(sink.Config{
+//		Brokers:     "127.0.0.1:9092",
+//		GroupID:     "points",
+//		Topics:      []string{"points"},
+//		DatabaseURL: os.Getenv("DATABASE_URL"),
+//		AutoMigrate: true,
+//		Handler: func(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
+//			for _, r := range b.Records {
+//				if _, err := tx.Exec(ctx, "INSERT INTO events (body) VALUES ($1)", r.Value); err != nil {
+//					return err
+//				}
+//			}
+//			return nil
+//		},
+//	})
+//	if err != nil { ... }
+//	err = s.Run(ctx) // until ctx is cancelled; drains on the way out
+//
+// # The offsets table
+//
+// The framework's migrations (package migrations, applied by Migrate, AutoMigrate or
+// `eosink migrate up`) create <Schema>.offsets with one row per (pipeline, topic,
+// partition): next_offset, epoch, owner, topic_id and timestamps. A partition without a row
+// starts where Config.InitialPosition says: earliest, latest, error, or kafka-committed (the
+// group's committed offset in Kafka, to take over an existing consumer group without
+// replay).
+//
+// # Batches and transactions
+//
+// Every assigned partition has its own goroutine, which collects records into a batch of at
+// most MaxBatchRecords records and MaxBatchBytes bytes, waiting at most MaxBatchWait after
+// the first. For each batch it begins a transaction, runs
+//
+//	UPDATE offsets SET next_offset = $end WHERE <row> AND epoch = $mine AND next_offset = $start
+//
+// first (which takes the row lock), then the Handler with the same transaction, then
+// COMMIT. $end is the last record's offset + 1: offsets may have gaps. If the update
+// matches no row, the batch rolls back and the partition stops with a *FencedError.
+//
+// Order is kept within a partition; partitions progress independently. Fetched records
+// held in memory are bounded per partition by MaxBufferedBytes: past it the partition is
+// paused in the consumer until half of it has committed.
+//
+// # Errors
+//
+// Transient PostgreSQL errors (connection loss, SQLSTATE 08*, 40001, 40P01, 55P03, 57P*,
+// 53*) are retried with backoff from the same position. A COMMIT that fails on the
+// connection has an unknown outcome; the sink reads the row back and resumes from what is
+// stored. Any other Handler error rolls back and stops the partition with a *HandlerError.
+// A stored offset outside the log (records deleted by retention) or a recreated topic stops
+// the partition with ErrOffsetOutOfRange or ErrTopicRecreated; the sink never jumps
+// elsewhere by itself. Stopped partitions are logged and listed by Sink.PartitionErrors;
+// Run goes on with the others.
+//
+// Run returns an error only when the sink cannot work at all: bad configuration, an
+// unreachable database or broker at start, a missing offsets table, claims that keep
+// failing, or a fatal librdkafka error.
+//
+// # Rebalances
+//
+// Partition ownership is handled by package rebalance, for eager, cooperative-sticky and
+// the KIP-848 consumer protocol alike. On revoke, the revoked partitions' queued and
+// in-flight batches commit (within RevokeTimeout) before the revoke is acknowledged; on
+// loss they roll back without committing.
+//
+// # Kafka settings
+//
+// eosink sets enable.auto.commit=false and auto.offset.reset=error (a position outside the
+// log must stop the partition, not reset it) and refuses other values for them.
+// isolation.level defaults to read_committed. Every other librdkafka property, including
+// security.protocol, ssl.* and sasl.*, passes through Config.Kafka unchanged. With
+// CommitToKafka the stored offsets are also committed to Kafka after the database commit,
+// for lag tools; eosink never reads them back.
+package sink

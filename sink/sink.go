@@ -35,7 +35,7 @@ type Sink struct {
 	mu     sync.Mutex
 	failed []error // partitions stopped on this instance
 
-	applied, batches, retries, fenced, unknownCommits, claims atomic.Int64
+	applied, batches, retries, fenced, unknownCommits, claims, pauses atomic.Int64
 }
 
 type partitionKey struct {
@@ -51,6 +51,7 @@ type Stats struct {
 	Fenced         int64 // commits rejected because another claim owns the partition
 	UnknownCommits int64 // COMMITs whose outcome had to be settled by reading the row back
 	Claims         int64 // partitions claimed
+	Pauses         int64 // times a partition was paused because its buffer was full
 }
 
 // New validates cfg and returns a Sink. It does no I/O.
@@ -72,6 +73,7 @@ func (s *Sink) Stats() Stats {
 	return Stats{
 		Records: s.applied.Load(), Batches: s.batches.Load(), Retries: s.retries.Load(),
 		Fenced: s.fenced.Load(), UnknownCommits: s.unknownCommits.Load(), Claims: s.claims.Load(),
+		Pauses: s.pauses.Load(),
 	}
 }
 
@@ -220,6 +222,7 @@ func (s *Sink) pause(k partitionKey, w *worker) {
 		return
 	}
 	s.paused[k] = w
+	s.pauses.Add(1)
 }
 
 func (s *Sink) resumeDrained() {

@@ -41,7 +41,13 @@ func startSink(t *testing.T, cfg sink.Config) *running {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{s: s, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- s.Run(ctx) }()
+	go func() {
+		err := s.Run(ctx)
+		if err != nil && ctx.Err() == nil {
+			t.Errorf("Run returned before it was stopped: %v", err)
+		}
+		r.done <- err
+	}()
 	t.Cleanup(func() {
 		cancel()
 		<-r.done

@@ -208,3 +208,10 @@ func readLog(ctx context.Context, brokers, topic string) (map[string]Event, map[
 	}
 	return events, ends, nil
 }
+
+// LogEnds returns each partition's last committed record offset + 1 (the log start for an
+// empty partition), reading the topic with read_committed.
+func LogEnds(ctx context.Context, brokers, topic string) (map[int32]int64, error) {
+	_, ends, err := readLog(ctx, brokers, topic)
+	return ends, err
+}

@@ -1,0 +1,145 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eosink/eosink/examples/points/app"
+	"github.com/eosink/eosink/internal/testbed"
+	"github.com/eosink/eosink/sink"
+)
+
+// TestSlowPartitionDoesNotStallOthers: partition 0's handler blocks; partitions 1 and 2
+// still apply everything. Released, partition 0 catches up too.
+func TestSlowPartitionDoesNotStallOthers(t *testing.T) {
+	t.Parallel()
+	p := newPipeline(t, 3)
+	p.produce(t, 900, 51)
+	base := app.Handler(p.schema)
+	release := make(chan struct{})
+	h := func(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
+		if b.Partition == 0 {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return base(ctx, tx, b)
+	}
+	r := startSink(t, p.config(t, h))
+	ends := p.logEnds(t)
+	testbed.Eventually(t, 60*time.Second, "partitions 1 and 2 to finish while 0 is blocked", func() (bool, string) {
+		n1, _ := p.storedOrZero(t, 1)
+		n2, _ := p.storedOrZero(t, 2)
+		return n1 == ends[1] && n2 == ends[2], fmt.Sprintf("p1 %d/%d p2 %d/%d", n1, ends[1], n2, ends[2])
+	})
+	if n0, _ := p.storedOrZero(t, 0); n0 != 0 {
+		t.Fatalf("blocked partition 0 moved to %d", n0)
+	}
+	close(release)
+	p.waitCaughtUp(t, 60*time.Second)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMemoryIsBoundedByPausing: with a small per-partition buffer and a slow handler, the
+// sink pauses fetching instead of buffering the whole topic, and still applies everything once.
+func TestMemoryIsBoundedByPausing(t *testing.T) {
+	t.Parallel()
+	p := newPipeline(t, 1)
+	p.produce(t, 4000, 52) // about 80 bytes each
+	base := app.Handler(p.schema)
+	h := func(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
+		time.Sleep(5 * time.Millisecond)
+		return base(ctx, tx, b)
+	}
+	cfg := p.config(t, h)
+	cfg.MaxBatchBytes = 4 << 10
+	cfg.MaxBufferedBytes = 16 << 10
+	cfg.Kafka["max.partition.fetch.bytes"] = 8 << 10
+	r := startSink(t, cfg)
+	p.waitCaughtUp(t, 90*time.Second)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if st := r.s.Stats(); st.Pauses == 0 {
+		t.Fatalf("never paused (stats %+v): the buffer bound did not engage", st)
+	}
+}
+
+// TestTransactionalProducerGaps: an upstream transactional producer aborts every third
+// transaction. No aborted record reaches the database, and the offset gaps left by
+// transaction markers and aborted records do not confuse the stored position.
+func TestTransactionalProducerGaps(t *testing.T) {
+	t.Parallel()
+	p := newPipeline(t, 2)
+	pr, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": p.env.Brokers, "transactional.id": testbed.Name(t, "tx"),
+		"go.delivery.reports": false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	ctx := context.Background()
+	if err := pr.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := startSink(t, p.config(t, nil))
+	committed := 0
+	for txn := 0; txn < 15; txn++ {
+		if err := pr.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 40; i++ {
+			v := fmt.Sprintf(`{"event_id":"tx-%d-%d","account_id":"acct-%d","delta":%d}`, txn, i, i%7, i+1)
+			if err := pr.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &p.topic, Partition: kafka.PartitionAny},
+				Key: []byte(fmt.Sprint(i % 7)), Value: []byte(v)}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Deliver before ending: librdkafka can fail an abort with INVALID_TXN_STATE while
+		// partitions are still being added to the transaction.
+		for pr.Flush(1000) > 0 {
+		}
+		if txn%3 == 2 {
+			err = pr.AbortTransaction(ctx)
+		} else {
+			err = pr.CommitTransaction(ctx)
+			committed += 40
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := p.waitCaughtUp(t, 90*time.Second)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Produced != committed || rep.Applied != committed || rep.Unknown != 0 {
+		t.Fatalf("want %d committed events applied and no aborted one, got %+v", committed, rep)
+	}
+	// The stored positions sit past the last record, with gaps behind them.
+	ends := p.logEnds(t)
+	for part, end := range ends {
+		if next, _ := p.storedOrZero(t, part); next != end {
+			t.Fatalf("partition %d stored %d, want %d", part, next, end)
+		}
+	}
+}
+
+// logEnds returns each partition's last committed record offset + 1, read with
+// read_committed by the verifier's reader.
+func (p *pipeline) logEnds(t *testing.T) map[int32]int64 {
+	t.Helper()
+	ends, err := app.LogEnds(context.Background(), p.env.Brokers, p.topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ends
+}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/internal/testbed"
 	"github.com/eosink/eosink/sink"
@@ -161,4 +163,56 @@ func (p *pipeline) storedOrZero(t *testing.T, partition int32) (next, epoch int6
 	_ = conn.QueryRow(context.Background(), `SELECT next_offset, epoch FROM `+p.offsetsTable()+
 		` WHERE pipeline = $1 AND topic = $2 AND partition = $3`, p.group, p.topic, partition).Scan(&next, &epoch)
 	return next, epoch
+}
+
+// TestOffsetOutOfRangeWhileRunning: records the sink has not applied yet are deleted while it
+// runs. When its fetch position falls below the log start, librdkafka (with
+// auto.offset.reset=error) reports it, and the sink stops the partition instead of jumping.
+func TestOffsetOutOfRangeWhileRunning(t *testing.T) {
+	t.Parallel()
+	p := newPipeline(t, 1)
+	p.produce(t, 2000, 17)
+	base := p.config(t, nil).Handler
+	release := make(chan struct{})
+	var first atomic.Bool
+	h := func(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
+		if first.CompareAndSwap(false, true) {
+			select { // hold the first batch while the records after it are deleted
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return base(ctx, tx, b)
+	}
+	cfg := p.config(t, h)
+	cfg.MaxBatchBytes = 2 << 10
+	cfg.MaxBufferedBytes = 4 << 10
+	cfg.Kafka["max.partition.fetch.bytes"] = 1 << 10
+	cfg.Kafka["queued.max.messages.kbytes"] = 1
+	r := startSink(t, cfg)
+	testbed.Eventually(t, 60*time.Second, "the partition to pause on a full buffer", func() (bool, string) {
+		return r.s.Stats().Pauses > 0, fmt.Sprintf("%+v", r.s.Stats())
+	})
+	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": p.env.Brokers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := a.DeleteRecords(ctx, []kafka.TopicPartition{{Topic: &p.topic, Partition: 0, Offset: 1500}}); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	waitPartitionError(t, r, sink.ErrOffsetOutOfRange)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	next, _ := p.stored(t, 0)
+	n, _, hi := p.ledgerOffsets(t)
+	if next >= 1500 || int64(n) != next || hi != next-1 {
+		t.Fatalf("stored %d, ledger %d rows up to %d: the sink jumped or lost its place", next, n, hi)
+	}
+	t.Logf("stopped at stored offset %d with the log starting at 1500", next)
 }

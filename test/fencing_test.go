@@ -93,46 +93,46 @@ func TestZombieProcessIsFenced(t *testing.T) {
 	t.Parallel()
 	const events = 3000
 	p := newPipeline(t, 2)
-	p.produce(t, events, 21)
+	p.Produce(t, events, 21)
 
-	zombieArgs := p.args("-batch-records", "100", "-idle-tx-timeout", "4s", "-commit-to-kafka=false")
+	zombieArgs := p.Args("-batch-records", "100", "-idle-tx-timeout", "4s", "-commit-to-kafka=false")
 	zombie := startChild(t, "zombie", zombieArgs, "EOSINK_FAILPOINTS=before-commit=sleep(3s)@3")
-	zombie.waitOutput("failpoint fired: before-commit sleep", 60*time.Second)
-	if err := zombie.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	zombie.WaitOutput("failpoint fired: before-commit sleep", 60*time.Second)
+	if err := zombie.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	frozen := true
 	defer func() {
 		if frozen {
-			_ = zombie.cmd.Process.Signal(syscall.SIGCONT)
+			_ = zombie.Cmd.Process.Signal(syscall.SIGCONT)
 		}
 	}()
 
-	heir := startChild(t, "heir", p.args("-batch-records", "100", "-lock-timeout", "1s"))
-	rep := p.waitCaughtUp(t, 120*time.Second)
+	heir := startChild(t, "heir", p.Args("-batch-records", "100", "-lock-timeout", "1s"))
+	rep := p.WaitCaughtUp(t, 120*time.Second)
 	if rep.Applied != events {
 		t.Fatalf("applied %d of %d", rep.Applied, events)
 	}
 
-	_ = zombie.cmd.Process.Signal(syscall.SIGCONT)
+	_ = zombie.Cmd.Process.Signal(syscall.SIGCONT)
 	frozen = false
 	// Its in-flight commits fail: fenced by the epoch, or rolled back because its session
 	// was ended and the partition lost. Either way, nothing it did commits.
 	testbed.Eventually(t, 60*time.Second, "the zombie's commit to be rejected", func() (bool, string) {
-		return zombie.contains("partition fenced") || zombie.contains("in-flight batch rolled back"), "not yet"
+		return zombie.Contains("partition fenced") || zombie.Contains("in-flight batch rolled back"), "not yet"
 	})
 
 	// Give the zombie's other goroutines their chance to do harm, then check again.
-	zombie.stopClean(60 * time.Second)
-	heir.stopClean(60 * time.Second)
-	if rep := p.verify(t); !rep.OK() || rep.Lag != 0 {
+	zombie.StopClean(60 * time.Second)
+	heir.StopClean(60 * time.Second)
+	if rep := p.Verify(t); !rep.OK() || rep.Lag != 0 {
 		t.Fatalf("after the zombie woke: %+v", rep)
 	}
-	if !strings.Contains(heir.output(), "partition claimed") {
+	if !strings.Contains(heir.Output(), "partition claimed") {
 		t.Fatal("heir never claimed a partition")
 	}
-	if !strings.Contains(heir.output(), "terminated a stalled session") && !strings.Contains(zombie.output(), "25P03") &&
-		!strings.Contains(zombie.output(), "broken pipe") {
+	if !strings.Contains(heir.Output(), "terminated a stalled session") && !strings.Contains(zombie.Output(), "25P03") &&
+		!strings.Contains(zombie.Output(), "broken pipe") {
 		t.Fatal("the zombie's open transaction was neither terminated by the heir nor ended by the server")
 	}
 }
@@ -144,7 +144,7 @@ func TestTransientErrorsAreRetried(t *testing.T) {
 	t.Parallel()
 	const events = 500
 	p := newPipeline(t, 1)
-	p.produce(t, events, 31)
+	p.Produce(t, events, 31)
 	base := p.config(t, nil).Handler
 	var calls atomic.Int64
 	h := func(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
@@ -162,7 +162,7 @@ func TestTransientErrorsAreRetried(t *testing.T) {
 		return base(ctx, tx, b)
 	}
 	r := startSink(t, p.config(t, h))
-	p.waitCaughtUp(t, 60*time.Second)
+	p.WaitCaughtUp(t, 60*time.Second)
 	if err := r.stop(t); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -176,7 +176,7 @@ func TestTransientErrorsAreRetried(t *testing.T) {
 func TestHandlerErrorStopsPartition(t *testing.T) {
 	t.Parallel()
 	p := newPipeline(t, 1)
-	p.produce(t, 120, 41)
+	p.Produce(t, 120, 41)
 	base := p.config(t, nil).Handler
 	boom := errors.New("boom")
 	var calls atomic.Int64

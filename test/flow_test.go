@@ -19,8 +19,8 @@ import (
 func TestSlowPartitionDoesNotStallOthers(t *testing.T) {
 	t.Parallel()
 	p := newPipeline(t, 3)
-	p.produce(t, 900, 51)
-	base := app.Handler(p.schema)
+	p.Produce(t, 900, 51)
+	base := app.Handler(p.Schema)
 	release := make(chan struct{})
 	h := func(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 		if b.Partition == 0 {
@@ -43,7 +43,7 @@ func TestSlowPartitionDoesNotStallOthers(t *testing.T) {
 		t.Fatalf("blocked partition 0 moved to %d", n0)
 	}
 	close(release)
-	p.waitCaughtUp(t, 60*time.Second)
+	p.WaitCaughtUp(t, 60*time.Second)
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
@@ -54,8 +54,8 @@ func TestSlowPartitionDoesNotStallOthers(t *testing.T) {
 func TestMemoryIsBoundedByPausing(t *testing.T) {
 	t.Parallel()
 	p := newPipeline(t, 1)
-	p.produce(t, 4000, 52) // about 80 bytes each
-	base := app.Handler(p.schema)
+	p.Produce(t, 4000, 52) // about 80 bytes each
+	base := app.Handler(p.Schema)
 	h := func(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 		time.Sleep(5 * time.Millisecond)
 		return base(ctx, tx, b)
@@ -65,7 +65,7 @@ func TestMemoryIsBoundedByPausing(t *testing.T) {
 	cfg.MaxBufferedBytes = 16 << 10
 	cfg.Kafka["max.partition.fetch.bytes"] = 8 << 10
 	r := startSink(t, cfg)
-	p.waitCaughtUp(t, 90*time.Second)
+	p.WaitCaughtUp(t, 90*time.Second)
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestMemoryIsBoundedByPausing(t *testing.T) {
 func TestTransactionalProducerGaps(t *testing.T) {
 	t.Parallel()
 	p := newPipeline(t, 2)
-	pr, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": p.env.Brokers, "transactional.id": testbed.Name(t, "tx"),
+	pr, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": p.Env.Brokers, "transactional.id": testbed.Name(t, "tx"),
 		"go.delivery.reports": false})
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +98,7 @@ func TestTransactionalProducerGaps(t *testing.T) {
 		}
 		for i := 0; i < 40; i++ {
 			v := fmt.Sprintf(`{"event_id":"tx-%d-%d","account_id":"acct-%d","delta":%d}`, txn, i, i%7, i+1)
-			if err := pr.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &p.topic, Partition: kafka.PartitionAny},
+			if err := pr.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &p.Topic, Partition: kafka.PartitionAny},
 				Key: []byte(fmt.Sprint(i % 7)), Value: []byte(v)}, nil); err != nil {
 				t.Fatal(err)
 			}
@@ -117,7 +117,7 @@ func TestTransactionalProducerGaps(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rep := p.waitCaughtUp(t, 90*time.Second)
+	rep := p.WaitCaughtUp(t, 90*time.Second)
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestTransactionalProducerGaps(t *testing.T) {
 // read_committed by the verifier's reader.
 func (p *pipeline) logEnds(t *testing.T) map[int32]int64 {
 	t.Helper()
-	ends, err := app.LogEnds(context.Background(), p.env.Brokers, p.topic)
+	ends, err := app.LogEnds(context.Background(), p.Env.Brokers, p.Topic)
 	if err != nil {
 		t.Fatal(err)
 	}

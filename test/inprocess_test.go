@@ -22,11 +22,11 @@ type running struct {
 
 func (p *pipeline) config(t *testing.T, h sink.Handler) sink.Config {
 	if h == nil {
-		h = app.Handler(p.schema)
+		h = app.Handler(p.Schema)
 	}
 	return sink.Config{
-		Brokers: p.env.Brokers, GroupID: p.group, Topics: []string{p.topic},
-		DatabaseURL: p.env.DatabaseURL, Schema: p.offsetsSchema, Handler: h,
+		Brokers: p.Env.Brokers, GroupID: p.Group, Topics: []string{p.Topic},
+		DatabaseURL: p.Env.DatabaseURL, Schema: p.OffsetsSchema, Handler: h,
 		Kafka:           kafka.ConfigMap{"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000},
 		MaxBatchRecords: 50,
 		Logger:          slog.New(slog.NewTextHandler(t.Output(), nil)),
@@ -71,8 +71,8 @@ func (r *running) stop(t *testing.T) error {
 
 func (p *pipeline) setStored(t *testing.T, partition int32, next, epoch int64) {
 	t.Helper()
-	_, err := pgxExec(t, p, `INSERT INTO `+pgx.Identifier{p.offsetsSchema, "offsets"}.Sanitize()+
-		` (pipeline, topic, partition, next_offset, epoch) VALUES ($1, $2, $3, $4, $5)`, p.group, p.topic, partition, next, epoch)
+	_, err := pgxExec(t, p, `INSERT INTO `+pgx.Identifier{p.OffsetsSchema, "offsets"}.Sanitize()+
+		` (pipeline, topic, partition, next_offset, epoch) VALUES ($1, $2, $3, $4, $5)`, p.Group, p.Topic, partition, next, epoch)
 	if err != nil {
 		t.Fatalf("insert offset row: %v", err)
 	}
@@ -81,8 +81,8 @@ func (p *pipeline) setStored(t *testing.T, partition int32, next, epoch int64) {
 func (p *pipeline) stored(t *testing.T, partition int32) (next, epoch int64) {
 	t.Helper()
 	conn := connect(t, p)
-	err := conn.QueryRow(context.Background(), `SELECT next_offset, epoch FROM `+pgx.Identifier{p.offsetsSchema, "offsets"}.Sanitize()+
-		` WHERE pipeline = $1 AND topic = $2 AND partition = $3`, p.group, p.topic, partition).Scan(&next, &epoch)
+	err := conn.QueryRow(context.Background(), `SELECT next_offset, epoch FROM `+pgx.Identifier{p.OffsetsSchema, "offsets"}.Sanitize()+
+		` WHERE pipeline = $1 AND topic = $2 AND partition = $3`, p.Group, p.Topic, partition).Scan(&next, &epoch)
 	if err != nil {
 		t.Fatalf("read offset row: %v", err)
 	}
@@ -93,7 +93,7 @@ func (p *pipeline) ledgerOffsets(t *testing.T) (count int, min, max int64) {
 	t.Helper()
 	conn := connect(t, p)
 	err := conn.QueryRow(context.Background(), `SELECT count(*), coalesce(min("offset"), -1), coalesce(max("offset"), -1) FROM `+
-		pgx.Identifier{p.schema, "ledger"}.Sanitize()).Scan(&count, &min, &max)
+		pgx.Identifier{p.Schema, "ledger"}.Sanitize()).Scan(&count, &min, &max)
 	if err != nil {
 		t.Fatalf("read ledger: %v", err)
 	}
@@ -102,7 +102,7 @@ func (p *pipeline) ledgerOffsets(t *testing.T) (count int, min, max int64) {
 
 func connect(t *testing.T, p *pipeline) *pgx.Conn {
 	t.Helper()
-	conn, err := pgx.Connect(context.Background(), p.env.DatabaseURL)
+	conn, err := pgx.Connect(context.Background(), p.Env.DatabaseURL)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -119,17 +119,17 @@ func pgxExec(t *testing.T, p *pipeline, sql string, args ...any) (int64, error) 
 // that eosink takes over would have done.
 func (p *pipeline) commitKafkaOffset(t *testing.T, partition int32, offset int64) {
 	t.Helper()
-	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": p.env.Brokers, "group.id": p.group, "enable.auto.commit": false})
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": p.Env.Brokers, "group.id": p.Group, "enable.auto.commit": false})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	res, err := c.CommitOffsets([]kafka.TopicPartition{{Topic: &p.topic, Partition: partition, Offset: kafka.Offset(offset)}})
+	res, err := c.CommitOffsets([]kafka.TopicPartition{{Topic: &p.Topic, Partition: partition, Offset: kafka.Offset(offset)}})
 	if err != nil || res[0].Error != nil {
 		t.Fatalf("commit Kafka offset: %v %v", err, res)
 	}
 }
 
 func (p *pipeline) offsetsTable() string {
-	return pgx.Identifier{p.offsetsSchema, "offsets"}.Sanitize()
+	return pgx.Identifier{p.OffsetsSchema, "offsets"}.Sanitize()
 }

@@ -20,7 +20,7 @@ import (
 func TestPositionComesFromDatabase(t *testing.T) {
 	t.Parallel()
 	p := newPipeline(t, 1)
-	p.produce(t, 100, 11)
+	p.Produce(t, 100, 11)
 	p.commitKafkaOffset(t, 0, 10)
 	p.setStored(t, 0, 60, 5)
 
@@ -48,7 +48,7 @@ func TestInitialPositionPolicies(t *testing.T) {
 	t.Run("kafka-committed takes over the group's offset", func(t *testing.T) {
 		t.Parallel()
 		p := newPipeline(t, 1)
-		p.produce(t, 50, 12)
+		p.Produce(t, 50, 12)
 		p.commitKafkaOffset(t, 0, 10)
 		cfg := p.config(t, nil)
 		cfg.InitialPosition = sink.KafkaCommitted
@@ -65,7 +65,7 @@ func TestInitialPositionPolicies(t *testing.T) {
 	t.Run("latest skips what is in the log", func(t *testing.T) {
 		t.Parallel()
 		p := newPipeline(t, 1)
-		p.produce(t, 30, 13)
+		p.Produce(t, 30, 13)
 		cfg := p.config(t, nil)
 		cfg.InitialPosition = sink.Latest
 		r := startSink(t, cfg)
@@ -73,7 +73,7 @@ func TestInitialPositionPolicies(t *testing.T) {
 			next, epoch := p.storedOrZero(t, 0)
 			return epoch == 1, fmt.Sprint(next, epoch)
 		})
-		p.produce(t, 5, 14)
+		p.Produce(t, 5, 14)
 		testbed.Eventually(t, 60*time.Second, "the new records", func() (bool, string) {
 			n, _, _ := p.ledgerOffsets(t)
 			return n == 5, fmt.Sprint(n)
@@ -86,7 +86,7 @@ func TestInitialPositionPolicies(t *testing.T) {
 	t.Run("error refuses the partition", func(t *testing.T) {
 		t.Parallel()
 		p := newPipeline(t, 1)
-		p.produce(t, 10, 15)
+		p.Produce(t, 10, 15)
 		cfg := p.config(t, nil)
 		cfg.InitialPosition = sink.ErrorPosition
 		r := startSink(t, cfg)
@@ -103,16 +103,16 @@ func TestInitialPositionPolicies(t *testing.T) {
 func TestOffsetOutOfRangeStopsPartition(t *testing.T) {
 	t.Parallel()
 	p := newPipeline(t, 2)
-	p.produce(t, 200, 16)
+	p.Produce(t, 200, 16)
 	// Partition 0: delete records below 10 while the stored position is 5.
-	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": p.env.Brokers})
+	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": p.Env.Brokers})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := a.DeleteRecords(ctx, []kafka.TopicPartition{{Topic: &p.topic, Partition: 0, Offset: 10}})
+	res, err := a.DeleteRecords(ctx, []kafka.TopicPartition{{Topic: &p.Topic, Partition: 0, Offset: 10}})
 	if err != nil || res.DeleteRecordsResults[0].TopicPartition.Error != nil {
 		t.Fatalf("delete records: %v %+v", err, res)
 	}
@@ -161,7 +161,7 @@ func (p *pipeline) storedOrZero(t *testing.T, partition int32) (next, epoch int6
 	t.Helper()
 	conn := connect(t, p)
 	_ = conn.QueryRow(context.Background(), `SELECT next_offset, epoch FROM `+p.offsetsTable()+
-		` WHERE pipeline = $1 AND topic = $2 AND partition = $3`, p.group, p.topic, partition).Scan(&next, &epoch)
+		` WHERE pipeline = $1 AND topic = $2 AND partition = $3`, p.Group, p.Topic, partition).Scan(&next, &epoch)
 	return next, epoch
 }
 
@@ -171,7 +171,7 @@ func (p *pipeline) storedOrZero(t *testing.T, partition int32) (next, epoch int6
 func TestOffsetOutOfRangeWhileRunning(t *testing.T) {
 	t.Parallel()
 	p := newPipeline(t, 1)
-	p.produce(t, 2000, 17)
+	p.Produce(t, 2000, 17)
 	base := p.config(t, nil).Handler
 	release := make(chan struct{})
 	var first atomic.Bool
@@ -194,14 +194,14 @@ func TestOffsetOutOfRangeWhileRunning(t *testing.T) {
 	testbed.Eventually(t, 60*time.Second, "the partition to pause on a full buffer", func() (bool, string) {
 		return r.s.Stats().Pauses > 0, fmt.Sprintf("%+v", r.s.Stats())
 	})
-	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": p.env.Brokers})
+	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": p.Env.Brokers})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := a.DeleteRecords(ctx, []kafka.TopicPartition{{Topic: &p.topic, Partition: 0, Offset: 1500}}); err != nil {
+	if _, err := a.DeleteRecords(ctx, []kafka.TopicPartition{{Topic: &p.Topic, Partition: 0, Offset: 1500}}); err != nil {
 		t.Fatal(err)
 	}
 	close(release)

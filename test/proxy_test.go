@@ -135,9 +135,9 @@ func TestUnknownCommitOutcomeIsSettled(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			p := newPipeline(t, 1)
-			p.produce(t, 600, 61)
-			proxy, proxied := startProxy(t, p.env.DatabaseURL)
-			base := app.Handler(p.schema)
+			p.Produce(t, 600, 61)
+			proxy, proxied := startProxy(t, p.Env.DatabaseURL)
+			base := app.Handler(p.Schema)
 			var calls atomic.Int64
 			h := func(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 				if err := base(ctx, tx, b); err != nil {
@@ -151,7 +151,7 @@ func TestUnknownCommitOutcomeIsSettled(t *testing.T) {
 			cfg := p.config(t, h)
 			cfg.DatabaseURL = proxied
 			r := startSink(t, cfg)
-			p.waitCaughtUp(t, 60*time.Second)
+			p.WaitCaughtUp(t, 60*time.Second)
 			if err := r.stop(t); err != nil {
 				t.Fatal(err)
 			}

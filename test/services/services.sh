@@ -13,6 +13,12 @@
 #   EOSINK_KAFKA_PORT     broker port.                          Default: 19092
 #   EOSINK_PG_PORT        PostgreSQL port.                      Default: 15432
 #   EOSINK_KAFKA_VERSION  Apache Kafka version from Maven.      Default: the one in kafka/pom.xml
+#   EOSINK_CACHE_DIR      where the broker jars are kept.       Default: ~/.cache/eosink
+#
+# Fault injection on a running bed (used by the chaos tests on a private bed):
+#   services.sh kafka-kill              SIGKILL the broker
+#   services.sh kafka-start             start the broker again (same data)
+#   services.sh pg-restart fast|immediate
 #
 # Logs are kept in $STATE/logs: kafka.log, postgres.log, maven.log, apt.log.
 set -euo pipefail
@@ -115,7 +121,7 @@ kafka_version() {
 kafka_fetch() {
   local v libs
   v=$(kafka_version)
-  libs=$STATE/kafka/libs-$v
+  libs=${EOSINK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/eosink}/kafka-libs-$v
   if [ -f "$libs/.complete" ]; then echo "$libs"; return 0; fi
   command -v java >/dev/null || die "Kafka: java not found (Kafka $v needs Java 17 or newer)"
   command -v mvn >/dev/null || die "Kafka: mvn not found; Maven fetches the broker jars from Maven Central"
@@ -229,9 +235,26 @@ case "$cmd" in
     if alive "$STATE/kafka/kafka.pid"; then echo "kafka: running pid $(cat "$STATE/kafka/kafka.pid") on 127.0.0.1:$KAFKA_PORT"; else echo "kafka: stopped"; fi
     if pg_ready 2>/dev/null; then echo "postgres: running on 127.0.0.1:$PG_PORT"; else echo "postgres: stopped"; fi
     ;;
+  kafka-kill)
+    alive "$STATE/kafka/kafka.pid" || die "Kafka: not running"
+    kill -9 "$(cat "$STATE/kafka/kafka.pid")"
+    for _ in $(seq 1 40); do alive "$STATE/kafka/kafka.pid" || break; sleep 0.25; done
+    log "Kafka broker killed with SIGKILL"
+    ;;
+  kafka-start)
+    kafka_up
+    ;;
+  pg-restart)
+    mode=${2:-fast}
+    case "$mode" in fast|immediate) ;; *) die "pg-restart: mode must be fast or immediate" ;; esac
+    pg_as_owner "$(pg_bindir)/pg_ctl" -D "$STATE/pg/data" -l "$LOGS/postgres.log" -m "$mode" -w -t 60 restart >/dev/null ||
+      die "PostgreSQL: restart -m $mode failed; see $LOGS/postgres.log"
+    pg_ready || die "PostgreSQL: not ready after restart"
+    log "PostgreSQL restarted (-m $mode)"
+    ;;
   env)
     [ -f "$STATE/env" ] || die "no $STATE/env: run '$0 up' first"
     cat "$STATE/env"
     ;;
-  *) die "unknown command '$cmd' (up|down|status|env)" ;;
+  *) die "unknown command '$cmd' (up|down|status|env|kafka-kill|kafka-start|pg-restart)" ;;
 esac

@@ -202,13 +202,13 @@ func (b *Balancer) claim(c *kafka.Consumer, p kafka.TopicPartition, topicID stri
 	for {
 		cl, err := b.store.Claim(ctx, topic, part, topicID, initial)
 		if err == nil {
-			return b.check(cl, topicID, watermarks, &low, &high)
+			cl, err = b.check(cl, topicID, watermarks, &low, &high)
+			if err == nil {
+				return cl, nil
+			}
 		}
 		var perr *PartitionError
-		if errors.As(err, &perr) {
-			return Claim{}, err
-		}
-		if pgerr.Classify(err) != pgerr.Transient || ctx.Err() != nil {
+		if errors.As(err, &perr) || !retryable(err) || ctx.Err() != nil {
 			return Claim{}, err
 		}
 		b.log.Warn("claim failed, retrying", "topic", topic, "partition", part, "err", err, "backoff", backoff)
@@ -219,6 +219,16 @@ func (b *Balancer) claim(c *kafka.Consumer, p kafka.TopicPartition, topicID stri
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
+}
+
+// retryable reports whether a claim that failed with err may be tried again: transient
+// database errors, and broker errors that are not fatal (timeouts, a broker restarting).
+func retryable(err error) bool {
+	var kerr kafka.Error
+	if errors.As(err, &kerr) {
+		return !kerr.IsFatal()
+	}
+	return pgerr.Classify(err) == pgerr.Transient
 }
 
 // check refuses a claim whose stored position no longer fits the log.

@@ -137,12 +137,11 @@ func (s *Store) bump(ctx context.Context, topic string, partition int32, topicID
 }
 
 // watchBlockers terminates, after half the lock timeout, the sink sessions of this pipeline
-// that block the claiming backend pid. It returns a func that stops the watch.
+// that block the claiming backend pid. It returns a func that stops the watch; stop does
+// not wait for a termination query in flight, which needs a second pooled connection.
 func (s *Store) watchBlockers(ctx context.Context, pid uint32, topic string, partition int32) (stop func()) {
 	done := make(chan struct{})
-	finished := make(chan struct{})
 	go func() {
-		defer close(finished)
 		t := time.NewTimer(s.lockTimeout / 2)
 		defer t.Stop()
 		select {
@@ -150,7 +149,9 @@ func (s *Store) watchBlockers(ctx context.Context, pid uint32, topic string, par
 			return
 		case <-t.C:
 		}
-		rows, err := s.pool.Query(ctx, `SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity
+		qctx, cancel := context.WithTimeout(ctx, s.lockTimeout)
+		defer cancel()
+		rows, err := s.pool.Query(qctx, `SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity
 			WHERE pid = ANY (pg_blocking_pids($1)) AND application_name = $2`, int64(pid), s.TerminateStalled)
 		if err != nil {
 			return
@@ -165,10 +166,7 @@ func (s *Store) watchBlockers(ctx context.Context, pid uint32, topic string, par
 			}
 		}
 	}()
-	return func() {
-		close(done)
-		<-finished
-	}
+	return func() { close(done) }
 }
 
 func (s *Store) onTerminate(topic string, partition int32, pid int64, ok bool) {
@@ -227,10 +225,20 @@ type Position struct {
 }
 
 // Read returns the stored row of a partition; found is false when there is none.
-// It is used to settle a COMMIT whose outcome is unknown.
+// It is used to settle a COMMIT whose outcome is unknown, so it reads with FOR SHARE: if the
+// transaction that sent that COMMIT still holds the row (its commit is being flushed, or the
+// server has not yet noticed the lost connection), Read waits for it to end, at most the
+// lock timeout, instead of reading the row as it was before.
 func (s *Store) Read(ctx context.Context, topic string, partition int32) (p Position, found bool, err error) {
-	err = s.pool.QueryRow(ctx, `SELECT next_offset, epoch FROM `+s.table+`
-		WHERE pipeline = $1 AND topic = $2 AND partition = $3`, s.pipeline, topic, partition).Scan(&p.NextOffset, &p.Epoch)
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if s.lockTimeout > 0 {
+			if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", s.lockTimeout.Milliseconds())); err != nil {
+				return err
+			}
+		}
+		return tx.QueryRow(ctx, `SELECT next_offset, epoch FROM `+s.table+`
+			WHERE pipeline = $1 AND topic = $2 AND partition = $3 FOR SHARE`, s.pipeline, topic, partition).Scan(&p.NextOffset, &p.Epoch)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Position{}, false, nil
 	}

@@ -18,12 +18,16 @@ type kafkaCommitter struct {
 	mu      sync.Mutex
 	pending map[partitionKey]int64
 
+	commitMu sync.Mutex             // serializes CommitOffsets calls
+	sent     map[partitionKey]int64 // highest offset sent per partition (under commitMu)
+
 	quit chan struct{}
 	done chan struct{}
 }
 
 func newKafkaCommitter(c *kafka.Consumer, every time.Duration, log *slog.Logger) *kafkaCommitter {
-	k := &kafkaCommitter{c: c, log: log, pending: map[partitionKey]int64{}, quit: make(chan struct{}), done: make(chan struct{})}
+	k := &kafkaCommitter{c: c, log: log, pending: map[partitionKey]int64{}, sent: map[partitionKey]int64{},
+		quit: make(chan struct{}), done: make(chan struct{})}
 	go k.loop(every)
 	return k
 }
@@ -35,6 +39,14 @@ func (k *kafkaCommitter) note(topic string, partition int32, next int64) {
 	k.mu.Unlock()
 }
 
+// forget drops what was sent for a partition, so that a position moved back (by a reset)
+// is committed again. Called when the partition is claimed.
+func (k *kafkaCommitter) forget(topic string, partition int32) {
+	k.commitMu.Lock()
+	delete(k.sent, partitionKey{topic, partition})
+	k.commitMu.Unlock()
+}
+
 func (k *kafkaCommitter) loop(every time.Duration) {
 	defer close(k.done)
 	t := time.NewTicker(every)
@@ -42,29 +54,26 @@ func (k *kafkaCommitter) loop(every time.Duration) {
 	for {
 		select {
 		case <-t.C:
-			k.commit(nil)
+			k.commit()
 		case <-k.quit:
-			k.commit(nil)
+			k.commit()
 			return
 		}
 	}
 }
 
-// flush commits one partition's pending offset now (used before it is unassigned).
-func (k *kafkaCommitter) flush(topic string, partition int32) {
-	key := partitionKey{topic, partition}
-	k.commit(&key)
-}
-
-func (k *kafkaCommitter) commit(only *partitionKey) {
+func (k *kafkaCommitter) commit() {
+	k.commitMu.Lock()
+	defer k.commitMu.Unlock()
 	k.mu.Lock()
 	var offs []kafka.TopicPartition
 	for key, next := range k.pending {
-		if only != nil && key != *only {
-			continue
-		}
-		offs = append(offs, kafka.TopicPartition{Topic: &key.topic, Partition: key.partition, Offset: kafka.Offset(next)})
 		delete(k.pending, key)
+		if next <= k.sent[key] {
+			continue // never move Kafka's value backwards
+		}
+		k.sent[key] = next
+		offs = append(offs, kafka.TopicPartition{Topic: &key.topic, Partition: key.partition, Offset: kafka.Offset(next)})
 	}
 	k.mu.Unlock()
 	if len(offs) == 0 {

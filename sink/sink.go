@@ -33,7 +33,7 @@ type Sink struct {
 	kcommit  *kafkaCommitter
 
 	mu     sync.Mutex
-	failed []error // partitions stopped on this instance
+	failed map[partitionKey]error // why partitions stopped on this instance, latest per partition
 
 	applied, batches, retries, fenced, unknownCommits, claims, pauses atomic.Int64
 }
@@ -65,6 +65,7 @@ func New(cfg Config) (*Sink, error) {
 		log:     c.Logger.With("pipeline", c.Pipeline),
 		workers: map[partitionKey]*worker{},
 		paused:  map[partitionKey]*worker{},
+		failed:  map[partitionKey]error{},
 	}, nil
 }
 
@@ -77,13 +78,23 @@ func (s *Sink) Stats() Stats {
 	}
 }
 
-// PartitionErrors returns why partitions stopped on this instance: *FencedError,
-// *HandlerError or *PartitionError values. A stopped partition stays assigned but makes no
-// progress until it is reassigned. Safe to call from any goroutine.
+// PartitionErrors returns why partitions stopped on this instance, the latest error of each
+// partition: *FencedError, *HandlerError or *PartitionError values. A stopped partition stays
+// assigned but makes no progress until it is reassigned. Safe to call from any goroutine.
 func (s *Sink) PartitionErrors() []error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]error(nil), s.failed...)
+	errs := make([]error, 0, len(s.failed))
+	for _, err := range s.failed {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+func (s *Sink) recordFailure(topic string, partition int32, err error) {
+	s.mu.Lock()
+	s.failed[partitionKey{topic, partition}] = err
+	s.mu.Unlock()
 }
 
 // Run connects to PostgreSQL and Kafka, joins the consumer group and applies records until
@@ -249,11 +260,13 @@ func (s *Sink) checkRanges() {
 			s.log.Warn("query watermark offsets", "topic", k.topic, "partition", k.partition, "err", err)
 			continue
 		}
-		if next := w.next.Load(); next < low || next > high {
+		// librdkafka complains about its fetch position, which may be ahead of the stored one.
+		next, fetch := w.next.Load(), w.fetchNext
+		if next < low || next > high || fetch < low || fetch > high {
 			w.cancel()
 			<-w.done
 			s.partitionFailed(w, &PartitionError{Topic: k.topic, Partition: k.partition,
-				Err: fmt.Errorf("%w: stored next offset %d, log has %d..%d", ErrOffsetOutOfRange, next, low, high)})
+				Err: fmt.Errorf("%w: stored next offset %d, fetch position %d, log has %d..%d", ErrOffsetOutOfRange, next, fetch, low, high)})
 			s.pause(k, w)
 		}
 	}
@@ -274,14 +287,20 @@ func (s *Sink) drain() {
 // queued; after timeout, or at once when abort is set, in-flight transactions roll back.
 func (s *Sink) stopWorkers(parts []kafka.TopicPartition, abort bool, timeout time.Duration) {
 	var ws []*worker
+	var paused []kafka.TopicPartition
 	for _, p := range parts {
 		k := partitionKey{*p.Topic, p.Partition}
+		if _, ok := s.paused[k]; ok {
+			// librdkafka keeps an application's pause across unassign and assign: resume
+			// while still assigned, or the partition stays silent if it comes back to us.
+			paused = append(paused, kafka.TopicPartition{Topic: p.Topic, Partition: p.Partition})
+			delete(s.paused, k)
+		}
 		w := s.workers[k]
 		if w == nil {
 			continue
 		}
 		delete(s.workers, k)
-		delete(s.paused, k)
 		ws = append(ws, w)
 		if abort {
 			w.cancel()
@@ -289,28 +308,44 @@ func (s *Sink) stopWorkers(parts []kafka.TopicPartition, abort bool, timeout tim
 			close(w.stop)
 		}
 	}
+	if len(paused) > 0 {
+		if err := s.consumer.Resume(paused); err != nil {
+			s.log.Warn("resume before unassign failed", "err", err)
+		}
+	}
 	// Past the timeout, abort what is still running: its transaction rolls back and the
-	// next owner resumes from the stored offset.
-	timer := time.AfterFunc(timeout, func() {
-		s.log.Warn("in-flight batches did not finish in time; aborting them", "timeout", timeout)
-		for _, w := range ws {
-			w.cancel()
-		}
-	})
-	defer timer.Stop()
+	// next owner resumes from the stored offset. A handler that ignores its context gets a
+	// grace period more; then it is left behind, and the epoch fences whatever it does later.
+	const grace = 5 * time.Second
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	aborted := abort
 	for _, w := range ws {
-		w.cancel()
-		<-w.done
-		if s.kcommit != nil {
-			s.kcommit.flush(w.topic, w.partition)
+		for waiting := true; waiting; {
+			select {
+			case <-w.done:
+				waiting = false
+			case <-deadline.C:
+				if aborted {
+					s.log.Error("a handler ignored cancellation; leaving it behind (its commits will be fenced)",
+						"topic", w.topic, "partition", w.partition)
+					waiting = false
+					continue
+				}
+				s.log.Warn("in-flight batches did not finish in time; aborting them", "timeout", timeout)
+				for _, w := range ws {
+					w.cancel()
+				}
+				aborted = true
+				deadline.Reset(grace)
+			}
 		}
+		w.cancel() // releases the context
 	}
 }
 
 func (s *Sink) partitionFailed(w *worker, err error) {
-	s.mu.Lock()
-	s.failed = append(s.failed, err)
-	s.mu.Unlock()
+	s.recordFailure(w.topic, w.partition, err)
 	if errors.Is(err, ErrFenced) {
 		s.log.Warn("partition fenced: another instance owns it now; stopped here", "topic", w.topic, "partition", w.partition, "epoch", w.epoch, "err", err)
 		return
@@ -326,6 +361,9 @@ func (l *lifecycle) Start(c rebalance.Claim) {
 	s.claims.Add(1)
 	w := newWorker(s, c.Topic, c.Partition, c.Epoch, c.NextOffset)
 	s.workers[partitionKey{c.Topic, c.Partition}] = w
+	if s.kcommit != nil {
+		s.kcommit.forget(c.Topic, c.Partition)
+	}
 	go w.run()
 }
 
@@ -335,10 +373,7 @@ func (l *lifecycle) Stop(parts []kafka.TopicPartition, lost bool) {
 }
 
 func (l *lifecycle) Failed(err *rebalance.PartitionError) {
-	s := (*Sink)(l)
-	s.mu.Lock()
-	s.failed = append(s.failed, err)
-	s.mu.Unlock()
+	(*Sink)(l).recordFailure(err.Topic, err.Partition, err)
 }
 
 // checkTopics fails fast, with a clear message, when the broker cannot be reached or a topic

@@ -131,10 +131,20 @@ func TestZombieProcessIsFenced(t *testing.T) {
 	if !strings.Contains(heir.Output(), "partition claimed") {
 		t.Fatal("heir never claimed a partition")
 	}
-	if !strings.Contains(heir.Output(), "terminated a stalled session") && !strings.Contains(zombie.Output(), "25P03") &&
-		!strings.Contains(zombie.Output(), "broken pipe") {
-		t.Fatal("the zombie's open transaction was neither terminated by the heir nor ended by the server")
+	// Evidence that the zombie's open transaction was ended, and how.
+	var evidence []string
+	for who, out := range map[string]string{"heir": heir.Output(), "zombie": zombie.Output()} {
+		for _, sign := range []string{"terminated a stalled session", "commit outcome unknown", "25P03", "57P01", "broken pipe",
+			"in-flight batch rolled back"} {
+			if strings.Contains(out, sign) {
+				evidence = append(evidence, who+": "+sign)
+			}
+		}
 	}
+	if len(evidence) == 0 {
+		t.Fatal("no sign that the zombie's open transaction ended without committing (terminated by the heir or the server, or rolled back on loss)")
+	}
+	t.Logf("zombie's transaction ended: %v", evidence)
 }
 
 // TestTransientErrorsAreRetried: the handler's connection is killed in the middle of a

@@ -143,3 +143,63 @@ func (p *pipeline) logEnds(t *testing.T) map[int32]int64 {
 	}
 	return ends
 }
+
+// TestShutdownDrainsQueuedRecords: records fetched and waiting for a batch to fill are
+// committed when Run's context is cancelled, not thrown away.
+func TestShutdownDrainsQueuedRecords(t *testing.T) {
+	t.Parallel()
+	p := newPipeline(t, 1)
+	p.Produce(t, 300, 53)
+	cfg := p.config(t, nil)
+	cfg.MaxBatchRecords = 10000
+	cfg.MaxBatchWait = 10 * time.Minute // nothing commits until the drain
+	r := startSink(t, cfg)
+	ends := p.logEnds(t)
+	testbed.Eventually(t, 60*time.Second, "the records to be claimed and fetched", func() (bool, string) {
+		_, epoch := p.storedOrZero(t, 0)
+		return epoch == 1, "not claimed yet"
+	})
+	time.Sleep(2 * time.Second) // let the fetch fill the queue; nothing may commit before the drain
+	if next, _ := p.stored(t, 0); next != 0 {
+		t.Fatalf("committed to %d before the drain; the batch wait did not hold", next)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if next, _ := p.stored(t, 0); next != ends[0] {
+		t.Fatalf("after the drain the stored offset is %d, want %d: queued records were dropped", next, ends[0])
+	}
+}
+
+// TestPausedPartitionResumesAfterRebalance: partitions paused on a full buffer are revoked
+// and handed back by an eager rebalance; they must fetch again, not stay paused for good.
+func TestPausedPartitionResumesAfterRebalance(t *testing.T) {
+	t.Parallel()
+	p := newPipeline(t, 2)
+	p.Produce(t, 3000, 54)
+	base := app.Handler(p.Schema)
+	slow := func(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
+		time.Sleep(20 * time.Millisecond)
+		return base(ctx, tx, b)
+	}
+	cfg := func() sink.Config {
+		c := p.config(t, slow)
+		c.MaxBatchBytes = 2 << 10
+		c.MaxBufferedBytes = 8 << 10
+		c.Kafka["max.partition.fetch.bytes"] = 4 << 10
+		c.Kafka["partition.assignment.strategy"] = "range"
+		return c
+	}
+	a := startSink(t, cfg())
+	testbed.Eventually(t, 60*time.Second, "both partitions to pause", func() (bool, string) {
+		return a.s.Stats().Pauses >= 2, fmt.Sprintf("%+v", a.s.Stats())
+	})
+	b := startSink(t, cfg()) // eager rebalance: everything is revoked, then split
+	p.WaitCaughtUp(t, 120*time.Second)
+	if err := b.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -43,7 +43,7 @@ func (s *Sink) commit(w *worker, batch []Record) (err error) {
 	end := batch[len(batch)-1].Offset + 1
 	failpoint.Eval(failpoint.AfterFetch)
 
-	tx, err := s.pool.Begin(ctx)
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: s.cfg.IsolationLevel})
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eosink/eosink/rebalance"
@@ -77,6 +78,11 @@ type Config struct {
 	// it the partition is paused until half of it is free. Defaults to 8 MiB.
 	MaxBufferedBytes int
 
+	// IsolationLevel of each batch's transaction. The fence is correct at any level; choose
+	// pgx.Serializable when the handler's own reads need it (serialization failures are then
+	// retried). Defaults to pgx.ReadCommitted.
+	IsolationLevel pgx.TxIsoLevel
+
 	// LockTimeout is lock_timeout for claims, so that a stalled previous owner's row lock
 	// delays a new owner by at most this long per try. Defaults to 5s.
 	LockTimeout time.Duration
@@ -140,6 +146,9 @@ func (c *Config) withDefaults() Config {
 	setDur(&d.MaxRetryBackoff, 5*time.Second)
 	setDur(&d.RevokeTimeout, 30*time.Second)
 	setDur(&d.ShutdownTimeout, 30*time.Second)
+	if d.IsolationLevel == "" {
+		d.IsolationLevel = pgx.ReadCommitted
+	}
 	if d.InstanceID == "" {
 		host, _ := os.Hostname()
 		d.InstanceID = fmt.Sprintf("%s-%d", host, os.Getpid())
@@ -191,6 +200,11 @@ func (c *Config) validate() error {
 	}
 	if _, ok := c.Kafka["group.id"]; ok {
 		return bad("Kafka[group.id]", "set GroupID instead")
+	}
+	switch c.IsolationLevel {
+	case "", pgx.ReadCommitted, pgx.RepeatableRead, pgx.Serializable:
+	default:
+		return bad("IsolationLevel", "%q is not one of read committed, repeatable read, serializable", c.IsolationLevel)
 	}
 	if c.InitialPosition < rebalance.Earliest || c.InitialPosition > rebalance.KafkaCommitted {
 		return bad("InitialPosition", "unknown value %d", c.InitialPosition)

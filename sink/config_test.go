@@ -36,6 +36,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{"Kafka[auto.offset.reset]", func(c *Config) { c.Kafka = kafka.ConfigMap{"auto.offset.reset": "earliest"} }},
 		{"Kafka[group.id]", func(c *Config) { c.Kafka = kafka.ConfigMap{"group.id": "x"} }},
 		{"InitialPosition", func(c *Config) { c.InitialPosition = 42 }},
+		{"IsolationLevel", func(c *Config) { c.IsolationLevel = "read uncommitted" }},
 		{"MaxBatchRecords", func(c *Config) { c.MaxBatchRecords = -1 }},
 		{"MaxBatchWait", func(c *Config) { c.MaxBatchWait = -time.Second }},
 		{"MaxBufferedBytes", func(c *Config) { c.MaxBatchBytes = 10 << 20; c.MaxBufferedBytes = 1 << 20 }},

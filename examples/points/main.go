@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/examples/points/app"
 	"github.com/eosink/eosink/sink"
@@ -140,6 +141,8 @@ func run(ctx context.Context, args []string) error {
 	autoMigrate := fs.Bool("migrate", true, "apply migrations before starting")
 	idleTx := fs.Duration("idle-tx-timeout", 30*time.Second, "idle_in_transaction_session_timeout of the sink's sessions")
 	lockTimeout := fs.Duration("lock-timeout", 5*time.Second, "lock_timeout of claims")
+	isolation := fs.String("isolation", "read committed", "isolation level of each batch: read committed, repeatable read, serializable")
+	revokeTimeout := fs.Duration("revoke-timeout", 30*time.Second, "how long a revoke waits for in-flight batches")
 	_ = fs.Parse(args)
 	if err := c.need(true, true); err != nil {
 		return err
@@ -159,6 +162,7 @@ func run(ctx context.Context, args []string) error {
 		Handler: app.Handler(c.schema), Kafka: kafka.ConfigMap(kafkaProps), InitialPosition: pos,
 		MaxBatchRecords: *batch, MaxBatchWait: *wait, CommitToKafka: *commitKafka, InstanceID: *instance,
 		IdleInTransactionTimeout: *idleTx, LockTimeout: *lockTimeout,
+		IsolationLevel: pgx.TxIsoLevel(*isolation), RevokeTimeout: *revokeTimeout,
 	})
 	if err != nil {
 		return err

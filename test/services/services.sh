@@ -14,6 +14,7 @@
 #   EOSINK_PG_PORT        PostgreSQL port.                      Default: 15432
 #   EOSINK_KAFKA_VERSION  Apache Kafka version from Maven.      Default: the one in kafka/pom.xml
 #   EOSINK_CACHE_DIR      where the broker jars are kept.       Default: ~/.cache/eosink
+#   EOSINK_SERVICES_ONLY  "pg" or "kafka": up/down only that one (private beds for chaos tests)
 #
 # Fault injection on a running bed (used by the chaos tests on a private bed):
 #   services.sh kafka-kill              SIGKILL the broker
@@ -211,7 +212,7 @@ write_env() {
 export KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$KAFKA_PORT
 export DATABASE_URL=postgres://postgres@127.0.0.1:$PG_PORT/eosink?sslmode=disable
 export EOSINK_SERVICES_DIR=$STATE
-export EOSINK_PG_BINDIR=$(pg_bindir)
+export EOSINK_PG_BINDIR=$(pg_bindir 2>/dev/null || true)
 export EOSINK_PG_DATA=$STATE/pg/data
 EOF
 }
@@ -220,14 +221,14 @@ cmd=${1:-up}
 mkdir -p "$LOGS"
 case "$cmd" in
   up)
-    pg_up
-    kafka_up
+    [ "${EOSINK_SERVICES_ONLY:-}" = kafka ] || pg_up
+    [ "${EOSINK_SERVICES_ONLY:-}" = pg ] || kafka_up
     write_env
     log "env written to $STATE/env"
     ;;
   down)
-    kafka_down
-    pg_down
+    [ "${EOSINK_SERVICES_ONLY:-}" = pg ] || kafka_down
+    [ "${EOSINK_SERVICES_ONLY:-}" = kafka ] || pg_down
     rm -f "$STATE/env"
     log "stopped"
     ;;

@@ -22,7 +22,12 @@ type Pipeline struct {
 // migrations.
 func NewPipeline(t testing.TB, partitions int) *Pipeline {
 	t.Helper()
-	e := Require(t)
+	return NewPipelineOn(t, Require(t), partitions)
+}
+
+// NewPipelineOn is NewPipeline on the services in e (a private Bed's, for example).
+func NewPipelineOn(t testing.TB, e Env, partitions int) *Pipeline {
+	t.Helper()
 	p := &Pipeline{Env: e, Topic: Topic(t, e, partitions), Group: Name(t, "g"),
 		Schema: Schema(t, e), OffsetsSchema: Schema(t, e)}
 	ctx := context.Background()

@@ -124,3 +124,13 @@ func (c *Process) WaitOutput(s string, timeout time.Duration) {
 		return c.Contains(s), "not yet"
 	})
 }
+
+// WaitFor waits at most timeout for the process to exit. exited is false if it still runs.
+func (c *Process) WaitFor(timeout time.Duration) (err error, exited bool) {
+	select {
+	case <-c.done:
+		return c.err, true
+	case <-time.After(timeout):
+		return nil, false
+	}
+}

@@ -1,0 +1,121 @@
+package testbed
+
+import (
+	"bytes"
+	"net"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// CutMode says what the proxy does with the next client message that carries COMMIT.
+type CutMode int32
+
+const (
+	CutOff          CutMode = iota
+	CutAfterForward         // forward COMMIT to the server, then cut the connection before the reply
+	CutBeforeSend           // cut the connection without forwarding COMMIT
+)
+
+// PGProxy is a TCP proxy in front of PostgreSQL that can cut a connection around a COMMIT,
+// so that the client cannot know whether it happened.
+type PGProxy struct {
+	ln     net.Listener
+	target string
+	mode   atomic.Int32
+	Fired  atomic.Int32
+	wg     sync.WaitGroup
+}
+
+// StartPGProxy starts a proxy to the server of databaseURL and returns it with the URL that
+// goes through it.
+func StartPGProxy(t testing.TB, databaseURL string) (*PGProxy, string) {
+	t.Helper()
+	u, err := url.Parse(databaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &PGProxy{ln: ln, target: u.Host}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(func() {
+		ln.Close()
+		p.wg.Wait()
+	})
+	u.Host = ln.Addr().String()
+	return p, u.String()
+}
+
+// Arm makes the proxy cut the next connection that sends COMMIT, once.
+func (p *PGProxy) Arm(m CutMode) { p.mode.Store(int32(m)) }
+
+func (p *PGProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		var cut atomic.Bool // set when the COMMIT's reply must be lost
+		go downstream(c, s, &cut)
+		go p.upstream(c, s, &cut)
+	}
+}
+
+var commitBytes = []byte("commit")
+
+// downstream relays server replies to the client until the connection is cut.
+func downstream(c, s net.Conn, cut *atomic.Bool) {
+	defer c.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := s.Read(buf)
+		if n > 0 && !cut.Load() {
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil || cut.Load() {
+			return
+		}
+	}
+}
+
+func (p *PGProxy) upstream(c, s net.Conn, cut *atomic.Bool) {
+	defer s.Close()
+	defer c.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			chunk := buf[:n]
+			if m := CutMode(p.mode.Load()); m != CutOff && bytes.Contains(bytes.ToLower(chunk), commitBytes) &&
+				p.mode.CompareAndSwap(int32(m), int32(CutOff)) {
+				cut.Store(true)
+				if m == CutAfterForward {
+					_, _ = s.Write(chunk)
+					time.Sleep(300 * time.Millisecond) // let the server commit, then lose the reply
+				}
+				p.Fired.Add(1)
+				return
+			}
+			if _, err := s.Write(chunk); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,209 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5"
+)
+
+// verdict is what the independent verifier found. It uses neither the sink's code nor its
+// counters: it reads the log with read_committed and the database tables directly.
+type verdict struct {
+	Records    int   // committed records in the log
+	Below      int   // log records below the stored next offsets (should all be applied)
+	Duplicates int   // C1: ledger rows beyond the first for a (partition, offset)
+	Lost       int   // C1: log records below next_offset with no ledger row
+	Mismatch   int   // C1: ledger rows whose event differs from the log's at that offset
+	Beyond     int   // C2: ledger rows at or beyond the stored next offset
+	SumErrors  int   // C3: accounts whose balance differs from the log's sum below next_offset
+	Lag        int64 // sum over partitions of (last record + 1 - next_offset)
+}
+
+func (v verdict) exact() bool {
+	return v.Duplicates == 0 && v.Lost == 0 && v.Mismatch == 0 && v.Beyond == 0 && v.SumErrors == 0
+}
+
+type logRecord struct {
+	EventID   string `json:"event_id"`
+	AccountID string `json:"account_id"`
+	Delta     int64  `json:"delta"`
+}
+
+// check reads everything and compares. topic's partitions are read up to their end at the
+// time of the call.
+func check(ctx context.Context, brokers, databaseURL, topic, group, schema, offsetsSchema string) (verdict, error) {
+	var v verdict
+	logs, ends, err := readPartitions(ctx, brokers, topic)
+	if err != nil {
+		return v, err
+	}
+	conn, err := pgx.Connect(ctx, databaseURL)
+	if err != nil {
+		return v, err
+	}
+	defer conn.Close(ctx)
+
+	next := map[int32]int64{}
+	rows, err := conn.Query(ctx, "SELECT partition, next_offset FROM "+pgx.Identifier{offsetsSchema, "offsets"}.Sanitize()+
+		" WHERE pipeline = $1 AND topic = $2", group, topic)
+	if err != nil {
+		return v, err
+	}
+	for rows.Next() {
+		var p int32
+		var n int64
+		if err := rows.Scan(&p, &n); err != nil {
+			return v, err
+		}
+		next[p] = n
+	}
+	if err := rows.Err(); err != nil {
+		return v, err
+	}
+
+	type key struct {
+		p int32
+		o int64
+	}
+	seen := map[key]int{}
+	rows, err = conn.Query(ctx, `SELECT partition, "offset", event_id FROM `+pgx.Identifier{schema, "ledger"}.Sanitize())
+	if err != nil {
+		return v, err
+	}
+	for rows.Next() {
+		var k key
+		var id string
+		if err := rows.Scan(&k.p, &k.o, &id); err != nil {
+			return v, err
+		}
+		seen[k]++
+		if seen[k] > 1 {
+			v.Duplicates++
+		}
+		if k.o >= next[k.p] {
+			v.Beyond++
+		}
+		if r, ok := logs[k.p][k.o]; !ok || r.EventID != id {
+			v.Mismatch++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return v, err
+	}
+
+	want := map[string]int64{}
+	for p, recs := range logs {
+		for o, r := range recs {
+			v.Records++
+			if o < next[p] {
+				v.Below++
+				want[r.AccountID] += r.Delta
+				if seen[key{p, o}] == 0 {
+					v.Lost++
+				}
+			}
+		}
+	}
+	got := map[string]int64{}
+	rows, err = conn.Query(ctx, "SELECT account_id, balance FROM "+pgx.Identifier{schema, "balances"}.Sanitize())
+	if err != nil {
+		return v, err
+	}
+	for rows.Next() {
+		var a string
+		var b int64
+		if err := rows.Scan(&a, &b); err != nil {
+			return v, err
+		}
+		got[a] = b
+	}
+	if err := rows.Err(); err != nil {
+		return v, err
+	}
+	for a := range union(want, got) {
+		if want[a] != got[a] {
+			v.SumErrors++
+		}
+	}
+	for p, end := range ends {
+		if end > next[p] {
+			v.Lag += end - next[p]
+		}
+	}
+	return v, nil
+}
+
+func union(a, b map[string]int64) map[string]bool {
+	u := map[string]bool{}
+	for k := range a {
+		u[k] = true
+	}
+	for k := range b {
+		u[k] = true
+	}
+	return u
+}
+
+// readPartitions reads every committed record of topic, by partition and offset, and each
+// partition's end (last record + 1, or the log start when empty).
+func readPartitions(ctx context.Context, brokers, topic string) (map[int32]map[int64]logRecord, map[int32]int64, error) {
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": brokers, "group.id": "eosink-chaos-verifier",
+		"enable.auto.commit": false, "isolation.level": "read_committed", "enable.partition.eof": true})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer c.Close()
+	md, err := c.GetMetadata(&topic, false, 10000)
+	if err != nil {
+		return nil, nil, err
+	}
+	logs := map[int32]map[int64]logRecord{}
+	ends := map[int32]int64{}
+	var assign []kafka.TopicPartition
+	for _, p := range md.Topics[topic].Partitions {
+		low, high, err := c.QueryWatermarkOffsets(topic, p.ID, 10000)
+		if err != nil {
+			return nil, nil, err
+		}
+		logs[p.ID] = map[int64]logRecord{}
+		ends[p.ID] = low
+		if high > low {
+			assign = append(assign, kafka.TopicPartition{Topic: &topic, Partition: p.ID, Offset: kafka.Offset(low)})
+		}
+	}
+	if len(assign) == 0 {
+		return logs, ends, nil
+	}
+	if err := c.Assign(assign); err != nil {
+		return nil, nil, err
+	}
+	left := len(assign)
+	finished := map[int32]bool{}
+	deadline := time.Now().Add(2 * time.Minute)
+	for left > 0 {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, nil, fmt.Errorf("reading %s: %d partitions unfinished", topic, left)
+		}
+		switch e := c.Poll(200).(type) {
+		case *kafka.Message:
+			var r logRecord
+			_ = json.Unmarshal(e.Value, &r)
+			logs[e.TopicPartition.Partition][int64(e.TopicPartition.Offset)] = r
+			ends[e.TopicPartition.Partition] = int64(e.TopicPartition.Offset) + 1
+		case kafka.PartitionEOF:
+			if !finished[e.Partition] {
+				finished[e.Partition] = true
+				left--
+			}
+		case kafka.Error:
+			if e.IsFatal() {
+				return nil, nil, e
+			}
+		}
+	}
+	return logs, ends, nil
+}

@@ -28,6 +28,12 @@ func TestChaos(t *testing.T) {
 	t.Run("01-sigkill", scenarioSIGKILL)
 	t.Run("02-sigterm-rolling", scenarioSIGTERM)
 	t.Run("03-zombie-pause", scenarioZombiePause)
+	t.Run("04-zombie-slow-handler", scenarioZombieSlow)
+	classic := []string{"-kafka", "session.timeout.ms=6000", "-kafka", "heartbeat.interval.ms=1000"}
+	t.Run("05-storm-eager", scenarioStorm(append(classic, "-kafka", "partition.assignment.strategy=range"), false))
+	t.Run("05-storm-cooperative-sticky", scenarioStorm(append(classic, "-kafka", "partition.assignment.strategy=cooperative-sticky"), false))
+	t.Run("05-storm-consumer-protocol", scenarioStorm([]string{"-kafka", "group.protocol=consumer"}, false))
+	t.Run("05-storm-static-membership", scenarioStorm(append(classic, "-kafka", "partition.assignment.strategy=cooperative-sticky"), true))
 	t.Run("06-pg-connection-kill", scenarioPGConnKill)
 	t.Run("10-aborting-producer", scenarioAbortingProducer)
 }

@@ -35,6 +35,10 @@ func TestChaos(t *testing.T) {
 	t.Run("05-storm-consumer-protocol", scenarioStorm([]string{"-kafka", "group.protocol=consumer"}, false))
 	t.Run("05-storm-static-membership", scenarioStorm(append(classic, "-kafka", "partition.assignment.strategy=cooperative-sticky"), true))
 	t.Run("06-pg-connection-kill", scenarioPGConnKill)
+	t.Run("07-pg-restart-fast", scenarioPGRestart("fast"))
+	t.Run("07-pg-restart-immediate", scenarioPGRestart("immediate"))
+	t.Run("08-competing-writer", scenarioCompetingWriter)
+	t.Run("09-broker-kill", scenarioBrokerKill)
 	t.Run("10-aborting-producer", scenarioAbortingProducer)
 }
 

@@ -40,6 +40,8 @@ func TestChaos(t *testing.T) {
 	t.Run("08-competing-writer", scenarioCompetingWriter)
 	t.Run("09-broker-kill", scenarioBrokerKill)
 	t.Run("10-aborting-producer", scenarioAbortingProducer)
+	t.Run("11-records-deleted", scenarioRecordsDeleted)
+	t.Run("11-topic-recreated", scenarioTopicRecreated)
 }
 
 // 1. SIGKILL at every commit boundary through failpoints, and at random times.

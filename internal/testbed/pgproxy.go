@@ -73,7 +73,10 @@ func (p *PGProxy) accept() {
 	}
 }
 
-var commitBytes = []byte("commit")
+// commitQuery is the simple-protocol Query message pgx sends for Tx.Commit: 'Q', the length
+// (4 + len("commit\x00") = 11), the statement. Matching the whole message keeps statements
+// that merely mention the word (BEGIN ISOLATION LEVEL READ COMMITTED) from being cut.
+var commitQuery = []byte("Q\x00\x00\x00\x0bcommit\x00")
 
 // downstream relays server replies to the client until the connection is cut.
 func downstream(c, s net.Conn, cut *atomic.Bool) {
@@ -100,7 +103,7 @@ func (p *PGProxy) upstream(c, s net.Conn, cut *atomic.Bool) {
 		n, err := c.Read(buf)
 		if n > 0 {
 			chunk := buf[:n]
-			if m := CutMode(p.mode.Load()); m != CutOff && bytes.Contains(bytes.ToLower(chunk), commitBytes) &&
+			if m := CutMode(p.mode.Load()); m != CutOff && bytes.Contains(chunk, commitQuery) &&
 				p.mode.CompareAndSwap(int32(m), int32(CutOff)) {
 				cut.Store(true)
 				if m == CutAfterForward {

@@ -184,16 +184,14 @@ func scenarioPGConnKill(t *testing.T) {
 	stop()
 	wait()
 	r.heal()
-	r.finish(120*time.Second, func(verdict) string {
-		unknown := 0
-		for _, p := range procs {
-			unknown += strings.Count(p.Output(), "commit outcome settled")
+	// A cut COMMIT of a batch is settled by reading the row back; a cut COMMIT of a claim's
+	// transaction is retried as a claim. Both show in the sinks' logs.
+	for _, p := range procs {
+		for i := strings.Count(p.Output(), "commit outcome settled"); i > 0; i-- {
+			r.fault("unknown COMMIT outcome settled by re-reading the row")
 		}
-		if proxy.Fired.Load() > 0 && unknown == 0 {
-			return "the proxy cut COMMITs but no sink settled an unknown outcome"
-		}
-		return ""
-	})
+	}
+	r.finish(120 * time.Second)
 	for _, p := range procs {
 		p.StopClean(45 * time.Second)
 	}

@@ -40,6 +40,15 @@ test: lint ## Start the services if needed, then run every test with -race again
 test-unit: ## Unit tests only (no services)
 	$(GO) test -race -count=1 ./internal/failpoint ./internal/pgerr ./sink
 
+# make chaos: every fault scenario with a longer fault phase; make chaos DURATION=30m: a soak.
+CHAOS_SECONDS ?= 60
+DURATION ?=
+
+.PHONY: chaos
+chaos: ## Fault-injection suite, longer runs; prints a table, JSON in $$CHAOS_REPORT (.reports/chaos.json). DURATION=30m soaks
+	. test/services/use.sh && CHAOS_SCENARIO_SECONDS=$(CHAOS_SECONDS) CHAOS_SOAK=$(DURATION) \
+		$(GO) test -count=1 -v -parallel 3 -timeout 24h -run TestChaos ./test/chaos
+
 .PHONY: demo
 demo: build ## Run the points example end to end: produce, SIGKILL the sink mid-stream, restart, verify
 	. test/services/use.sh && bash examples/points/demo.sh

@@ -25,6 +25,10 @@ var boundaries = []string{"after-fetch", "after-offset-update", "mid-write", "in
 // TestChaos runs every scenario. Each one proves that its fault fired (C5) and checks
 // C1-C4 with the independent verifier.
 func TestChaos(t *testing.T) {
+	if d := soakDuration(t); d > 0 {
+		t.Run("00-soak", scenarioSoak(d))
+		return
+	}
 	t.Run("01-sigkill", scenarioSIGKILL)
 	t.Run("02-sigterm-rolling", scenarioSIGTERM)
 	t.Run("03-zombie-pause", scenarioZombiePause)

@@ -45,7 +45,7 @@ CHAOS_SECONDS ?= 60
 DURATION ?=
 
 .PHONY: chaos
-chaos: ## Fault-injection suite, longer runs; prints a table, JSON in $$CHAOS_REPORT (.reports/chaos.json). DURATION=30m soaks
+chaos: ## Fault-injection suite, longer runs; prints a table, JSON to CHAOS_REPORT (default .reports/chaos.json). DURATION=30m soaks
 	. test/services/use.sh && CHAOS_SCENARIO_SECONDS=$(CHAOS_SECONDS) CHAOS_SOAK=$(DURATION) \
 		$(GO) test -count=1 -v -parallel 3 -timeout 24h -run TestChaos ./test/chaos
 

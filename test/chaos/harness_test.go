@@ -108,6 +108,9 @@ func writeReport() error {
 	if path == "" {
 		path = filepath.Join("..", "..", ".reports", "chaos.json")
 	}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}

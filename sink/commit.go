@@ -123,17 +123,9 @@ func (s *Sink) settle(w *worker, rng rebalance.Range, commitErr error) error {
 				return &FencedError{Pipeline: s.cfg.Pipeline, Topic: w.topic, Partition: w.partition, Epoch: rng.Epoch, Start: rng.Start}
 			}
 		}
-		if w.ctx.Err() != nil {
-			return w.ctx.Err()
+		if err := w.backoff(&backoff); err != nil {
+			return err
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-w.ctx.Done():
-			t.Stop()
-			return w.ctx.Err()
-		}
-		backoff = min(2*backoff, s.cfg.MaxRetryBackoff)
 	}
 }
 

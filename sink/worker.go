@@ -184,13 +184,22 @@ func (w *worker) apply(batch []Record) error {
 		w.s.log.Warn("batch failed, retrying", "topic", w.topic, "partition", w.partition,
 			"first_offset", batch[0].Offset, "attempt", attempt, "backoff", backoff, "err", err)
 		w.s.retries.Add(1)
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-w.ctx.Done():
-			t.Stop()
-			return w.ctx.Err()
+		if err := w.backoff(&backoff); err != nil {
+			return err
 		}
-		backoff = min(2*backoff, cfg.MaxRetryBackoff)
 	}
+}
+
+// backoff waits *d, or less if the worker is aborted (then it returns the context's error),
+// and doubles *d up to MaxRetryBackoff.
+func (w *worker) backoff(d *time.Duration) error {
+	t := time.NewTimer(*d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-w.ctx.Done():
+		return w.ctx.Err()
+	}
+	*d = min(2**d, w.s.cfg.MaxRetryBackoff)
+	return nil
 }

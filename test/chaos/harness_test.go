@@ -164,6 +164,20 @@ func (r *run) fault(evidence string) {
 	r.evidence[evidence]++
 }
 
+// endFaults stops the producer (stop, then wait for it) and marks the end of the faults.
+func (r *run) endFaults(stop context.CancelFunc, wait func()) {
+	stop()
+	wait()
+	r.heal()
+}
+
+// stopAll stops every process with SIGTERM and requires a clean exit.
+func stopAll(procs []*testbed.Process, timeout time.Duration) {
+	for _, p := range procs {
+		p.StopClean(timeout)
+	}
+}
+
 // heal marks the end of the fault phase: recovery time is measured from here.
 func (r *run) heal() { r.healed = time.Now() }
 

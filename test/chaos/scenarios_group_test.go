@@ -45,9 +45,7 @@ func scenarioZombieSlow(t *testing.T) {
 		}
 		joiner.StopClean(60 * time.Second)
 	}
-	stop()
-	wait()
-	r.heal()
+	r.endFaults(stop, wait)
 	r.finish(120 * time.Second)
 	heir.StopClean(60 * time.Second)
 }
@@ -100,9 +98,7 @@ func scenarioStorm(protocol []string, static bool) func(t *testing.T) {
 				procs = append(procs[:i], procs[i+1:]...)
 			}
 		}
-		stop()
-		wait()
-		r.heal()
+		r.endFaults(stop, wait)
 		r.finish(180*time.Second, func(verdict) string {
 			// Every assignment resumed at the stored offset: a claim logs the offset it resumed
 			// from, and with exact sums that offset was the stored one. Check that claims happened.
@@ -115,8 +111,6 @@ func scenarioStorm(protocol []string, static bool) func(t *testing.T) {
 			}
 			return ""
 		})
-		for _, p := range procs {
-			p.StopClean(60 * time.Second)
-		}
+		stopAll(procs, 60*time.Second)
 	}
 }

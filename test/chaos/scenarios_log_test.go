@@ -58,9 +58,7 @@ func scenarioAbortingProducer(t *testing.T) {
 	// Mismatch counts ledger rows at offsets that are not committed records: an aborted
 	// record or a marker applied would show there.
 	r.finish(120 * time.Second)
-	for _, p := range procs {
-		p.StopClean(45 * time.Second)
-	}
+	stopAll(procs, 45*time.Second)
 }
 
 // 11a. Records not yet applied are deleted (retention, DeleteRecords) below a partition's

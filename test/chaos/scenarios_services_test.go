@@ -32,13 +32,9 @@ func scenarioPGRestart(mode string) func(t *testing.T) {
 			bed.Do(t, "pg-restart", mode)
 			r.fault("pg_ctl restart -m " + mode)
 		}
-		stop()
-		wait()
-		r.heal()
+		r.endFaults(stop, wait)
 		r.finish(180 * time.Second)
-		for _, p := range procs {
-			p.StopClean(60 * time.Second)
-		}
+		stopAll(procs, 60*time.Second)
 	}
 }
 
@@ -60,9 +56,7 @@ func scenarioBrokerKill(t *testing.T) {
 		time.Sleep(time.Duration(500+r.rng.IntN(1500)) * time.Millisecond)
 		bed.Do(t, "kafka-start")
 	}
-	stop()
-	wait()
-	r.heal()
+	r.endFaults(stop, wait)
 	r.finish(180*time.Second, func(verdict) string {
 		for _, p := range procs {
 			if p.Exited() {
@@ -71,9 +65,7 @@ func scenarioBrokerKill(t *testing.T) {
 		}
 		return ""
 	})
-	for _, p := range procs {
-		p.StopClean(60 * time.Second)
-	}
+	stopAll(procs, 60*time.Second)
 }
 
 // 8. A competing writer updates the same balances rows in the opposite lock order, under
@@ -161,7 +153,5 @@ func scenarioCompetingWriter(t *testing.T) {
 	}
 	t.Logf("competing writer saw %d conflicts itself; sinks retried %v", writerConflicts, retried)
 	r.finish(120 * time.Second)
-	for _, p := range procs {
-		p.StopClean(60 * time.Second)
-	}
+	stopAll(procs, 60*time.Second)
 }

@@ -80,9 +80,7 @@ func scenarioSIGKILL(t *testing.T) {
 			steady = r.sink(base())
 		}
 	}
-	stop()
-	wait()
-	r.heal()
+	r.endFaults(stop, wait)
 	r.finish(120 * time.Second)
 	steady.StopClean(60 * time.Second)
 }
@@ -104,13 +102,9 @@ func scenarioSIGTERM(t *testing.T) {
 		r.fault("SIGTERM, drained, exit 0")
 		procs[i] = r.sink(base())
 	}
-	stop()
-	wait()
-	r.heal()
+	r.endFaults(stop, wait)
 	r.finish(120 * time.Second)
-	for _, p := range procs {
-		p.StopClean(45 * time.Second)
-	}
+	stopAll(procs, 45*time.Second)
 }
 
 // 3. Zombie by pause: a sink holding an open transaction is frozen with SIGSTOP past the
@@ -139,9 +133,7 @@ func scenarioZombiePause(t *testing.T) {
 		r.fault("zombie frozen with an open transaction; its commit rejected")
 		zombie.StopClean(60 * time.Second)
 	}
-	stop()
-	wait()
-	r.heal()
+	r.endFaults(stop, wait)
 	r.finish(120 * time.Second)
 	heir.StopClean(60 * time.Second)
 }
@@ -185,9 +177,7 @@ func scenarioPGConnKill(t *testing.T) {
 			proxy.Arm(testbed.CutOff)
 		}
 	}
-	stop()
-	wait()
-	r.heal()
+	r.endFaults(stop, wait)
 	// A cut COMMIT of a batch is settled by reading the row back; a cut COMMIT of a claim's
 	// transaction is retried as a claim. Both show in the sinks' logs.
 	for _, p := range procs {
@@ -196,7 +186,5 @@ func scenarioPGConnKill(t *testing.T) {
 		}
 	}
 	r.finish(120 * time.Second)
-	for _, p := range procs {
-		p.StopClean(45 * time.Second)
-	}
+	stopAll(procs, 45*time.Second)
 }

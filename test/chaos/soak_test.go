@@ -88,13 +88,9 @@ func scenarioSoak(d time.Duration) func(t *testing.T) {
 			}
 			t.Logf("soak: %s elapsed, fault %d, %d events produced", time.Since(began).Round(time.Second), n, r.produced.Load())
 		}
-		stop()
-		wait()
-		r.heal()
+		r.endFaults(stop, wait)
 		r.finish(5 * time.Minute)
-		for _, p := range procs {
-			p.StopClean(60 * time.Second)
-		}
+		stopAll(procs, 60*time.Second)
 		fmt.Printf("soak: %s with %d faults\n", d, r.faults.Load())
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,7 +80,7 @@ func scenarioCompetingWriter(t *testing.T) {
 	wait := r.produce(ctx, 400, 100*time.Millisecond)
 	procs := []*testbed.Process{r.sink(args), r.sink(args)}
 	var wg sync.WaitGroup
-	var writerConflicts int
+	var writerConflicts atomic.Int64
 	for w := 0; w < 2; w++ {
 		wg.Add(1)
 		go func() {
@@ -123,7 +124,7 @@ func scenarioCompetingWriter(t *testing.T) {
 				})
 				var pe *pgconn.PgError
 				if errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01") {
-					writerConflicts++
+					writerConflicts.Add(1)
 				}
 			}
 		}()
@@ -151,7 +152,7 @@ func scenarioCompetingWriter(t *testing.T) {
 			r.fault(fmt.Sprintf("sink batch retried after SQLSTATE %s", code))
 		}
 	}
-	t.Logf("competing writer saw %d conflicts itself; sinks retried %v", writerConflicts, retried)
+	t.Logf("competing writer saw %d conflicts itself; sinks retried %v", writerConflicts.Load(), retried)
 	r.finish(120 * time.Second)
 	stopAll(procs, 60*time.Second)
 }

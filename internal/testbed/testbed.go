@@ -101,6 +101,15 @@ func Topic(t testing.TB, e Env, partitions int) string {
 	if err != nil || res[0].Error.Code() != kafka.ErrNoError {
 		t.Fatalf("create topic %s: %v %v", name, err, res)
 	}
+	// CreateTopics can return before the broker's metadata has the topic.
+	Eventually(t, 30*time.Second, "topic "+name+" in the metadata", func() (bool, string) {
+		md, err := a.GetMetadata(&name, false, 5000)
+		if err != nil {
+			return false, err.Error()
+		}
+		tm, ok := md.Topics[name]
+		return ok && tm.Error.Code() == kafka.ErrNoError && len(tm.Partitions) == partitions, "not yet"
+	})
 	t.Cleanup(func() {
 		a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": e.Brokers})
 		if err != nil {

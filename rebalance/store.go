@@ -222,7 +222,17 @@ func (s *Store) Advance(ctx context.Context, tx pgx.Tx, ranges ...Range) error {
 type Position struct {
 	NextOffset int64
 	Epoch      int64
+	Owner      string
 }
+
+// ResetOwnerPrefix starts the owner written by an operator who moved a position
+// (`eosink offsets set`). That change bumps the epoch, which fences the current owner; a
+// sink that finds this owner on its fenced partition claims it again at the new position.
+const ResetOwnerPrefix = "reset by "
+
+// NotifyChannel is the PostgreSQL channel told of every operator change to a position, with
+// the pipeline as payload, so that idle sinks notice it without a commit.
+const NotifyChannel = "eosink_offsets"
 
 // Read returns the stored row of a partition; found is false when there is none.
 // It is used to settle a COMMIT whose outcome is unknown, so it reads with FOR SHARE: if the
@@ -236,8 +246,8 @@ func (s *Store) Read(ctx context.Context, topic string, partition int32) (p Posi
 				return err
 			}
 		}
-		return tx.QueryRow(ctx, `SELECT next_offset, epoch FROM `+s.table+`
-			WHERE pipeline = $1 AND topic = $2 AND partition = $3 FOR SHARE`, s.pipeline, topic, partition).Scan(&p.NextOffset, &p.Epoch)
+		return tx.QueryRow(ctx, `SELECT next_offset, epoch, coalesce(owner, '') FROM `+s.table+`
+			WHERE pipeline = $1 AND topic = $2 AND partition = $3 FOR SHARE`, s.pipeline, topic, partition).Scan(&p.NextOffset, &p.Epoch, &p.Owner)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Position{}, false, nil

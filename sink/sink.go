@@ -32,6 +32,9 @@ type Sink struct {
 	paused   map[partitionKey]*worker
 	kcommit  *kafkaCommitter
 
+	recheck      chan partitionKey // partitions whose row to read again (fenced, see reset.go)
+	recheckEvery chan struct{}     // read every partition's row again (notified of a reset)
+
 	mu     sync.Mutex
 	failed map[partitionKey]error // why partitions stopped on this instance, latest per partition
 
@@ -66,6 +69,9 @@ func New(cfg Config) (*Sink, error) {
 		workers: map[partitionKey]*worker{},
 		paused:  map[partitionKey]*worker{},
 		failed:  map[partitionKey]error{},
+
+		recheck:      make(chan partitionKey, 256),
+		recheckEvery: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -143,7 +149,15 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 	}
 	s.log.Info("sink started", "topics", s.cfg.Topics, "group", s.cfg.GroupID, "instance", s.cfg.InstanceID)
 
+	lctx, stopListening := context.WithCancel(context.Background())
+	listening := make(chan struct{})
+	go func() {
+		defer close(listening)
+		s.listen(lctx)
+	}()
 	err = s.poll(ctx, bal)
+	stopListening()
+	<-listening
 
 	s.drain()
 	if s.kcommit != nil {
@@ -190,6 +204,7 @@ func (s *Sink) poll(ctx context.Context, bal *rebalance.Balancer) error {
 			s.log.Debug("kafka event", "event", e.String())
 		}
 		s.resumeDrained()
+		s.serveRechecks()
 	}
 	return nil
 }
@@ -347,7 +362,8 @@ func (s *Sink) stopWorkers(parts []kafka.TopicPartition, abort bool, timeout tim
 func (s *Sink) partitionFailed(w *worker, err error) {
 	s.recordFailure(w.topic, w.partition, err)
 	if errors.Is(err, ErrFenced) {
-		s.log.Warn("partition fenced: another instance owns it now; stopped here", "topic", w.topic, "partition", w.partition, "epoch", w.epoch, "err", err)
+		s.log.Warn("partition fenced: another instance or an operator moved it; stopped here", "topic", w.topic, "partition", w.partition, "epoch", w.epoch, "err", err)
+		s.requestRecheck(partitionKey{w.topic, w.partition}) // an operator's reset is claimed again
 		return
 	}
 	s.log.Error("partition stopped", "topic", w.topic, "partition", w.partition, "err", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/examples/points/app"
+	"github.com/eosink/eosink/internal/ops"
 	"github.com/eosink/eosink/internal/testbed"
 	"github.com/eosink/eosink/sink"
 )
@@ -130,6 +131,22 @@ func TestTransactionalProducerGaps(t *testing.T) {
 		if next, _ := p.storedOrZero(t, part); next != end {
 			t.Fatalf("partition %d stored %d, want %d", part, next, end)
 		}
+	}
+	// Lag is zero although the log end (after the last commit marker) is past next_offset.
+	c := &ops.Client{Pool: testbed.Pool(t, p.Env), Schema: p.OffsetsSchema, Brokers: p.Env.Brokers}
+	ps, err := c.List(ctx, p.Group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	markers := false
+	for _, pos := range ps {
+		if pos.Lag != 0 || pos.Error != "" {
+			t.Fatalf("lag of a caught-up partition: %+v", pos)
+		}
+		markers = markers || pos.LogEnd > pos.NextOffset
+	}
+	if len(ps) != 2 || !markers {
+		t.Fatalf("want 2 partitions with commit markers past next_offset, got %+v", ps)
 	}
 }
 

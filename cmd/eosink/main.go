@@ -4,9 +4,12 @@
 //	eosink migrate down -yes         revert them: drops every stored position
 //	eosink migrate version           print the applied version
 //	eosink migrate force VERSION     set the version without migrating (after a failed migration)
+//	eosink offsets list              stored positions with their log range and lag
+//	eosink offsets set -pipeline P -to earliest|latest|OFFSET|TIME -reason TEXT [-dry-run]
+//	eosink lag [-json]               lag per partition
 //
-// The database comes from -database-url or DATABASE_URL; the schema from -schema
-// (default "eosink").
+// The database comes from -database-url or DATABASE_URL, the broker from -brokers or
+// KAFKA_BOOTSTRAP_SERVERS; the schema from -schema (default "eosink").
 package main
 
 import (
@@ -28,8 +31,11 @@ const usage = `usage: eosink <command> [flags]
 
 commands:
   migrate up|down|version|force VERSION   manage the offsets table's schema
+  offsets list                            stored positions, owners, epochs, log range and lag
+  offsets set|reset                       move positions (earliest, latest, offset, time); audited
+  lag                                     lag per partition (-json for JSON)
 
-Run 'eosink migrate -h' for flags.
+Run 'eosink <command> -h' for flags.
 `
 
 func main() {
@@ -47,6 +53,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "migrate":
 		err = migrateCmd(ctx, args[1:], stdout, stderr)
+	case "offsets":
+		err = offsetsCmd(ctx, args[1:], stdout, stderr)
+	case "lag":
+		err = lagCmd(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

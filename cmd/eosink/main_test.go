@@ -6,7 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eosink/eosink/examples/points/app"
 	"github.com/eosink/eosink/internal/testbed"
+	"github.com/eosink/eosink/sink"
 )
 
 func TestMigrateCommand(t *testing.T) {
@@ -24,8 +28,8 @@ func TestMigrateCommand(t *testing.T) {
 		want string
 	}{
 		{[]string{"migrate", "-database-url", e.DatabaseURL, "-schema", schema, "version"}, 0, "no migrations applied"},
-		{[]string{"migrate", "-database-url", e.DatabaseURL, "-schema", schema, "up"}, 0, "version 1 (latest available: 1)"},
-		{[]string{"migrate", "up", "-database-url", e.DatabaseURL, "-schema", schema}, 0, "version 1"},
+		{[]string{"migrate", "-database-url", e.DatabaseURL, "-schema", schema, "up"}, 0, "version 2 (latest available: 2)"},
+		{[]string{"migrate", "up", "-database-url", e.DatabaseURL, "-schema", schema}, 0, "version 2"},
 		{[]string{"migrate", "-database-url", e.DatabaseURL, "-schema", schema, "down"}, 2, "add -yes to confirm"},
 		{[]string{"migrate", "-database-url", e.DatabaseURL, "-schema", schema, "-yes", "down"}, 0, "no migrations applied"},
 		{[]string{"migrate", "-database-url", e.DatabaseURL, "-schema", schema, "force", "1"}, 0, "version 1"},
@@ -42,5 +46,59 @@ func TestMigrateCommand(t *testing.T) {
 		if strings.Contains(out, "pw-secret") {
 			t.Fatalf("output leaks the password: %q", out)
 		}
+	}
+}
+
+func TestOffsetsAndLagCommands(t *testing.T) {
+	e := testbed.Require(t)
+	schema := testbed.Schema(t, e)
+	topic := testbed.Topic(t, e, 2)
+	ctx := context.Background()
+	cli := func(args ...string) (int, string) {
+		var out, errb bytes.Buffer
+		code := run(ctx, append(args, "-database-url", e.DatabaseURL, "-brokers", e.Brokers, "-schema", schema), &out, &errb)
+		return code, out.String() + errb.String()
+	}
+	if err := sink.Migrate(ctx, e.DatabaseURL, schema); err != nil {
+		t.Fatal(err)
+	}
+	n, err := app.Produce(ctx, app.ProduceOptions{Brokers: e.Brokers, Topic: topic, Events: 100, Seed: 5})
+	if err != nil || n != 100 {
+		t.Fatal(n, err)
+	}
+	pool := testbed.Pool(t, e)
+	if _, err := pool.Exec(ctx, "INSERT INTO "+pgx.Identifier{schema, "offsets"}.Sanitize()+
+		" (pipeline, topic, partition, next_offset, epoch, owner) VALUES ('pipe', $1, 0, 3, 7, 'host-1')", topic); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"offsets", "list"}, 0, "host-1"},
+		{[]string{"offsets", "list", "-json"}, 0, `"next_offset": 3`},
+		{[]string{"lag", "-pipeline", "pipe"}, 0, "total lag: "},
+		{[]string{"offsets", "set", "-pipeline", "pipe", "-to", "earliest", "-dry-run"}, 0, "dry run: nothing changed"},
+		{[]string{"offsets", "set", "-pipeline", "pipe", "-to", "earliest"}, 2, "-reason is required"},
+		{[]string{"offsets", "set", "-pipeline", "pipe", "-to", "99999", "-reason", "x"}, 1, "outside the log"},
+		{[]string{"offsets", "set", "-pipeline", "pipe", "-to", "soon", "-reason", "x"}, 2, "is not earliest, latest"},
+		{[]string{"offsets", "set", "-to", "0", "-reason", "x"}, 2, "-pipeline is required"},
+		{[]string{"offsets", "set", "-pipeline", "pipe", "-topic", topic, "-to", "latest", "-reason", "catch up", "-operator", "bob"}, 0, "(no row)"},
+		{[]string{"offsets", "frob"}, 2, "unknown subcommand"},
+	}
+	for _, s := range steps {
+		code, out := cli(s.args...)
+		if code != s.code || !strings.Contains(out, s.want) {
+			t.Fatalf("eosink %v: exit %d, output %q; want exit %d and %q", s.args, code, out, s.code, s.want)
+		}
+	}
+	var audits int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{schema, "offsets_audit"}.Sanitize()+
+		" WHERE operator = 'bob' AND reason = 'catch up'").Scan(&audits); err != nil || audits != 2 {
+		t.Fatalf("audit rows: %d %v, want 2 (one per partition)", audits, err)
+	}
+	if code, out := cli("lag", "-pipeline", "pipe"); code != 0 || !strings.Contains(out, "total lag: 0") {
+		t.Fatalf("after moving to latest: %q", out)
 	}
 }

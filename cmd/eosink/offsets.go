@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/eosink/eosink/internal/ops"
+)
+
+// opsFlags are the connection flags of the offsets and lag commands.
+type opsFlags struct {
+	dbURL, schema, brokers string
+	kafkaProps             kvFlag
+	json                   bool
+}
+
+func (o *opsFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.dbURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL connection string (env DATABASE_URL)")
+	fs.StringVar(&o.schema, "schema", "eosink", "schema of the offsets table")
+	fs.StringVar(&o.brokers, "brokers", os.Getenv("KAFKA_BOOTSTRAP_SERVERS"), "Kafka bootstrap servers (env KAFKA_BOOTSTRAP_SERVERS)")
+	o.kafkaProps = kvFlag{}
+	fs.Var(o.kafkaProps, "kafka", "librdkafka property key=value for the broker connection (TLS, SASL); repeatable")
+	fs.BoolVar(&o.json, "json", false, "print JSON")
+}
+
+func (o *opsFlags) client(ctx context.Context) (*ops.Client, func(), error) {
+	if o.dbURL == "" {
+		return nil, nil, usageError{errors.New("no database: set DATABASE_URL or -database-url")}
+	}
+	if o.brokers == "" {
+		return nil, nil, usageError{errors.New("no Kafka: set KAFKA_BOOTSTRAP_SERVERS or -brokers")}
+	}
+	pool, err := pgxpool.New(ctx, o.dbURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("database URL: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		cc := pool.Config().ConnConfig
+		return nil, nil, fmt.Errorf("cannot connect to PostgreSQL at %s:%d/%s: %w", cc.Host, cc.Port, cc.Database, err)
+	}
+	return &ops.Client{Pool: pool, Schema: o.schema, Brokers: o.brokers, Kafka: kafka.ConfigMap(o.kafkaProps)}, pool.Close, nil
+}
+
+type kvFlag map[string]kafka.ConfigValue
+
+func (k kvFlag) String() string { return fmt.Sprint(map[string]kafka.ConfigValue(k)) }
+func (k kvFlag) Set(s string) error {
+	key, v, ok := strings.Cut(s, "=")
+	if !ok || key == "" {
+		return fmt.Errorf("want key=value, got %q", s)
+	}
+	k[key] = v
+	return nil
+}
+
+// parseInterleaved parses flags that may stand before and after positional arguments.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, usageError{err}
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// offsetsCmd: eosink offsets list|set|reset.
+func offsetsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("eosink offsets", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o opsFlags
+	o.register(fs)
+	pipeline := fs.String("pipeline", "", "pipeline (default: all for list; required for set)")
+	topic := fs.String("topic", "", "set: only this topic (needed when the pipeline has no rows yet)")
+	partition := fs.Int("partition", -1, "set: only this partition")
+	to := fs.String("to", "", "set: earliest, latest, an offset, or an RFC 3339 time")
+	operator := fs.String("operator", os.Getenv("USER"), "set: who makes the change, for the audit table (env USER)")
+	reason := fs.String("reason", "", "set: why, for the audit table")
+	dryRun := fs.Bool("dry-run", false, "set: print the changes without making them")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage:
+  eosink offsets list [-pipeline P] [-json]
+  eosink offsets set  -pipeline P [-topic T [-partition N]] -to earliest|latest|OFFSET|TIME -reason TEXT [-operator NAME] [-dry-run]
+  (reset is the same as set)
+
+set moves stored positions in one transaction, writes an audit row per partition, and bumps
+each partition's epoch, which fences its current owner: a running sink's next commit on
+that partition is rejected, and the sink claims the partition again at the new position
+without a restart (a notification tells idle sinks). A target outside the log is refused.
+
+flags:
+`)
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return usageError{errors.New("offsets: want exactly one of list, set, reset")}
+	}
+	c, closeFn, err := o.client(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	switch pos[0] {
+	case "list":
+		ps, err := c.List(ctx, *pipeline)
+		if err != nil {
+			return err
+		}
+		return printPositions(stdout, ps, o.json, false)
+	case "set", "reset":
+		if *pipeline == "" {
+			return usageError{errors.New("offsets set: -pipeline is required")}
+		}
+		if *to == "" {
+			return usageError{errors.New("offsets set: -to is required (earliest, latest, an offset, or an RFC 3339 time)")}
+		}
+		target, err := ops.ParseTarget(*to)
+		if err != nil {
+			return usageError{fmt.Errorf("offsets set: -to: %w", err)}
+		}
+		if *partition >= 0 && *topic == "" {
+			return usageError{errors.New("offsets set: -partition needs -topic")}
+		}
+		if !*dryRun && strings.TrimSpace(*reason) == "" {
+			return usageError{errors.New("offsets set: -reason is required (it goes to the audit table)")}
+		}
+		sel := ops.Selector{Pipeline: *pipeline, Topic: *topic, Partition: int32(*partition)}
+		if *dryRun {
+			changes, err := c.Plan(ctx, sel, target)
+			if err != nil {
+				return err
+			}
+			if err := printChanges(stdout, changes, o.json); err != nil {
+				return err
+			}
+			fmt.Fprintln(stderr, "dry run: nothing changed")
+			return nil
+		}
+		changes, err := c.Reset(ctx, sel, target, *operator, *reason, 5)
+		if err != nil {
+			return err
+		}
+		return printChanges(stdout, changes, o.json)
+	default:
+		return usageError{fmt.Errorf("offsets: unknown subcommand %q (want list, set or reset)", pos[0])}
+	}
+}
+
+// lagCmd: eosink lag.
+func lagCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("eosink lag", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o opsFlags
+	o.register(fs)
+	pipeline := fs.String("pipeline", "", "pipeline (default: all)")
+	if _, err := parseInterleaved(fs, args); err != nil {
+		return err
+	}
+	c, closeFn, err := o.client(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	ps, err := c.List(ctx, *pipeline)
+	if err != nil {
+		return err
+	}
+	return printPositions(stdout, ps, o.json, true)
+}
+
+func printPositions(w io.Writer, ps []ops.Position, asJSON, lagOnly bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(ps)
+	}
+	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
+	if lagOnly {
+		fmt.Fprintln(tw, "PIPELINE\tTOPIC\tPARTITION\tNEXT OFFSET\tLOG END\tLAG")
+	} else {
+		fmt.Fprintln(tw, "PIPELINE\tTOPIC\tPARTITION\tNEXT OFFSET\tEPOCH\tOWNER\tLAST COMMIT\tLOG START\tLOG END\tLAG")
+	}
+	var total int64
+	for _, p := range ps {
+		lag := fmt.Sprint(p.Lag)
+		if p.Error != "" {
+			lag = "error: " + p.Error
+		}
+		total += p.Lag
+		if lagOnly {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", p.Pipeline, p.Topic, p.Partition, p.NextOffset, p.LogEnd, lag)
+		} else {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%s\n", p.Pipeline, p.Topic, p.Partition, p.NextOffset, p.Epoch,
+				p.Owner, p.UpdatedAt.UTC().Format(time.RFC3339), p.LogStart, p.LogEnd, lag)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if lagOnly {
+		fmt.Fprintf(w, "total lag: %d\n", total)
+	}
+	return nil
+}
+
+func printChanges(w io.Writer, cs []ops.Change, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(cs)
+	}
+	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PIPELINE\tTOPIC\tPARTITION\tFROM\tTO\tLOG")
+	for _, c := range cs {
+		from := "(no row)"
+		if c.From != nil {
+			from = fmt.Sprint(*c.From)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d..%d\n", c.Pipeline, c.Topic, c.Partition, from, c.To, c.LogStart, c.LogEnd)
+	}
+	return tw.Flush()
+}

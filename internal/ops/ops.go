@@ -1,0 +1,192 @@
+// Package ops implements the operator commands on database-owned offsets: listing positions
+// with their lag, and moving them (eosink offsets, eosink lag).
+package ops
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Position is one stored row with what the broker says of its partition.
+type Position struct {
+	Pipeline   string    `json:"pipeline"`
+	Topic      string    `json:"topic"`
+	Partition  int32     `json:"partition"`
+	NextOffset int64     `json:"next_offset"`
+	Epoch      int64     `json:"epoch"`
+	Owner      string    `json:"owner"`
+	UpdatedAt  time.Time `json:"last_commit"`
+	LogStart   int64     `json:"log_start"`
+	LogEnd     int64     `json:"log_end"` // last stable offset (read_committed)
+	Lag        int64     `json:"lag"`     // committed records at or after next_offset; 0 when only markers remain
+	Error      string    `json:"error,omitempty"`
+}
+
+// Client reads the offsets table and the broker.
+type Client struct {
+	Pool    *pgxpool.Pool
+	Schema  string
+	Brokers string
+	Kafka   kafka.ConfigMap // extra librdkafka properties (TLS, SASL) for the admin client
+}
+
+func (c *Client) table(name string) string { return pgx.Identifier{c.Schema, name}.Sanitize() }
+
+func (c *Client) kafkaConfig() *kafka.ConfigMap {
+	m := kafka.ConfigMap{}
+	for k, v := range c.Kafka {
+		m[k] = v
+	}
+	m["bootstrap.servers"] = c.Brokers
+	return &m
+}
+
+// List returns the stored positions of pipeline (all pipelines when empty), with the log's
+// range and the lag of each partition.
+func (c *Client) List(ctx context.Context, pipeline string) ([]Position, error) {
+	rows, err := c.Pool.Query(ctx, `SELECT pipeline, topic, partition, next_offset, epoch, coalesce(owner, ''), updated_at
+		FROM `+c.table("offsets")+` WHERE $1 = '' OR pipeline = $1 ORDER BY pipeline, topic, partition`, pipeline)
+	if err != nil {
+		return nil, fmt.Errorf("read offsets: %w", err)
+	}
+	ps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Position, error) {
+		var p Position
+		err := r.Scan(&p.Pipeline, &p.Topic, &p.Partition, &p.NextOffset, &p.Epoch, &p.Owner, &p.UpdatedAt)
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read offsets: %w", err)
+	}
+	if len(ps) == 0 {
+		return ps, nil
+	}
+	var tps []kafka.TopicPartition
+	for i := range ps {
+		tps = append(tps, kafka.TopicPartition{Topic: &ps[i].Topic, Partition: ps[i].Partition})
+	}
+	ranges, err := c.logRanges(ctx, tps)
+	if err != nil {
+		return nil, err
+	}
+	var behind []int
+	for i := range ps {
+		rg := ranges[key{ps[i].Topic, ps[i].Partition}]
+		ps[i].LogStart, ps[i].LogEnd = rg.start, rg.end
+		if rg.err != "" {
+			ps[i].Error = rg.err
+			continue
+		}
+		if ps[i].NextOffset < rg.end {
+			ps[i].Lag = rg.end - ps[i].NextOffset
+			behind = append(behind, i)
+		}
+	}
+	// Offsets between next_offset and the log end may hold only transaction markers or
+	// aborted records: that is no lag. Look for one committed record in each.
+	if len(behind) > 0 {
+		found, err := c.anyRecord(ctx, ps, behind)
+		if err != nil {
+			return nil, err
+		}
+		for _, i := range behind {
+			if !found[key{ps[i].Topic, ps[i].Partition}] {
+				ps[i].Lag = 0
+			}
+		}
+	}
+	return ps, nil
+}
+
+type key struct {
+	topic     string
+	partition int32
+}
+
+type logRange struct {
+	start, end int64
+	err        string
+}
+
+// logRanges asks the broker for each partition's log start and last stable offset.
+func (c *Client) logRanges(ctx context.Context, tps []kafka.TopicPartition) (map[key]logRange, error) {
+	a, err := kafka.NewAdminClient(c.kafkaConfig())
+	if err != nil {
+		return nil, fmt.Errorf("kafka admin client: %w", err)
+	}
+	defer a.Close()
+	out := map[key]logRange{}
+	for _, spec := range []kafka.OffsetSpec{kafka.EarliestOffsetSpec, kafka.LatestOffsetSpec} {
+		req := map[kafka.TopicPartition]kafka.OffsetSpec{}
+		for _, tp := range tps {
+			req[tp] = spec
+		}
+		qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		res, err := a.ListOffsets(qctx, req, kafka.SetAdminIsolationLevel(kafka.IsolationLevelReadCommitted))
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("list offsets on %s: %w", c.Brokers, err)
+		}
+		for tp, info := range res.ResultInfos {
+			k := key{*tp.Topic, tp.Partition}
+			r := out[k]
+			switch {
+			case info.Error.Code() != kafka.ErrNoError:
+				r.err = info.Error.String()
+			case spec == kafka.EarliestOffsetSpec:
+				r.start = int64(info.Offset)
+			default:
+				r.end = int64(info.Offset)
+			}
+			out[k] = r
+		}
+	}
+	return out, nil
+}
+
+// anyRecord reports, for the partitions at the given indexes, whether a committed record
+// exists between the stored next offset and the log end.
+func (c *Client) anyRecord(ctx context.Context, ps []Position, idx []int) (map[key]bool, error) {
+	cfg := c.kafkaConfig()
+	for k, v := range map[string]kafka.ConfigValue{"group.id": "eosink-ops", "enable.auto.commit": false,
+		"isolation.level": "read_committed", "enable.partition.eof": true, "auto.offset.reset": "error"} {
+		(*cfg)[k] = v
+	}
+	cons, err := kafka.NewConsumer(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kafka consumer: %w", err)
+	}
+	defer cons.Close()
+	var assign []kafka.TopicPartition
+	for _, i := range idx {
+		assign = append(assign, kafka.TopicPartition{Topic: &ps[i].Topic, Partition: ps[i].Partition, Offset: kafka.Offset(ps[i].NextOffset)})
+	}
+	if err := cons.Assign(assign); err != nil {
+		return nil, err
+	}
+	found := map[key]bool{}
+	done := map[key]bool{}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(done) < len(assign) {
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			break // unknown: keep the offset distance as the lag
+		}
+		switch e := cons.Poll(200).(type) {
+		case *kafka.Message:
+			k := key{*e.TopicPartition.Topic, e.TopicPartition.Partition}
+			found[k], done[k] = true, true
+		case kafka.PartitionEOF:
+			done[key{*e.Topic, e.Partition}] = true
+		}
+	}
+	for _, tp := range assign {
+		if k := (key{*tp.Topic, tp.Partition}); !done[k] {
+			found[k] = true
+		}
+	}
+	return found, nil
+}

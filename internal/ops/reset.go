@@ -1,0 +1,313 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eosink/eosink/rebalance"
+)
+
+// The owner written by an operator's change, and the channel notified of it: see package
+// rebalance.
+const (
+	ResetOwnerPrefix = rebalance.ResetOwnerPrefix
+	NotifyChannel    = rebalance.NotifyChannel
+)
+
+// Target is where to move positions.
+type Target struct {
+	Kind   string // earliest, latest, offset, time
+	Offset int64
+	Time   time.Time
+}
+
+// ParseTarget parses earliest, latest, an offset, or an RFC 3339 time.
+func ParseTarget(s string) (Target, error) {
+	switch strings.ToLower(s) {
+	case "earliest", "latest":
+		return Target{Kind: strings.ToLower(s)}, nil
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if n < 0 {
+			return Target{}, fmt.Errorf("offset %d is negative", n)
+		}
+		return Target{Kind: "offset", Offset: n}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return Target{Kind: "time", Time: t}, nil
+	}
+	return Target{}, fmt.Errorf("%q is not earliest, latest, an offset or an RFC 3339 time (2026-11-30T06:00:00Z)", s)
+}
+
+// Selector names the partitions to move: a whole pipeline, one topic of it, or one partition.
+type Selector struct {
+	Pipeline  string
+	Topic     string // empty: every topic the pipeline has rows for
+	Partition int32  // -1: every partition
+}
+
+// Change is one planned move.
+type Change struct {
+	Pipeline  string `json:"pipeline"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	From      *int64 `json:"from"` // nil: no row yet
+	To        int64  `json:"to"`
+	LogStart  int64  `json:"log_start"`
+	LogEnd    int64  `json:"log_end"`
+}
+
+// ErrMoved means a row appeared or vanished between planning and applying (a sink claimed
+// the partition for the first time); plan again.
+var ErrMoved = errors.New("a position moved while it was being changed")
+
+// Plan computes the changes for sel and target without writing anything. A target outside
+// a partition's log is refused.
+func (c *Client) Plan(ctx context.Context, sel Selector, target Target) ([]Change, error) {
+	if sel.Pipeline == "" {
+		return nil, errors.New("a pipeline is required")
+	}
+	current := map[key]int64{}
+	rows, err := c.Pool.Query(ctx, `SELECT topic, partition, next_offset FROM `+c.table("offsets")+
+		` WHERE pipeline = $1 AND ($2 = '' OR topic = $2) AND ($3 < 0 OR partition = $3)`, sel.Pipeline, sel.Topic, sel.Partition)
+	if err != nil {
+		return nil, fmt.Errorf("read offsets: %w", err)
+	}
+	for rows.Next() {
+		var k key
+		var n int64
+		if err := rows.Scan(&k.topic, &k.partition, &n); err != nil {
+			return nil, err
+		}
+		current[k] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var tps []kafka.TopicPartition
+	if sel.Topic != "" {
+		parts, err := c.partitions(sel.Topic)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range parts {
+			if sel.Partition < 0 || p == sel.Partition {
+				tps = append(tps, kafka.TopicPartition{Topic: &sel.Topic, Partition: p})
+			}
+		}
+		if len(tps) == 0 {
+			return nil, fmt.Errorf("topic %q has no partition %d", sel.Topic, sel.Partition)
+		}
+	} else {
+		for k := range current {
+			topic := k.topic
+			tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: k.partition})
+		}
+		if len(tps) == 0 {
+			return nil, fmt.Errorf("pipeline %q has no stored positions; name a -topic to create them", sel.Pipeline)
+		}
+	}
+	ranges, err := c.logRanges(ctx, tps)
+	if err != nil {
+		return nil, err
+	}
+	var times map[key]int64
+	if target.Kind == "time" {
+		if times, err = c.offsetsForTime(ctx, tps, target.Time); err != nil {
+			return nil, err
+		}
+	}
+	var out []Change
+	for _, tp := range tps {
+		k := key{*tp.Topic, tp.Partition}
+		rg := ranges[k]
+		if rg.err != "" {
+			return nil, fmt.Errorf("%s[%d]: %s", k.topic, k.partition, rg.err)
+		}
+		ch := Change{Pipeline: sel.Pipeline, Topic: k.topic, Partition: k.partition, LogStart: rg.start, LogEnd: rg.end}
+		if n, ok := current[k]; ok {
+			ch.From = &n
+		}
+		switch target.Kind {
+		case "earliest":
+			ch.To = rg.start
+		case "latest":
+			ch.To = rg.end
+		case "offset":
+			ch.To = target.Offset
+		case "time":
+			ch.To = times[k]
+		default:
+			return nil, fmt.Errorf("unknown target %q", target.Kind)
+		}
+		if ch.To < rg.start || ch.To > rg.end {
+			return nil, fmt.Errorf("refusing to move %s[%d] to %d: outside the log, which holds %d..%d", k.topic, k.partition, ch.To, rg.start, rg.end)
+		}
+		out = append(out, ch)
+	}
+	sortChanges(out)
+	return out, nil
+}
+
+// Apply writes the changes in one transaction and returns them with From set to the
+// position each partition really had: it locks each row (waiting for a running sink's batch
+// in flight, at most 10s) and moves it from wherever it is then. Each epoch is bumped so
+// that the current owner is fenced; one audit row is written per change; NotifyChannel is
+// notified. A row created by a sink between Plan and Apply makes it return ErrMoved.
+func (c *Client) Apply(ctx context.Context, changes []Change, operator, reason string) ([]Change, error) {
+	if strings.TrimSpace(operator) == "" || strings.TrimSpace(reason) == "" {
+		return nil, errors.New("an operator and a reason are required: they go to the audit table")
+	}
+	out := make([]Change, len(changes))
+	copy(out, changes)
+	err := pgx.BeginFunc(ctx, c.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '10s'"); err != nil {
+			return err
+		}
+		pipelines := map[string]bool{}
+		for i := range out {
+			ch := &out[i]
+			var from int64
+			err := tx.QueryRow(ctx, `SELECT next_offset FROM `+c.table("offsets")+`
+				WHERE pipeline = $1 AND topic = $2 AND partition = $3 FOR UPDATE`, ch.Pipeline, ch.Topic, ch.Partition).Scan(&from)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				if ch.From != nil {
+					return fmt.Errorf("%s[%d]: the row was deleted: %w", ch.Topic, ch.Partition, ErrMoved)
+				}
+				t, err := tx.Exec(ctx, `INSERT INTO `+c.table("offsets")+` (pipeline, topic, partition, next_offset, owner)
+					VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, ch.Pipeline, ch.Topic, ch.Partition, ch.To, ResetOwnerPrefix+operator)
+				if err != nil {
+					return err
+				}
+				if t.RowsAffected() != 1 {
+					return fmt.Errorf("%s[%d]: %w", ch.Topic, ch.Partition, ErrMoved)
+				}
+			case err != nil:
+				return fmt.Errorf("%s[%d]: lock the offset row: %w", ch.Topic, ch.Partition, err)
+			default:
+				ch.From = &from
+				if _, err := tx.Exec(ctx, `UPDATE `+c.table("offsets")+` SET next_offset = $4, epoch = epoch + 1, owner = $5, updated_at = now()
+					WHERE pipeline = $1 AND topic = $2 AND partition = $3`,
+					ch.Pipeline, ch.Topic, ch.Partition, ch.To, ResetOwnerPrefix+operator); err != nil {
+					return err
+				}
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO `+c.table("offsets_audit")+
+				` (operator, reason, pipeline, topic, partition, from_offset, to_offset) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+				operator, reason, ch.Pipeline, ch.Topic, ch.Partition, ch.From, ch.To); err != nil {
+				return err
+			}
+			pipelines[ch.Pipeline] = true
+		}
+		for p := range pipelines {
+			if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", NotifyChannel, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *Client) partitions(topic string) ([]int32, error) {
+	a, err := kafka.NewAdminClient(c.kafkaConfig())
+	if err != nil {
+		return nil, err
+	}
+	defer a.Close()
+	md, err := a.GetMetadata(&topic, false, 10000)
+	if err != nil {
+		return nil, fmt.Errorf("metadata of %q: %w", topic, err)
+	}
+	tm, ok := md.Topics[topic]
+	if !ok || tm.Error.Code() != kafka.ErrNoError {
+		return nil, fmt.Errorf("topic %q does not exist on %s", topic, c.Brokers)
+	}
+	var out []int32
+	for _, p := range tm.Partitions {
+		out = append(out, p.ID)
+	}
+	return out, nil
+}
+
+// offsetsForTime resolves, for each partition, the first offset whose timestamp is at or
+// after t (the log end when there is none), with the broker's offsets-for-times.
+func (c *Client) offsetsForTime(ctx context.Context, tps []kafka.TopicPartition, t time.Time) (map[key]int64, error) {
+	a, err := kafka.NewAdminClient(c.kafkaConfig())
+	if err != nil {
+		return nil, err
+	}
+	defer a.Close()
+	req := map[kafka.TopicPartition]kafka.OffsetSpec{}
+	for _, tp := range tps {
+		req[tp] = kafka.NewOffsetSpecForTimestamp(t.UnixMilli())
+	}
+	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	res, err := a.ListOffsets(qctx, req, kafka.SetAdminIsolationLevel(kafka.IsolationLevelReadCommitted))
+	if err != nil {
+		return nil, fmt.Errorf("offsets for time %s: %w", t.Format(time.RFC3339), err)
+	}
+	ends, err := c.logRanges(ctx, tps)
+	if err != nil {
+		return nil, err
+	}
+	out := map[key]int64{}
+	for tp, info := range res.ResultInfos {
+		k := key{*tp.Topic, tp.Partition}
+		if info.Error.Code() != kafka.ErrNoError {
+			return nil, fmt.Errorf("%s[%d]: %s", k.topic, k.partition, info.Error)
+		}
+		if info.Offset < 0 { // no record at or after t
+			out[k] = ends[k].end
+		} else {
+			out[k] = int64(info.Offset)
+		}
+	}
+	return out, nil
+}
+
+func sortChanges(cs []Change) {
+	sort.Slice(cs, func(i, j int) bool {
+		if cs[i].Topic != cs[j].Topic {
+			return cs[i].Topic < cs[j].Topic
+		}
+		return cs[i].Partition < cs[j].Partition
+	})
+}
+
+// Reset plans and applies, planning again on ErrMoved, up to attempts times. It returns the
+// changes made, with the positions they moved from.
+func (c *Client) Reset(ctx context.Context, sel Selector, target Target, operator, reason string, attempts int) ([]Change, error) {
+	for i := 1; ; i++ {
+		changes, err := c.Plan(ctx, sel, target)
+		if err != nil {
+			return nil, err
+		}
+		changes, err = c.Apply(ctx, changes, operator, reason)
+		if errors.Is(err, ErrMoved) && i < attempts {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return changes, nil
+	}
+}

@@ -41,6 +41,7 @@ func (s *Sink) commit(w *worker, batch []Record) (err error) {
 	ctx := w.ctx
 	start := w.next.Load()
 	end := batch[len(batch)-1].Offset + 1
+	began := time.Now()
 	failpoint.Eval(failpoint.AfterFetch)
 
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: s.cfg.IsolationLevel})
@@ -59,7 +60,7 @@ func (s *Sink) commit(w *worker, batch []Record) (err error) {
 	rng := rebalance.Range{Topic: w.topic, Partition: w.partition, Epoch: w.epoch, Start: start, End: end}
 	if err := s.store.Advance(ctx, tx, rng); err != nil {
 		if errors.Is(err, ErrFenced) {
-			s.fenced.Add(1)
+			s.m.fenced.add(1)
 		}
 		return err
 	}
@@ -92,8 +93,11 @@ func (s *Sink) commit(w *worker, batch []Record) (err error) {
 	}
 	failpoint.Eval(failpoint.AfterCommit)
 	w.next.Store(end)
-	s.applied.Add(int64(len(batch)))
-	s.batches.Add(1)
+	bytes := 0
+	for i := range batch {
+		bytes += recordSize(&batch[i])
+	}
+	s.m.committed(len(batch), bytes, time.Since(began).Seconds())
 	if s.kcommit != nil {
 		s.kcommit.note(w.topic, w.partition, end)
 	}
@@ -106,7 +110,7 @@ func (s *Sink) commit(w *worker, batch []Record) (err error) {
 func (s *Sink) settle(w *worker, rng rebalance.Range, commitErr error) error {
 	s.log.Warn("commit outcome unknown; reading the offset row back", "topic", w.topic,
 		"partition", w.partition, "start", rng.Start, "end", rng.End, "err", commitErr)
-	s.unknownCommits.Add(1)
+	s.m.unknownCommits.add(1)
 	backoff := s.cfg.RetryBackoff
 	for {
 		pos, found, err := s.store.Read(w.ctx, w.topic, w.partition)
@@ -119,7 +123,7 @@ func (s *Sink) settle(w *worker, rng rebalance.Range, commitErr error) error {
 				s.log.Info("commit outcome settled: not committed; retrying", "topic", w.topic, "partition", w.partition)
 				return errNotCommitted
 			default:
-				s.fenced.Add(1)
+				s.m.fenced.add(1)
 				return &FencedError{Pipeline: s.cfg.Pipeline, Topic: w.topic, Partition: w.partition, Epoch: rng.Epoch, Start: rng.Start}
 			}
 		}

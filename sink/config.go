@@ -10,6 +10,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eosink/eosink/rebalance"
 )
@@ -106,6 +107,12 @@ type Config struct {
 	// InstanceID is written as owner on every claim, for operators. Defaults to
 	// "<hostname>-<pid>".
 	InstanceID string
+	// Registerer, when set, receives the sink's Prometheus metrics (all named eosink_*, with
+	// a pipeline label): records and bytes applied, batch sizes, commit latency, retries by
+	// cause, fenced and unknown commits, claims, rebalance events, pauses, and per-partition
+	// lag and buffered bytes. Serve them with promhttp. Defaults to nil: no metrics.
+	Registerer prometheus.Registerer
+
 	// Logger receives structured logs. It never receives secrets. Defaults to slog.Default().
 	Logger *slog.Logger
 }

@@ -82,9 +82,10 @@ func (s *Sink) reclaimIfReset(k partitionKey) {
 		s.log.Error("re-claim after an operator reset failed; partition stays stopped", "topic", k.topic, "partition", k.partition, "err", err)
 		return
 	}
-	s.claims.Add(1)
+	s.m.claims.add(1)
 	nw := newWorker(s, k.topic, k.partition, cl.Epoch, cl.NextOffset)
 	s.workers[k] = nw
+	s.setLive(k, nw)
 	if _, ok := s.paused[k]; ok {
 		delete(s.paused, k)
 		_ = s.consumer.Resume([]kafka.TopicPartition{{Topic: &k.topic, Partition: k.partition}})

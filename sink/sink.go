@@ -38,7 +38,11 @@ type Sink struct {
 	mu     sync.Mutex
 	failed map[partitionKey]error // why partitions stopped on this instance, latest per partition
 
-	applied, batches, retries, fenced, unknownCommits, claims, pauses atomic.Int64
+	m       *metrics
+	live    map[partitionKey]*worker       // copy of workers for metrics, under mu
+	scraped atomic.Pointer[kafka.Consumer] // the consumer while it is open, for metrics
+	polled  atomic.Int64                   // unix nanos of the last poll loop iteration
+	running atomic.Bool                    // Run is consuming
 }
 
 type partitionKey struct {
@@ -57,13 +61,14 @@ type Stats struct {
 	Pauses         int64 // times a partition was paused because its buffer was full
 }
 
-// New validates cfg and returns a Sink. It does no I/O.
+// New validates cfg and returns a Sink. It does no I/O; with Config.Registerer it registers
+// the sink's metrics.
 func New(cfg Config) (*Sink, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	c := cfg.withDefaults()
-	return &Sink{
+	s := &Sink{
 		cfg:     c,
 		log:     c.Logger.With("pipeline", c.Pipeline),
 		workers: map[partitionKey]*worker{},
@@ -72,15 +77,44 @@ func New(cfg Config) (*Sink, error) {
 
 		recheck:      make(chan partitionKey, 256),
 		recheckEvery: make(chan struct{}, 1),
-	}, nil
+		live:         map[partitionKey]*worker{},
+	}
+	m, err := newMetrics(s, c.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s.m = m
+	return s, nil
+}
+
+// setLive records the worker of k for metrics (nil: none).
+func (s *Sink) setLive(k partitionKey, w *worker) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w == nil {
+		delete(s.live, k)
+	} else {
+		s.live[k] = w
+	}
+}
+
+func (s *Sink) liveWorkers() []*worker {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ws := make([]*worker, 0, len(s.live))
+	for _, w := range s.live {
+		ws = append(ws, w)
+	}
+	return ws
 }
 
 // Stats returns the counters. Safe to call from any goroutine.
 func (s *Sink) Stats() Stats {
+	m := s.m
 	return Stats{
-		Records: s.applied.Load(), Batches: s.batches.Load(), Retries: s.retries.Load(),
-		Fenced: s.fenced.Load(), UnknownCommits: s.unknownCommits.Load(), Claims: s.claims.Load(),
-		Pauses: s.pauses.Load(),
+		Records: m.records.load(), Batches: m.batches.load(), Retries: m.retries.load(),
+		Fenced: m.fenced.load(), UnknownCommits: m.unknownCommits.load(), Claims: m.claims.load(),
+		Pauses: m.pauses.load(),
 	}
 }
 
@@ -134,6 +168,8 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("eosink: kafka consumer: %w", err)
 	}
 	s.consumer = c
+	s.scraped.Store(c)
+	defer s.scraped.Store(nil)
 	if err := s.checkTopics(ctx); err != nil {
 		_ = c.Close()
 		return err
@@ -155,7 +191,9 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 		defer close(listening)
 		s.listen(lctx)
 	}()
+	s.running.Store(true)
 	err = s.poll(ctx, bal)
+	s.running.Store(false)
 	stopListening()
 	<-listening
 
@@ -164,6 +202,7 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 		s.kcommit.close()
 	}
 	bal.Close()
+	s.scraped.Store(nil)
 	if cerr := c.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("eosink: close consumer: %w", cerr)
 	}
@@ -180,6 +219,7 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 func (s *Sink) poll(ctx context.Context, bal *rebalance.Balancer) error {
 	c := s.consumer
 	for ctx.Err() == nil {
+		s.polled.Store(time.Now().UnixNano())
 		ev := c.Poll(100)
 		if err := bal.Err(); err != nil {
 			return err
@@ -248,7 +288,7 @@ func (s *Sink) pause(k partitionKey, w *worker) {
 		return
 	}
 	s.paused[k] = w
-	s.pauses.Add(1)
+	s.m.pauses.add(1)
 }
 
 func (s *Sink) resumeDrained() {
@@ -316,6 +356,7 @@ func (s *Sink) stopWorkers(parts []kafka.TopicPartition, abort bool, timeout tim
 			continue
 		}
 		delete(s.workers, k)
+		s.setLive(k, nil)
 		ws = append(ws, w)
 		if abort {
 			w.cancel()
@@ -374,9 +415,11 @@ type lifecycle Sink
 
 func (l *lifecycle) Start(c rebalance.Claim) {
 	s := (*Sink)(l)
-	s.claims.Add(1)
+	s.m.claims.add(1)
+	s.m.rebalance("assigned", 1)
 	w := newWorker(s, c.Topic, c.Partition, c.Epoch, c.NextOffset)
 	s.workers[partitionKey{c.Topic, c.Partition}] = w
+	s.setLive(partitionKey{c.Topic, c.Partition}, w)
 	if s.kcommit != nil {
 		s.kcommit.forget(c.Topic, c.Partition)
 	}
@@ -385,6 +428,11 @@ func (l *lifecycle) Start(c rebalance.Claim) {
 
 func (l *lifecycle) Stop(parts []kafka.TopicPartition, lost bool) {
 	s := (*Sink)(l)
+	if lost {
+		s.m.rebalance("lost", len(parts))
+	} else {
+		s.m.rebalance("revoked", len(parts))
+	}
 	s.stopWorkers(parts, lost, s.cfg.RevokeTimeout)
 }
 

@@ -183,7 +183,7 @@ func (w *worker) apply(batch []Record) error {
 		}
 		w.s.log.Warn("batch failed, retrying", "topic", w.topic, "partition", w.partition,
 			"first_offset", batch[0].Offset, "attempt", attempt, "backoff", backoff, "err", err)
-		w.s.retries.Add(1)
+		w.s.m.retry(err)
 		if err := w.backoff(&backoff); err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eosink/eosink/internal/ops"
 	"github.com/eosink/eosink/internal/testbed"
@@ -89,7 +90,10 @@ func TestSkipWhileRunning(t *testing.T) {
 		time.Sleep(30 * time.Millisecond)
 		return base(ctx, tx, b)
 	}
-	r := startSink(t, p.config(t, slow))
+	cfg := p.config(t, slow)
+	reg := prometheus.NewRegistry()
+	cfg.Registerer = reg
+	r := startSink(t, cfg)
 	testbed.Eventually(t, 60*time.Second, "the sink to be under way", func() (bool, string) {
 		next, _ := p.storedOrZero(t, 0)
 		return next >= 100, fmt.Sprint(next)
@@ -127,7 +131,38 @@ func TestSkipWhileRunning(t *testing.T) {
 		t.Fatalf("ledger: %d rows below %d (want %d), %d in the skipped range (want 0), %d after (want 10), %d in all",
 			below, from, from, skipped, after, n)
 	}
-	if st := r.s.Stats(); st.Fenced == 0 && st.Claims < 2 {
+	st := r.s.Stats()
+	if st.Fenced == 0 && st.Claims < 2 {
 		t.Fatalf("stats %+v: the reset was never noticed", st)
+	}
+	// The metrics say the same as the ledger and the stats.
+	want := map[string]float64{
+		"eosink_records_applied_total":   float64(n),
+		"eosink_fenced_commits_total":    float64(st.Fenced),
+		"eosink_claims_total":            float64(st.Claims),
+		"eosink_batches_committed_total": float64(st.Batches),
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			switch {
+			case m.GetCounter() != nil:
+				got[f.GetName()] += m.GetCounter().GetValue()
+			case m.GetHistogram() != nil:
+				got[f.GetName()+"_count"] += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	for name, v := range want {
+		if got[name] != v {
+			t.Errorf("%s = %v, want %v", name, got[name], v)
+		}
+	}
+	if got["eosink_commit_seconds_count"] != float64(st.Batches) {
+		t.Errorf("commit latency samples %v for %d batches", got["eosink_commit_seconds_count"], st.Batches)
 	}
 }

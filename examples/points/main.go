@@ -16,6 +16,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -24,6 +26,8 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/eosink/eosink/examples/points/app"
 	"github.com/eosink/eosink/sink"
@@ -143,6 +147,7 @@ func run(ctx context.Context, args []string) error {
 	lockTimeout := fs.Duration("lock-timeout", 5*time.Second, "lock_timeout of claims")
 	isolation := fs.String("isolation", "read committed", "isolation level of each batch: read committed, repeatable read, serializable")
 	revokeTimeout := fs.Duration("revoke-timeout", 30*time.Second, "how long a revoke waits for in-flight batches")
+	httpAddr := fs.String("http", "", "serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9464")
 	_ = fs.Parse(args)
 	if err := c.need(true, true); err != nil {
 		return err
@@ -156,8 +161,10 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	reg := prometheus.NewRegistry()
 	s, err := sink.New(sink.Config{
-		Brokers: c.brokers, GroupID: c.group, Topics: []string{c.topic},
+		Registerer: reg,
+		Brokers:    c.brokers, GroupID: c.group, Topics: []string{c.topic},
 		DatabaseURL: c.databaseURL, Schema: c.offsetsSchema, AutoMigrate: *autoMigrate,
 		Handler: app.Handler(c.schema), Kafka: kafka.ConfigMap(kafkaProps), InitialPosition: pos,
 		MaxBatchRecords: *batch, MaxBatchWait: *wait, CommitToKafka: *commitKafka, InstanceID: *instance,
@@ -166,6 +173,13 @@ func run(ctx context.Context, args []string) error {
 	})
 	if err != nil {
 		return err
+	}
+	if *httpAddr != "" {
+		srv, err := serveHTTP(*httpAddr, reg, s)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
 	}
 	err = s.Run(ctx)
 	st := s.Stats()
@@ -192,4 +206,32 @@ func verify(ctx context.Context, args []string) error {
 		return errors.New("verification failed")
 	}
 	return nil
+}
+
+// serveHTTP serves the sink's metrics and health probes.
+func serveHTTP(addr string, reg *prometheus.Registry, s *sink.Sink) (*http.Server, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := s.Healthy(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.Ready() {
+			http.Error(w, "not consuming", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("-http %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	slog.Info("serving metrics and health", "addr", ln.Addr().String())
+	return srv, nil
 }

@@ -1,0 +1,25 @@
+package sink
+
+import (
+	"fmt"
+	"time"
+)
+
+// Ready reports whether Run is consuming: connected to PostgreSQL and Kafka, subscribed, and
+// not shutting down. Use it for a readiness probe. Safe to call from any goroutine.
+func (s *Sink) Ready() bool { return s.running.Load() }
+
+// Healthy returns an error when the poll loop has not turned for longer than a rebalance
+// callback may legitimately block (the larger of RevokeTimeout and ClaimTimeout, plus 10s),
+// which means the sink is stuck. Before Run and after it returns, it returns nil. Use it for
+// a liveness probe. Safe to call from any goroutine.
+func (s *Sink) Healthy() error {
+	if !s.running.Load() {
+		return nil
+	}
+	limit := max(s.cfg.RevokeTimeout, s.cfg.ClaimTimeout) + 10*time.Second
+	if since := time.Since(time.Unix(0, s.polled.Load())); since > limit {
+		return fmt.Errorf("eosink: the consumer loop has not turned for %s (limit %s)", since.Round(time.Second), limit)
+	}
+	return nil
+}

@@ -1,0 +1,134 @@
+package sink
+
+import (
+	"errors"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// counter is a count kept for Stats and, when Config.Registerer is set, exported to
+// Prometheus as well.
+type counter struct {
+	n atomic.Int64
+	c prometheus.Counter
+}
+
+func (c *counter) add(v int64) {
+	c.n.Add(v)
+	if c.c != nil {
+		c.c.Add(float64(v))
+	}
+}
+
+func (c *counter) load() int64 { return c.n.Load() }
+
+// metrics are the sink's counters and, with a Registerer, its Prometheus collectors. All
+// metric names start with eosink_ and carry a pipeline label.
+type metrics struct {
+	records, bytes, batches, retries, fenced, unknownCommits, claims, pauses counter
+
+	retriesByCause *prometheus.CounterVec
+	rebalances     *prometheus.CounterVec
+	batchRecords   prometheus.Histogram
+	commitSeconds  prometheus.Histogram
+}
+
+func newMetrics(s *Sink, reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{}
+	if reg == nil {
+		return m, nil
+	}
+	labels := prometheus.Labels{"pipeline": s.cfg.Pipeline}
+	newCounter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: "eosink_" + name, Help: help, ConstLabels: labels})
+	}
+	m.records.c = newCounter("records_applied_total", "Records committed to the database.")
+	m.bytes.c = newCounter("bytes_applied_total", "Key and value bytes of the records committed.")
+	m.batches.c = newCounter("batches_committed_total", "Transactions committed.")
+	m.retries.c = newCounter("batch_retries_total", "Batches retried after a transient error.")
+	m.fenced.c = newCounter("fenced_commits_total", "Commits rejected because another claim owns the partition.")
+	m.unknownCommits.c = newCounter("unknown_commits_total", "COMMITs whose outcome was settled by reading the offset row back.")
+	m.claims.c = newCounter("claims_total", "Partitions claimed (epoch bumps).")
+	m.pauses.c = newCounter("partition_pauses_total", "Times a partition's fetching was paused on a full buffer.")
+	m.retriesByCause = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eosink_batch_retries_by_cause_total",
+		Help: "Batch retries by cause: a SQLSTATE, or connection.", ConstLabels: labels}, []string{"cause"})
+	m.rebalances = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eosink_rebalance_events_total",
+		Help: "Partitions assigned, revoked and lost.", ConstLabels: labels}, []string{"event"})
+	m.batchRecords = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "eosink_batch_records",
+		Help: "Records per committed batch.", ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(1, 4, 8)})
+	m.commitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "eosink_commit_seconds",
+		Help: "Time from BEGIN to the end of COMMIT of a batch.", ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)})
+	cs := []prometheus.Collector{m.records.c, m.bytes.c, m.batches.c, m.retries.c, m.fenced.c, m.unknownCommits.c,
+		m.claims.c, m.pauses.c, m.retriesByCause, m.rebalances, m.batchRecords, m.commitSeconds, (*partitionCollector)(s)}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return nil, &ConfigError{Field: "Registerer", Reason: "register metrics: " + err.Error()}
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) retry(err error) {
+	m.retries.add(1)
+	if m.retriesByCause == nil {
+		return
+	}
+	cause := "connection"
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		cause = pe.Code
+	}
+	m.retriesByCause.WithLabelValues(cause).Inc()
+}
+
+func (m *metrics) rebalance(event string, n int) {
+	if m.rebalances != nil {
+		m.rebalances.WithLabelValues(event).Add(float64(n))
+	}
+}
+
+func (m *metrics) committed(records, bytes int, seconds float64) {
+	m.records.add(int64(records))
+	m.bytes.add(int64(bytes))
+	m.batches.add(1)
+	if m.batchRecords != nil {
+		m.batchRecords.Observe(float64(records))
+		m.commitSeconds.Observe(seconds)
+	}
+}
+
+// partitionCollector exports per-partition gauges at scrape time: lag (the broker's high
+// watermark, as last seen by the consumer, minus the stored next offset) and the bytes held
+// in memory for the partition.
+type partitionCollector Sink
+
+var (
+	lagDesc = prometheus.NewDesc("eosink_partition_lag", "High watermark last seen by the consumer minus the stored next offset.",
+		[]string{"pipeline", "topic", "partition"}, nil)
+	bufferedDesc = prometheus.NewDesc("eosink_partition_buffered_bytes", "Fetched bytes held in memory, not yet committed.",
+		[]string{"pipeline", "topic", "partition"}, nil)
+)
+
+func (c *partitionCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- lagDesc
+	ch <- bufferedDesc
+}
+
+func (c *partitionCollector) Collect(ch chan<- prometheus.Metric) {
+	s := (*Sink)(c)
+	for _, w := range s.liveWorkers() {
+		p := strconv.Itoa(int(w.partition))
+		w.mu.Lock()
+		buffered := w.buffered
+		w.mu.Unlock()
+		ch <- prometheus.MustNewConstMetric(bufferedDesc, prometheus.GaugeValue, float64(buffered), s.cfg.Pipeline, w.topic, p)
+		if cons := s.scraped.Load(); cons != nil {
+			if _, high, err := cons.GetWatermarkOffsets(w.topic, w.partition); err == nil && high >= 0 {
+				ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(max(high-w.next.Load(), 0)), s.cfg.Pipeline, w.topic, p)
+			}
+		}
+	}
+}

@@ -7,6 +7,7 @@
 //	eosink offsets list              stored positions with their log range and lag
 //	eosink offsets set -pipeline P -to earliest|latest|OFFSET|TIME -reason TEXT [-dry-run]
 //	eosink lag [-json]               lag per partition
+//	eosink status [-json]            one line per pipeline
 //
 // The database comes from -database-url or DATABASE_URL, the broker from -brokers or
 // KAFKA_BOOTSTRAP_SERVERS; the schema from -schema (default "eosink").
@@ -34,6 +35,7 @@ commands:
   offsets list                            stored positions, owners, epochs, log range and lag
   offsets set|reset                       move positions (earliest, latest, offset, time); audited
   lag                                     lag per partition (-json for JSON)
+  status                                  one line per pipeline: partitions, owners, epochs, last commit, lag
 
 Run 'eosink <command> -h' for flags.
 `
@@ -57,6 +59,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = offsetsCmd(ctx, args[1:], stdout, stderr)
 	case "lag":
 		err = lagCmd(ctx, args[1:], stdout, stderr)
+	case "status":
+		err = statusCmd(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -86,6 +86,8 @@ func TestOffsetsAndLagCommands(t *testing.T) {
 		{[]string{"offsets", "set", "-to", "0", "-reason", "x"}, 2, "-pipeline is required"},
 		{[]string{"offsets", "set", "-pipeline", "pipe", "-topic", topic, "-to", "latest", "-reason", "catch up", "-operator", "bob"}, 0, "(no row)"},
 		{[]string{"offsets", "frob"}, 2, "unknown subcommand"},
+		{[]string{"status", "-pipeline", "pipe"}, 0, "pipe "},
+		{[]string{"status", "-json"}, 0, `"partitions": 2`},
 	}
 	for _, s := range steps {
 		code, out := cli(s.args...)

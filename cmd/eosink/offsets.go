@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -238,6 +239,74 @@ func printChanges(w io.Writer, cs []ops.Change, asJSON bool) error {
 			from = fmt.Sprint(*c.From)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d..%d\n", c.Pipeline, c.Topic, c.Partition, from, c.To, c.LogStart, c.LogEnd)
+	}
+	return tw.Flush()
+}
+
+// statusCmd: eosink status, one line per pipeline.
+func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("eosink status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o opsFlags
+	o.register(fs)
+	pipeline := fs.String("pipeline", "", "pipeline (default: all)")
+	if _, err := parseInterleaved(fs, args); err != nil {
+		return err
+	}
+	c, closeFn, err := o.client(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	ps, err := c.List(ctx, *pipeline)
+	if err != nil {
+		return err
+	}
+	type summary struct {
+		Pipeline   string    `json:"pipeline"`
+		Partitions int       `json:"partitions"`
+		Owners     []string  `json:"owners"`
+		MaxEpoch   int64     `json:"max_epoch"`
+		LastCommit time.Time `json:"last_commit"`
+		Lag        int64     `json:"lag"`
+		Lagging    int       `json:"partitions_lagging"`
+		Errors     int       `json:"partitions_in_error"`
+	}
+	var out []*summary
+	by := map[string]*summary{}
+	for _, p := range ps {
+		s := by[p.Pipeline]
+		if s == nil {
+			s = &summary{Pipeline: p.Pipeline}
+			by[p.Pipeline] = s
+			out = append(out, s)
+		}
+		s.Partitions++
+		if !slices.Contains(s.Owners, p.Owner) {
+			s.Owners = append(s.Owners, p.Owner)
+		}
+		s.MaxEpoch = max(s.MaxEpoch, p.Epoch)
+		if p.UpdatedAt.After(s.LastCommit) {
+			s.LastCommit = p.UpdatedAt
+		}
+		s.Lag += p.Lag
+		if p.Lag > 0 {
+			s.Lagging++
+		}
+		if p.Error != "" {
+			s.Errors++
+		}
+	}
+	if o.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PIPELINE\tPARTITIONS\tOWNERS\tMAX EPOCH\tLAST COMMIT\tLAG\tLAGGING\tIN ERROR")
+	for _, s := range out {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t%d\t%d\n", s.Pipeline, s.Partitions, strings.Join(s.Owners, ","), s.MaxEpoch,
+			s.LastCommit.UTC().Format(time.RFC3339), s.Lag, s.Lagging, s.Errors)
 	}
 	return tw.Flush()
 }

@@ -7,6 +7,7 @@
 //	points verify                       compare the database with the log (exit 1 on a mismatch)
 //
 // KAFKA_BOOTSTRAP_SERVERS and DATABASE_URL configure the connections; flags override them.
+// EOSINK_LOG_FORMAT=json writes the logs as JSON lines.
 // Run `points <command> -h` for the flags.
 package main
 
@@ -69,8 +70,12 @@ func (k kvFlag) Set(s string) error {
 }
 
 func main() {
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	slog.SetDefault(log)
+	// EOSINK_LOG_FORMAT=json switches the logs to JSON lines; the default is text.
+	var handler slog.Handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})
+	if os.Getenv("EOSINK_LOG_FORMAT") == "json" {
+		handler = slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})
+	}
+	slog.SetDefault(slog.New(handler))
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: points migrate|produce|run|verify [flags]")
 		os.Exit(2)

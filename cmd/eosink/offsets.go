@@ -16,13 +16,14 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eosink/eosink/internal/kafkaflag"
 	"github.com/eosink/eosink/internal/ops"
 )
 
 // opsFlags are the connection flags of the offsets and lag commands.
 type opsFlags struct {
 	dbURL, schema, brokers string
-	kafkaProps             kvFlag
+	kafkaProps             kafkaflag.Properties
 	json                   bool
 }
 
@@ -30,7 +31,7 @@ func (o *opsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.dbURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL connection string (env DATABASE_URL)")
 	fs.StringVar(&o.schema, "schema", "eosink", "schema of the offsets table")
 	fs.StringVar(&o.brokers, "brokers", os.Getenv("KAFKA_BOOTSTRAP_SERVERS"), "Kafka bootstrap servers (env KAFKA_BOOTSTRAP_SERVERS)")
-	o.kafkaProps = kvFlag{}
+	o.kafkaProps = kafkaflag.Properties{}
 	fs.Var(o.kafkaProps, "kafka", "librdkafka property key=value for the broker connection (TLS, SASL); repeatable")
 	fs.BoolVar(&o.json, "json", false, "print JSON")
 }
@@ -52,18 +53,6 @@ func (o *opsFlags) client(ctx context.Context) (*ops.Client, func(), error) {
 		return nil, nil, fmt.Errorf("cannot connect to PostgreSQL at %s:%d/%s: %w", cc.Host, cc.Port, cc.Database, err)
 	}
 	return &ops.Client{Pool: pool, Schema: o.schema, Brokers: o.brokers, Kafka: kafka.ConfigMap(o.kafkaProps)}, pool.Close, nil
-}
-
-type kvFlag map[string]kafka.ConfigValue
-
-func (k kvFlag) String() string { return fmt.Sprint(map[string]kafka.ConfigValue(k)) }
-func (k kvFlag) Set(s string) error {
-	key, v, ok := strings.Cut(s, "=")
-	if !ok || key == "" {
-		return fmt.Errorf("want key=value, got %q", s)
-	}
-	k[key] = v
-	return nil
 }
 
 // parseInterleaved parses flags that may stand before and after positional arguments.
@@ -168,26 +157,32 @@ flags:
 	}
 }
 
-// lagCmd: eosink lag.
-func lagCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("eosink lag", flag.ContinueOnError)
+// listPositions parses the flags shared by lag and status and lists the positions.
+func listPositions(ctx context.Context, name string, args []string, stderr io.Writer) ([]ops.Position, bool, error) {
+	fs := flag.NewFlagSet("eosink "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o opsFlags
 	o.register(fs)
 	pipeline := fs.String("pipeline", "", "pipeline (default: all)")
 	if _, err := parseInterleaved(fs, args); err != nil {
-		return err
+		return nil, false, err
 	}
 	c, closeFn, err := o.client(ctx)
 	if err != nil {
-		return err
+		return nil, false, err
 	}
 	defer closeFn()
 	ps, err := c.List(ctx, *pipeline)
+	return ps, o.json, err
+}
+
+// lagCmd: eosink lag.
+func lagCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	ps, asJSON, err := listPositions(ctx, "lag", args, stderr)
 	if err != nil {
 		return err
 	}
-	return printPositions(stdout, ps, o.json, true)
+	return printPositions(stdout, ps, asJSON, true)
 }
 
 func printPositions(w io.Writer, ps []ops.Position, asJSON, lagOnly bool) error {
@@ -245,20 +240,7 @@ func printChanges(w io.Writer, cs []ops.Change, asJSON bool) error {
 
 // statusCmd: eosink status, one line per pipeline.
 func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("eosink status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var o opsFlags
-	o.register(fs)
-	pipeline := fs.String("pipeline", "", "pipeline (default: all)")
-	if _, err := parseInterleaved(fs, args); err != nil {
-		return err
-	}
-	c, closeFn, err := o.client(ctx)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	ps, err := c.List(ctx, *pipeline)
+	ps, asJSON, err := listPositions(ctx, "status", args, stderr)
 	if err != nil {
 		return err
 	}
@@ -297,7 +279,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			s.Errors++
 		}
 	}
-	if o.json {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)

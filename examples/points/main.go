@@ -21,7 +21,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -31,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/eosink/eosink/examples/points/app"
+	"github.com/eosink/eosink/internal/kafkaflag"
 	"github.com/eosink/eosink/sink"
 )
 
@@ -54,18 +54,6 @@ func (c *common) need(kafka, db bool) error {
 	if db && c.databaseURL == "" {
 		return errors.New("no database: set DATABASE_URL or -database-url")
 	}
-	return nil
-}
-
-type kvFlag map[string]kafka.ConfigValue
-
-func (k kvFlag) String() string { return fmt.Sprint(map[string]kafka.ConfigValue(k)) }
-func (k kvFlag) Set(s string) error {
-	key, v, ok := strings.Cut(s, "=")
-	if !ok || key == "" {
-		return fmt.Errorf("want key=value, got %q", s)
-	}
-	k[key] = v
 	return nil
 }
 
@@ -140,7 +128,7 @@ func run(ctx context.Context, args []string) error {
 	var c common
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
 	c.register(fs)
-	kafkaProps := kvFlag{}
+	kafkaProps := kafkaflag.Properties{}
 	fs.Var(kafkaProps, "kafka", "librdkafka property key=value (repeatable), e.g. -kafka partition.assignment.strategy=cooperative-sticky")
 	initial := fs.String("initial-position", "earliest", "where a partition without a stored row starts: earliest, latest, error, kafka-committed")
 	batch := fs.Int("batch-records", 500, "max records per transaction")

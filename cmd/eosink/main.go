@@ -85,7 +85,8 @@ type usageError struct{ error }
 func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("eosink migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dbURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL connection string (env DATABASE_URL)")
+	// Defaults come from the environment after parsing, so that -h never prints a password.
+	dbURL := fs.String("database-url", "", "PostgreSQL connection string (default: env DATABASE_URL)")
 	schema := fs.String("schema", "eosink", "schema of the offsets table")
 	yes := fs.Bool("yes", false, "confirm 'down', which drops every stored position")
 	fs.Usage = func() {
@@ -106,6 +107,9 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usageError{err}
 	}
 	rest = fs.Args()
+	if *dbURL == "" {
+		*dbURL = os.Getenv("DATABASE_URL")
+	}
 	if *dbURL == "" {
 		return usageError{errors.New("migrate: no database: set DATABASE_URL or -database-url")}
 	}

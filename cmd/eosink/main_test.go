@@ -104,3 +104,14 @@ func TestOffsetsAndLagCommands(t *testing.T) {
 		t.Fatalf("after moving to latest: %q", out)
 	}
 }
+
+func TestHelpNeverPrintsTheDatabasePassword(t *testing.T) {
+	t.Setenv("DATABASE_URL", "postgres://u:pw-in-env@127.0.0.1:1/x")
+	for _, args := range [][]string{{"migrate", "-h"}, {"offsets", "-h"}, {"lag", "-h"}, {"status", "-h"}} {
+		var out, errb bytes.Buffer
+		run(context.Background(), args, &out, &errb)
+		if all := out.String() + errb.String(); strings.Contains(all, "pw-in-env") || !strings.Contains(all, "database-url") {
+			t.Fatalf("eosink %v printed %q", args, all)
+		}
+	}
+}

@@ -28,15 +28,22 @@ type opsFlags struct {
 }
 
 func (o *opsFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&o.dbURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL connection string (env DATABASE_URL)")
+	// Defaults come from the environment after parsing, so that -h never prints a password.
+	fs.StringVar(&o.dbURL, "database-url", "", "PostgreSQL connection string (default: env DATABASE_URL)")
 	fs.StringVar(&o.schema, "schema", "eosink", "schema of the offsets table")
-	fs.StringVar(&o.brokers, "brokers", os.Getenv("KAFKA_BOOTSTRAP_SERVERS"), "Kafka bootstrap servers (env KAFKA_BOOTSTRAP_SERVERS)")
+	fs.StringVar(&o.brokers, "brokers", "", "Kafka bootstrap servers (default: env KAFKA_BOOTSTRAP_SERVERS)")
 	o.kafkaProps = kafkaflag.Properties{}
 	fs.Var(o.kafkaProps, "kafka", "librdkafka property key=value for the broker connection (TLS, SASL); repeatable")
 	fs.BoolVar(&o.json, "json", false, "print JSON")
 }
 
 func (o *opsFlags) client(ctx context.Context) (*ops.Client, func(), error) {
+	if o.dbURL == "" {
+		o.dbURL = os.Getenv("DATABASE_URL")
+	}
+	if o.brokers == "" {
+		o.brokers = os.Getenv("KAFKA_BOOTSTRAP_SERVERS")
+	}
 	if o.dbURL == "" {
 		return nil, nil, usageError{errors.New("no database: set DATABASE_URL or -database-url")}
 	}

@@ -39,8 +39,9 @@ type common struct {
 }
 
 func (c *common) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.brokers, "brokers", os.Getenv("KAFKA_BOOTSTRAP_SERVERS"), "Kafka bootstrap servers (env KAFKA_BOOTSTRAP_SERVERS)")
-	fs.StringVar(&c.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL)")
+	// Defaults come from the environment after parsing (need), so that -h never prints a password.
+	fs.StringVar(&c.brokers, "brokers", "", "Kafka bootstrap servers (default: env KAFKA_BOOTSTRAP_SERVERS)")
+	fs.StringVar(&c.databaseURL, "database-url", "", "PostgreSQL URL (default: env DATABASE_URL)")
 	fs.StringVar(&c.topic, "topic", "points", "topic of point events")
 	fs.StringVar(&c.group, "group", "points", "consumer group, also the pipeline name")
 	fs.StringVar(&c.schema, "schema", "points", "schema of the example's tables")
@@ -48,6 +49,12 @@ func (c *common) register(fs *flag.FlagSet) {
 }
 
 func (c *common) need(kafka, db bool) error {
+	if c.brokers == "" {
+		c.brokers = os.Getenv("KAFKA_BOOTSTRAP_SERVERS")
+	}
+	if c.databaseURL == "" {
+		c.databaseURL = os.Getenv("DATABASE_URL")
+	}
 	if kafka && c.brokers == "" {
 		return errors.New("no Kafka: set KAFKA_BOOTSTRAP_SERVERS or -brokers")
 	}

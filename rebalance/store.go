@@ -226,13 +226,48 @@ type Position struct {
 }
 
 // ResetOwnerPrefix starts the owner written by an operator who moved a position
-// (`eosink offsets set`). That change bumps the epoch, which fences the current owner; a
-// sink that finds this owner on its fenced partition claims it again at the new position.
+// (`eosink offsets set`): "reset by OPERATOR (was INSTANCE)", where INSTANCE is the owner
+// the change fenced. That change bumps the epoch; the sink whose InstanceID is INSTANCE,
+// and only that one, claims the partition again at the new position.
 const ResetOwnerPrefix = "reset by "
+
+// ResetOwner returns the owner an operator's change writes over current.
+func ResetOwner(operator, current string) string {
+	if was, ok := ResetFrom(current); ok {
+		current = was // several changes in a row still name the instance that owned it
+	}
+	return ResetOwnerPrefix + operator + " (was " + current + ")"
+}
+
+// ResetFrom returns the instance an operator's change fenced, if owner was written by one.
+func ResetFrom(owner string) (instance string, ok bool) {
+	if !strings.HasPrefix(owner, ResetOwnerPrefix) || !strings.HasSuffix(owner, ")") {
+		return "", false
+	}
+	i := strings.LastIndex(owner, " (was ")
+	if i < 0 {
+		return "", false
+	}
+	return owner[i+len(" (was ") : len(owner)-1], true
+}
 
 // NotifyChannel is the PostgreSQL channel told of every operator change to a position, with
 // the pipeline as payload, so that idle sinks notice it without a commit.
 const NotifyChannel = "eosink_offsets"
+
+// Peek returns the stored row of a partition without waiting for locks: the last committed
+// state. found is false when there is none.
+func (s *Store) Peek(ctx context.Context, topic string, partition int32) (p Position, found bool, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT next_offset, epoch, coalesce(owner, '') FROM `+s.table+`
+		WHERE pipeline = $1 AND topic = $2 AND partition = $3`, s.pipeline, topic, partition).Scan(&p.NextOffset, &p.Epoch, &p.Owner)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Position{}, false, nil
+	}
+	if err != nil {
+		return Position{}, false, fmt.Errorf("read offset row %s[%d]: %w", topic, partition, err)
+	}
+	return p, true, nil
+}
 
 // Read returns the stored row of a partition; found is false when there is none.
 // It is used to settle a COMMIT whose outcome is unknown, so it reads with FOR SHARE: if the

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -104,8 +105,10 @@ type Config struct {
 	// ShutdownTimeout bounds the drain when Run's context is cancelled. Defaults to 30s.
 	ShutdownTimeout time.Duration
 
-	// InstanceID is written as owner on every claim, for operators. Defaults to
-	// "<hostname>-<pid>".
+	// InstanceID is written as owner on every claim, for operators, and names the instance
+	// an operator's reset fenced, so that only that instance claims the partition again. It
+	// must be unique among running sinks. Defaults to "<hostname>-<pid>-<n>", n counting the
+	// Sinks of the process.
 	InstanceID string
 	// Registerer, when set, receives the sink's Prometheus metrics (all named eosink_*, with
 	// a pipeline label): records and bytes applied, batch sizes, commit latency, retries by
@@ -116,6 +119,8 @@ type Config struct {
 	// Logger receives structured logs. It never receives secrets. Defaults to slog.Default().
 	Logger *slog.Logger
 }
+
+var instanceSeq atomic.Int64
 
 // managedKafkaKeys are set by eosink and may not be overridden.
 var managedKafkaKeys = map[string]string{
@@ -158,7 +163,7 @@ func (c *Config) withDefaults() Config {
 	}
 	if d.InstanceID == "" {
 		host, _ := os.Hostname()
-		d.InstanceID = fmt.Sprintf("%s-%d", host, os.Getpid())
+		d.InstanceID = fmt.Sprintf("%s-%d-%d", host, os.Getpid(), instanceSeq.Add(1))
 	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()

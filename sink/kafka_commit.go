@@ -42,9 +42,13 @@ func (k *kafkaCommitter) note(topic string, partition int32, next int64) {
 // forget drops what was sent for a partition, so that a position moved back (by a reset)
 // is committed again. Called when the partition is claimed.
 func (k *kafkaCommitter) forget(topic string, partition int32) {
+	key := partitionKey{topic, partition}
 	k.commitMu.Lock()
-	delete(k.sent, partitionKey{topic, partition})
+	delete(k.sent, key)
 	k.commitMu.Unlock()
+	k.mu.Lock()
+	delete(k.pending, key)
+	k.mu.Unlock()
 }
 
 func (k *kafkaCommitter) loop(every time.Duration) {

@@ -34,6 +34,7 @@ type metrics struct {
 	rebalances     *prometheus.CounterVec
 	batchRecords   prometheus.Histogram
 	commitSeconds  prometheus.Histogram
+	lag, buffered  *prometheus.Desc
 }
 
 func newMetrics(s *Sink, reg prometheus.Registerer) (*metrics, error) {
@@ -61,11 +62,18 @@ func newMetrics(s *Sink, reg prometheus.Registerer) (*metrics, error) {
 		Help: "Records per committed batch.", ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(1, 4, 8)})
 	m.commitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "eosink_commit_seconds",
 		Help: "Time from BEGIN to the end of COMMIT of a batch.", ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)})
+	m.lag = prometheus.NewDesc("eosink_partition_lag", "High watermark last seen by the consumer minus the stored next offset "+
+		"(includes transaction markers; frozen while the partition is paused; `eosink lag` is exact).", []string{"topic", "partition"}, labels)
+	m.buffered = prometheus.NewDesc("eosink_partition_buffered_bytes", "Fetched bytes held in memory, not yet committed.",
+		[]string{"topic", "partition"}, labels)
 	cs := []prometheus.Collector{m.records.c, m.bytes.c, m.batches.c, m.retries.c, m.fenced.c, m.unknownCommits.c,
-		m.claims.c, m.pauses.c, m.retriesByCause, m.rebalances, m.batchRecords, m.commitSeconds, (*partitionCollector)(s)}
-	for _, c := range cs {
+		m.claims.c, m.pauses.c, m.retriesByCause, m.rebalances, m.batchRecords, m.commitSeconds, &partitionCollector{s, m}}
+	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
-			return nil, &ConfigError{Field: "Registerer", Reason: "register metrics: " + err.Error()}
+			for _, done := range cs[:i] {
+				reg.Unregister(done)
+			}
+			return nil, &ConfigError{Field: "Registerer", Reason: "register metrics (one Sink per pipeline per registry): " + err.Error()}
 		}
 	}
 	return m, nil
@@ -103,32 +111,30 @@ func (m *metrics) committed(records, bytes int, seconds float64) {
 // partitionCollector exports per-partition gauges at scrape time: lag (the broker's high
 // watermark, as last seen by the consumer, minus the stored next offset) and the bytes held
 // in memory for the partition.
-type partitionCollector Sink
-
-var (
-	lagDesc = prometheus.NewDesc("eosink_partition_lag", "High watermark last seen by the consumer minus the stored next offset.",
-		[]string{"pipeline", "topic", "partition"}, nil)
-	bufferedDesc = prometheus.NewDesc("eosink_partition_buffered_bytes", "Fetched bytes held in memory, not yet committed.",
-		[]string{"pipeline", "topic", "partition"}, nil)
-)
+type partitionCollector struct {
+	s *Sink
+	m *metrics
+}
 
 func (c *partitionCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- lagDesc
-	ch <- bufferedDesc
+	ch <- c.m.lag
+	ch <- c.m.buffered
 }
 
 func (c *partitionCollector) Collect(ch chan<- prometheus.Metric) {
-	s := (*Sink)(c)
+	s := c.s
 	for _, w := range s.liveWorkers() {
 		p := strconv.Itoa(int(w.partition))
 		w.mu.Lock()
 		buffered := w.buffered
 		w.mu.Unlock()
-		ch <- prometheus.MustNewConstMetric(bufferedDesc, prometheus.GaugeValue, float64(buffered), s.cfg.Pipeline, w.topic, p)
-		if cons := s.scraped.Load(); cons != nil {
+		ch <- prometheus.MustNewConstMetric(c.m.buffered, prometheus.GaugeValue, float64(buffered), w.topic, p)
+		s.consumerMu.RLock() // Run closes the consumer only under the write lock
+		if cons := s.scraped; cons != nil {
 			if _, high, err := cons.GetWatermarkOffsets(w.topic, w.partition); err == nil && high >= 0 {
-				ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(max(high-w.next.Load(), 0)), s.cfg.Pipeline, w.topic, p)
+				ch <- prometheus.MustNewConstMetric(c.m.lag, prometheus.GaugeValue, float64(max(high-w.next.Load(), 0)), w.topic, p)
 			}
 		}
+		s.consumerMu.RUnlock()
 	}
 }

@@ -3,7 +3,6 @@ package sink
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -16,11 +15,13 @@ import (
 // Operator resets while the sink runs (`eosink offsets set`).
 //
 // A reset moves a row's next_offset, bumps its epoch (fencing the current owner) and writes
-// an owner starting with rebalance.ResetOwnerPrefix, then notifies rebalance.NotifyChannel.
-// The sink learns of it in two ways: a worker whose commit is fenced, and a notification
-// (for partitions with no traffic). Either way the poll goroutine reads the row; only when
-// the owner says "reset by" does it claim the partition again and seek to the new
-// position. A fence by another instance (a zombie's case) leaves the partition stopped.
+// the owner "reset by OPERATOR (was INSTANCE)", then notifies rebalance.NotifyChannel. The
+// sink learns of it in two ways: a worker whose commit is fenced, and a notification (for
+// partitions with no traffic). Either way the poll goroutine reads the row; only when it
+// names this sink's InstanceID as the fenced owner does it claim the partition again and
+// seek to the new position. A fence by another instance (a zombie's case) leaves the
+// partition stopped. Partitions stopped when they were claimed (out of range, topic
+// recreated) were never assigned; they take a new position at their next assignment.
 
 // requestRecheck asks the poll goroutine to look at a partition's row (any goroutine).
 func (s *Sink) requestRecheck(k partitionKey) {
@@ -62,19 +63,24 @@ func (s *Sink) reclaimIfReset(k partitionKey) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ClaimTimeout)
 	defer cancel()
-	pos, found, err := s.store.Read(ctx, k.topic, k.partition)
+	pos, found, err := s.store.Peek(ctx, k.topic, k.partition) // the reset committed before its notice
 	if err != nil || !found {
 		if err != nil {
 			s.log.Warn("could not read the offset row after a fence or a notice", "topic", k.topic, "partition", k.partition, "err", err)
 		}
 		return
 	}
-	if pos.Epoch == w.epoch || !strings.HasPrefix(pos.Owner, rebalance.ResetOwnerPrefix) {
+	if was, ok := rebalance.ResetFrom(pos.Owner); pos.Epoch == w.epoch || !ok || was != s.cfg.InstanceID {
 		return // still ours, or taken by another instance: nothing to do here
 	}
-	// Abort the old worker: whatever it has in flight is fenced by the new epoch anyway.
+	// Abort the old worker: whatever it has in flight is fenced by the new epoch anyway. A
+	// handler that ignores cancellation is left behind after a grace period.
 	w.cancel()
-	<-w.done
+	select {
+	case <-w.done:
+	case <-time.After(5 * time.Second):
+		s.log.Error("a handler ignored cancellation; leaving it behind (its commits will be fenced)", "topic", k.topic, "partition", k.partition)
+	}
 	cl, err := s.store.Claim(ctx, k.topic, k.partition, "", func() (int64, error) {
 		return 0, errors.New("offset row vanished")
 	})
@@ -98,7 +104,11 @@ func (s *Sink) reclaimIfReset(k partitionKey) {
 	}
 	go nw.run()
 	// With an infinite timeout, no record fetched for the old position reaches us afterwards.
-	if _, err := s.consumer.SeekPartitions([]kafka.TopicPartition{{Topic: &k.topic, Partition: k.partition, Offset: kafka.Offset(cl.NextOffset)}}); err != nil {
+	res, err := s.consumer.SeekPartitions([]kafka.TopicPartition{{Topic: &k.topic, Partition: k.partition, Offset: kafka.Offset(cl.NextOffset)}})
+	if err == nil && len(res) == 1 && res[0].Error != nil {
+		err = res[0].Error
+	}
+	if err != nil {
 		s.log.Error("seek after an operator reset failed; stopping the partition", "topic", k.topic, "partition", k.partition, "err", err)
 		nw.cancel()
 		<-nw.done
@@ -114,7 +124,12 @@ func (s *Sink) reclaimIfReset(k partitionKey) {
 func (s *Sink) listen(ctx context.Context) {
 	backoff := s.cfg.RetryBackoff
 	for ctx.Err() == nil {
-		conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+		// A connection from the pool (its BeforeConnect hooks apply), taken out of it.
+		var conn *pgx.Conn
+		pc, err := s.pool.Acquire(ctx)
+		if err == nil {
+			conn = pc.Hijack()
+		}
 		if err == nil {
 			_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{rebalance.NotifyChannel}.Sanitize())
 		}
@@ -140,7 +155,7 @@ func (s *Sink) listen(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		s.log.Debug("listening for operator resets failed; retrying", "err", err)
+		s.log.Warn("listening for operator resets failed; retrying", "err", err, "backoff", backoff)
 		select {
 		case <-ctx.Done():
 			return

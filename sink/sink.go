@@ -38,11 +38,12 @@ type Sink struct {
 	mu     sync.Mutex
 	failed map[partitionKey]error // why partitions stopped on this instance, latest per partition
 
-	m       *metrics
-	live    map[partitionKey]*worker       // copy of workers for metrics, under mu
-	scraped atomic.Pointer[kafka.Consumer] // the consumer while it is open, for metrics
-	polled  atomic.Int64                   // unix nanos of the last poll loop iteration
-	running atomic.Bool                    // Run is consuming
+	m          *metrics
+	live       map[partitionKey]*worker // copy of workers for metrics, under mu
+	consumerMu sync.RWMutex             // write-held to set scraped; read-held while metrics use it
+	scraped    *kafka.Consumer          // the consumer while it is open, for metrics
+	polled     atomic.Int64             // unix nanos of the last poll loop iteration
+	running    atomic.Bool              // Run is consuming
 }
 
 type partitionKey struct {
@@ -85,6 +86,12 @@ func New(cfg Config) (*Sink, error) {
 	}
 	s.m = m
 	return s, nil
+}
+
+func (s *Sink) setScraped(c *kafka.Consumer) {
+	s.consumerMu.Lock()
+	s.scraped = c
+	s.consumerMu.Unlock()
 }
 
 // setLive records the worker of k for metrics (nil: none).
@@ -168,8 +175,8 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("eosink: kafka consumer: %w", err)
 	}
 	s.consumer = c
-	s.scraped.Store(c)
-	defer s.scraped.Store(nil)
+	s.setScraped(c)
+	defer s.setScraped(nil)
 	if err := s.checkTopics(ctx); err != nil {
 		_ = c.Close()
 		return err
@@ -202,7 +209,7 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 		s.kcommit.close()
 	}
 	bal.Close()
-	s.scraped.Store(nil)
+	s.setScraped(nil)
 	if cerr := c.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("eosink: close consumer: %w", cerr)
 	}
@@ -397,6 +404,7 @@ func (s *Sink) stopWorkers(parts []kafka.TopicPartition, abort bool, timeout tim
 			}
 		}
 		w.cancel() // releases the context
+		s.polled.Store(time.Now().UnixNano())
 	}
 }
 
@@ -415,6 +423,7 @@ type lifecycle Sink
 
 func (l *lifecycle) Start(c rebalance.Claim) {
 	s := (*Sink)(l)
+	s.polled.Store(time.Now().UnixNano()) // a long rebalance is progress, not a hang
 	s.m.claims.add(1)
 	s.m.rebalance("assigned", 1)
 	w := newWorker(s, c.Topic, c.Partition, c.Epoch, c.NextOffset)

@@ -15,6 +15,7 @@ import (
 
 func TestMigrateCommand(t *testing.T) {
 	e := testbed.Require(t)
+	t.Setenv("DATABASE_URL", "") // the "no database" step below; the others pass -database-url
 	schema := testbed.Schema(t, e)
 	ctx := context.Background()
 	cli := func(args ...string) (int, string) {
@@ -87,6 +88,8 @@ func TestOffsetsAndLagCommands(t *testing.T) {
 		{[]string{"offsets", "set", "-pipeline", "pipe", "-topic", topic, "-to", "latest", "-reason", "catch up", "-operator", "bob"}, 0, "(no row)"},
 		{[]string{"offsets", "frob"}, 2, "unknown subcommand"},
 		{[]string{"status", "-pipeline", "pipe"}, 0, "pipe "},
+		{[]string{"lag", "pipe"}, 2, "unexpected arguments"},
+		{[]string{"offsets", "set", "-pipeline", "pipe", "-topic", topic, "-partition", "-2", "-to", "0", "-reason", "x"}, 2, "not a partition number"},
 		{[]string{"status", "-json"}, 0, `"partitions": 2`},
 	}
 	for _, s := range steps {

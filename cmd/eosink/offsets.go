@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -136,6 +137,9 @@ flags:
 		if err != nil {
 			return usageError{fmt.Errorf("offsets set: -to: %w", err)}
 		}
+		if *partition < -1 || *partition > math.MaxInt32 {
+			return usageError{fmt.Errorf("offsets set: -partition %d is not a partition number", *partition)}
+		}
 		if *partition >= 0 && *topic == "" {
 			return usageError{errors.New("offsets set: -partition needs -topic")}
 		}
@@ -171,8 +175,10 @@ func listPositions(ctx context.Context, name string, args []string, stderr io.Wr
 	var o opsFlags
 	o.register(fs)
 	pipeline := fs.String("pipeline", "", "pipeline (default: all)")
-	if _, err := parseInterleaved(fs, args); err != nil {
+	if pos, err := parseInterleaved(fs, args); err != nil {
 		return nil, false, err
+	} else if len(pos) > 0 {
+		return nil, false, usageError{fmt.Errorf("%s: unexpected arguments %v (use -pipeline)", name, pos)}
 	}
 	c, closeFn, err := o.client(ctx)
 	if err != nil {

@@ -65,15 +65,20 @@ func (c *Client) List(ctx context.Context, pipeline string) ([]Position, error) 
 	if len(ps) == 0 {
 		return ps, nil
 	}
+	// Several pipelines may read the same partition: ask the broker once per partition.
 	var tps []kafka.TopicPartition
+	seen := map[key]bool{}
 	for i := range ps {
-		tps = append(tps, kafka.TopicPartition{Topic: &ps[i].Topic, Partition: ps[i].Partition})
+		if k := (key{ps[i].Topic, ps[i].Partition}); !seen[k] {
+			seen[k] = true
+			tps = append(tps, kafka.TopicPartition{Topic: &ps[i].Topic, Partition: ps[i].Partition})
+		}
 	}
 	ranges, err := c.logRanges(ctx, tps)
 	if err != nil {
 		return nil, err
 	}
-	var behind []int
+	behind := map[string][]int{} // by pipeline: one consumer assignment cannot hold a partition twice
 	for i := range ps {
 		rg := ranges[key{ps[i].Topic, ps[i].Partition}]
 		ps[i].LogStart, ps[i].LogEnd = rg.start, rg.end
@@ -83,17 +88,17 @@ func (c *Client) List(ctx context.Context, pipeline string) ([]Position, error) 
 		}
 		if ps[i].NextOffset < rg.end {
 			ps[i].Lag = rg.end - ps[i].NextOffset
-			behind = append(behind, i)
+			behind[ps[i].Pipeline] = append(behind[ps[i].Pipeline], i)
 		}
 	}
 	// Offsets between next_offset and the log end may hold only transaction markers or
 	// aborted records: that is no lag. Look for one committed record in each.
-	if len(behind) > 0 {
-		found, err := c.anyRecord(ctx, ps, behind)
+	for _, idx := range behind {
+		found, err := c.anyRecord(ctx, ps, idx)
 		if err != nil {
 			return nil, err
 		}
-		for _, i := range behind {
+		for _, i := range idx {
 			if !found[key{ps[i].Topic, ps[i].Partition}] {
 				ps[i].Lag = 0
 			}

@@ -176,15 +176,16 @@ func (c *Client) Apply(ctx context.Context, changes []Change, operator, reason s
 		for i := range out {
 			ch := &out[i]
 			var from int64
-			err := tx.QueryRow(ctx, `SELECT next_offset FROM `+c.table("offsets")+`
-				WHERE pipeline = $1 AND topic = $2 AND partition = $3 FOR UPDATE`, ch.Pipeline, ch.Topic, ch.Partition).Scan(&from)
+			var owner string
+			err := tx.QueryRow(ctx, `SELECT next_offset, coalesce(owner, '') FROM `+c.table("offsets")+`
+				WHERE pipeline = $1 AND topic = $2 AND partition = $3 FOR UPDATE`, ch.Pipeline, ch.Topic, ch.Partition).Scan(&from, &owner)
 			switch {
 			case errors.Is(err, pgx.ErrNoRows):
 				if ch.From != nil {
 					return fmt.Errorf("%s[%d]: the row was deleted: %w", ch.Topic, ch.Partition, ErrMoved)
 				}
 				t, err := tx.Exec(ctx, `INSERT INTO `+c.table("offsets")+` (pipeline, topic, partition, next_offset, owner)
-					VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, ch.Pipeline, ch.Topic, ch.Partition, ch.To, ResetOwnerPrefix+operator)
+					VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, ch.Pipeline, ch.Topic, ch.Partition, ch.To, rebalance.ResetOwner(operator, ""))
 				if err != nil {
 					return err
 				}
@@ -197,7 +198,7 @@ func (c *Client) Apply(ctx context.Context, changes []Change, operator, reason s
 				ch.From = &from
 				if _, err := tx.Exec(ctx, `UPDATE `+c.table("offsets")+` SET next_offset = $4, epoch = epoch + 1, owner = $5, updated_at = now()
 					WHERE pipeline = $1 AND topic = $2 AND partition = $3`,
-					ch.Pipeline, ch.Topic, ch.Partition, ch.To, ResetOwnerPrefix+operator); err != nil {
+					ch.Pipeline, ch.Topic, ch.Partition, ch.To, rebalance.ResetOwner(operator, owner)); err != nil {
 					return err
 				}
 			}

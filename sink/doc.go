@@ -81,6 +81,20 @@
 // in-flight batches commit (within RevokeTimeout) before the revoke is acknowledged; on
 // loss they roll back without committing.
 //
+// # Operator resets
+//
+// `eosink offsets set` moves a stored position while the sink runs: it bumps the epoch
+// (fencing this instance's next commit on the partition), names this instance as the fenced
+// owner, and notifies the sink over LISTEN/NOTIFY. The sink claims the partition again and
+// seeks to the new position without a restart. See docs/operations.md.
+//
+// # Metrics and probes
+//
+// With Config.Registerer the sink registers Prometheus metrics named eosink_* (records,
+// batches, commit latency, retries by cause, fenced and unknown commits, claims, rebalance
+// events, per-partition lag and buffered bytes). Ready and Healthy back readiness and
+// liveness probes.
+//
 // # Kafka settings
 //
 // eosink sets enable.auto.commit=false and auto.offset.reset=error (a position outside the

@@ -15,13 +15,14 @@
 #   EOSINK_KAFKA_VERSION  Apache Kafka version from Maven.      Default: the one in kafka/pom.xml
 #   EOSINK_CACHE_DIR      where the broker jars are kept.       Default: ~/.cache/eosink
 #   EOSINK_SERVICES_ONLY  "pg" or "kafka": up/down only that one (private beds for chaos tests)
+#   EOSINK_PG_DIR         PostgreSQL's data, socket and log.   Default: /tmp/eosink-pg-<hash of state folder>
 #
 # Fault injection on a running bed (used by the chaos tests on a private bed):
 #   services.sh kafka-kill              SIGKILL the broker
 #   services.sh kafka-start             start the broker again (same data)
 #   services.sh pg-restart fast|immediate
 #
-# Logs are kept in $STATE/logs: kafka.log, postgres.log, maven.log, apt.log.
+# Logs are kept in $STATE/logs: kafka.log, postgres.log (a link into EOSINK_PG_DIR), maven.log, apt.log.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -31,6 +32,9 @@ KAFKA_PORT=${EOSINK_KAFKA_PORT:-19092}
 CONTROLLER_PORT=$((KAFKA_PORT + 1))
 PG_PORT=${EOSINK_PG_PORT:-15432}
 LOGS=$STATE/logs
+# PostgreSQL's files live under /tmp, not in the checkout: the server runs as the postgres
+# user when we are root, and it must be able to reach them wherever the repository is cloned.
+PGDIR=${EOSINK_PG_DIR:-/tmp/eosink-pg-$(printf '%s' "$STATE" | cksum | cut -d' ' -f1)}
 
 log() { printf 'services: %s\n' "$*" >&2; }
 die() { printf 'services: FAILED: %s\n' "$*" >&2; exit 1; }
@@ -71,15 +75,16 @@ pg_ready() { "$(pg_bindir)/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" -d postgres
 
 pg_up() {
   pg_install
-  local bin data=$STATE/pg/data sock=$STATE/pg/sock
+  local bin data=$PGDIR/data sock=$PGDIR/sock pglog=$PGDIR/postgres.log
   bin=$(pg_bindir)
   if [ -f "$data/postmaster.pid" ] && kill -0 "$(head -1 "$data/postmaster.pid")" 2>/dev/null && pg_ready; then
     log "PostgreSQL already running on 127.0.0.1:$PG_PORT"; return 0
   fi
-  mkdir -p "$STATE/pg" "$sock"
+  mkdir -p "$PGDIR" "$sock"
+  ln -sfn "$pglog" "$LOGS/postgres.log"
   if [ ! -f "$data/PG_VERSION" ]; then
     rm -rf "$data"; mkdir -p "$data"
-    [ "$(id -u)" -eq 0 ] && chown -R postgres:postgres "$STATE/pg" && chmod 711 "$STATE" "$STATE/pg"
+    [ "$(id -u)" -eq 0 ] && chown -R postgres:postgres "$PGDIR" && chmod 711 "$PGDIR"
     pg_as_owner "$bin/initdb" -D "$data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$LOGS/initdb.log" 2>&1 ||
       die "PostgreSQL: initdb failed; see $LOGS/initdb.log"
     cat >>"$data/postgresql.conf" <<EOF
@@ -93,9 +98,9 @@ log_min_messages = warning
 log_line_prefix = '%m [%p] %a '
 EOF
   fi
-  [ "$(id -u)" -eq 0 ] && chown -R postgres:postgres "$STATE/pg"
-  touch "$LOGS/postgres.log"; [ "$(id -u)" -eq 0 ] && chown postgres "$LOGS/postgres.log"
-  pg_as_owner "$bin/pg_ctl" -D "$data" -l "$LOGS/postgres.log" -w -t 60 start >/dev/null ||
+  touch "$pglog"
+  [ "$(id -u)" -eq 0 ] && chown -R postgres:postgres "$PGDIR"
+  pg_as_owner "$bin/pg_ctl" -D "$data" -l "$pglog" -w -t 60 start >/dev/null ||
     die "PostgreSQL: did not start on 127.0.0.1:$PG_PORT; see $LOGS/postgres.log"
   pg_ready || die "PostgreSQL: started but not accepting connections on 127.0.0.1:$PG_PORT; see $LOGS/postgres.log"
   if ! psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='eosink'" | grep -q 1; then
@@ -106,11 +111,11 @@ EOF
 }
 
 pg_down() {
-  local data=$STATE/pg/data bin
+  local data=$PGDIR/data bin
   if [ -f "$data/postmaster.pid" ] && bin=$(pg_bindir); then
     pg_as_owner "$bin/pg_ctl" -D "$data" -m fast -w stop >/dev/null 2>&1 || true
   fi
-  rm -rf "$STATE/pg"
+  rm -rf "$PGDIR"
 }
 
 # ---------------------------------------------------------------- Kafka
@@ -213,7 +218,7 @@ export KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$KAFKA_PORT
 export DATABASE_URL=postgres://postgres@127.0.0.1:$PG_PORT/eosink?sslmode=disable
 export EOSINK_SERVICES_DIR=$STATE
 export EOSINK_PG_BINDIR=$(pg_bindir 2>/dev/null || true)
-export EOSINK_PG_DATA=$STATE/pg/data
+export EOSINK_PG_DATA=$PGDIR/data
 EOF
 }
 
@@ -248,7 +253,7 @@ case "$cmd" in
   pg-restart)
     mode=${2:-fast}
     case "$mode" in fast|immediate) ;; *) die "pg-restart: mode must be fast or immediate" ;; esac
-    pg_as_owner "$(pg_bindir)/pg_ctl" -D "$STATE/pg/data" -l "$LOGS/postgres.log" -m "$mode" -w -t 60 restart >/dev/null ||
+    pg_as_owner "$(pg_bindir)/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/postgres.log" -m "$mode" -w -t 60 restart >/dev/null ||
       die "PostgreSQL: restart -m $mode failed; see $LOGS/postgres.log"
     pg_ready || die "PostgreSQL: not ready after restart"
     log "PostgreSQL restarted (-m $mode)"

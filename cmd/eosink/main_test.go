@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/examples/points/app"
@@ -72,12 +73,22 @@ func TestOffsetsAndLagCommands(t *testing.T) {
 		" (pipeline, topic, partition, next_offset, epoch, owner) VALUES ('pipe', $1, 0, 3, 7, 'host-1')", topic); err != nil {
 		t.Fatal(err)
 	}
+	// The group "pipe" committed offset 1 in Kafka; the stored position is 3.
+	cons, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": e.Brokers, "group.id": "pipe"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cons.CommitOffsets([]kafka.TopicPartition{{Topic: &topic, Partition: 0, Offset: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	cons.Close()
 	steps := []struct {
 		args []string
 		code int
 		want string
 	}{
 		{[]string{"offsets", "list"}, 0, "host-1"},
+		{[]string{"offsets", "list", "-pipeline", "pipe"}, 0, "stored 3, Kafka 1"},
 		{[]string{"offsets", "list", "-json"}, 0, `"next_offset": 3`},
 		{[]string{"lag", "-pipeline", "pipe"}, 0, "total lag: "},
 		{[]string{"offsets", "set", "-pipeline", "pipe", "-to", "earliest", "-dry-run"}, 0, "dry run: nothing changed"},

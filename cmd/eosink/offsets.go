@@ -125,7 +125,11 @@ flags:
 		if err != nil {
 			return err
 		}
-		return printPositions(stdout, ps, o.json, false)
+		if err := printPositions(stdout, ps, o.json, false); err != nil {
+			return err
+		}
+		warnDivergence(stderr, ps)
+		return nil
 	case "set", "reset":
 		if *pipeline == "" {
 			return usageError{errors.New("offsets set: -pipeline is required")}
@@ -208,7 +212,7 @@ func printPositions(w io.Writer, ps []ops.Position, asJSON, lagOnly bool) error 
 	if lagOnly {
 		fmt.Fprintln(tw, "PIPELINE\tTOPIC\tPARTITION\tNEXT OFFSET\tLOG END\tLAG")
 	} else {
-		fmt.Fprintln(tw, "PIPELINE\tTOPIC\tPARTITION\tNEXT OFFSET\tEPOCH\tOWNER\tLAST COMMIT\tLOG START\tLOG END\tLAG")
+		fmt.Fprintln(tw, "PIPELINE\tTOPIC\tPARTITION\tNEXT OFFSET\tEPOCH\tOWNER\tLAST COMMIT\tLOG START\tLOG END\tLAG\tKAFKA COMMITTED")
 	}
 	var total int64
 	for _, p := range ps {
@@ -220,8 +224,12 @@ func printPositions(w io.Writer, ps []ops.Position, asJSON, lagOnly bool) error 
 		if lagOnly {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", p.Pipeline, p.Topic, p.Partition, p.NextOffset, p.LogEnd, lag)
 		} else {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%s\n", p.Pipeline, p.Topic, p.Partition, p.NextOffset, p.Epoch,
-				p.Owner, p.UpdatedAt.UTC().Format(time.RFC3339), p.LogStart, p.LogEnd, lag)
+			kc := "-"
+			if p.KafkaCommitted != nil {
+				kc = fmt.Sprint(*p.KafkaCommitted)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%s\t%s\n", p.Pipeline, p.Topic, p.Partition, p.NextOffset, p.Epoch,
+				p.Owner, p.UpdatedAt.UTC().Format(time.RFC3339), p.LogStart, p.LogEnd, lag, kc)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -231,6 +239,20 @@ func printPositions(w io.Writer, ps []ops.Position, asJSON, lagOnly bool) error 
 		fmt.Fprintf(w, "total lag: %d\n", total)
 	}
 	return nil
+}
+
+// warnDivergence tells when Kafka's committed offsets (advisory) differ from the stored ones.
+func warnDivergence(w io.Writer, ps []ops.Position) {
+	var diverged []string
+	for _, p := range ps {
+		if p.Diverged() {
+			diverged = append(diverged, fmt.Sprintf("%s %s[%d]: stored %d, Kafka %d", p.Pipeline, p.Topic, p.Partition, p.NextOffset, *p.KafkaCommitted))
+		}
+	}
+	if len(diverged) > 0 {
+		fmt.Fprintf(w, "warning: Kafka's committed offset differs from the stored position for %d partition(s); Kafka's lag tools are off "+
+			"until the sink's next advisory commit (positions come from the database only):\n  %s\n", len(diverged), strings.Join(diverged, "\n  "))
+	}
 }
 
 func printChanges(w io.Writer, cs []ops.Change, asJSON bool) error {

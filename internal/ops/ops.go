@@ -25,6 +25,16 @@ type Position struct {
 	LogEnd     int64     `json:"log_end"` // last stable offset (read_committed)
 	Lag        int64     `json:"lag"`     // committed records at or after next_offset; 0 when only markers remain
 	Error      string    `json:"error,omitempty"`
+	// KafkaCommitted is the offset the consumer group named like the pipeline has committed
+	// in Kafka (advisory: written with CommitToKafka, never read by the sink); nil if none.
+	KafkaCommitted *int64 `json:"kafka_committed"`
+}
+
+// Diverged reports whether Kafka's committed offset for the group differs from the stored
+// position. With CommitToKafka it catches up within the commit interval; a lasting
+// divergence means Kafka's tools show a wrong lag.
+func (p Position) Diverged() bool {
+	return p.KafkaCommitted != nil && *p.KafkaCommitted != p.NextOffset
 }
 
 // Client reads the offsets table and the broker.
@@ -91,6 +101,9 @@ func (c *Client) List(ctx context.Context, pipeline string) ([]Position, error) 
 			behind[ps[i].Pipeline] = append(behind[ps[i].Pipeline], i)
 		}
 	}
+	if err := c.kafkaCommitted(ctx, ps); err != nil {
+		return nil, err
+	}
 	// Offsets between next_offset and the log end may hold only transaction markers or
 	// aborted records: that is no lag. Look for one committed record in each.
 	for _, idx := range behind {
@@ -105,6 +118,45 @@ func (c *Client) List(ctx context.Context, pipeline string) ([]Position, error) 
 		}
 	}
 	return ps, nil
+}
+
+// kafkaCommitted fills KafkaCommitted from each pipeline's consumer group of the same name.
+func (c *Client) kafkaCommitted(ctx context.Context, ps []Position) error {
+	byPipeline := map[string][]int{}
+	for i := range ps {
+		byPipeline[ps[i].Pipeline] = append(byPipeline[ps[i].Pipeline], i)
+	}
+	a, err := kafka.NewAdminClient(c.kafkaConfig())
+	if err != nil {
+		return fmt.Errorf("kafka admin client: %w", err)
+	}
+	defer a.Close()
+	for pipeline, idx := range byPipeline {
+		req := kafka.ConsumerGroupTopicPartitions{Group: pipeline}
+		for _, i := range idx {
+			req.Partitions = append(req.Partitions, kafka.TopicPartition{Topic: &ps[i].Topic, Partition: ps[i].Partition})
+		}
+		qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		res, err := a.ListConsumerGroupOffsets(qctx, []kafka.ConsumerGroupTopicPartitions{req})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("committed offsets of group %q: %w", pipeline, err)
+		}
+		got := map[key]int64{}
+		for _, g := range res.ConsumerGroupsTopicPartitions {
+			for _, tp := range g.Partitions {
+				if tp.Error == nil && tp.Offset >= 0 {
+					got[key{*tp.Topic, tp.Partition}] = int64(tp.Offset)
+				}
+			}
+		}
+		for _, i := range idx {
+			if off, ok := got[key{ps[i].Topic, ps[i].Partition}]; ok {
+				ps[i].KafkaCommitted = &off
+			}
+		}
+	}
+	return nil
 }
 
 type key struct {

@@ -51,7 +51,7 @@ type partitionKey struct {
 	partition int32
 }
 
-// Stats are counters since Run started.
+// Stats are counters since the Sink was created.
 type Stats struct {
 	Records        int64 // records committed
 	Batches        int64 // transactions committed

@@ -31,7 +31,6 @@ type worker struct {
 	ctx    context.Context
 	cancel context.CancelFunc // aborts the in-flight transaction: loss, timeouts
 	done   chan struct{}      // closed when run returns
-	err    error              // why run returned early; read after done
 	dead   atomic.Bool        // run returned
 }
 
@@ -93,7 +92,6 @@ func (w *worker) run() {
 			w.buffered -= size
 			w.mu.Unlock()
 			if err != nil {
-				w.err = err
 				if w.ctx.Err() == nil {
 					w.s.partitionFailed(w, err)
 				} else { // an abort is not the partition's fault

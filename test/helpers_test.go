@@ -4,7 +4,6 @@
 package test
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
@@ -14,17 +13,10 @@ import (
 var pointsBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "eosink-test-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if pointsBin, err = testbed.BuildPoints(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	bin, cleanup := testbed.BuildPoints()
+	pointsBin = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 

@@ -204,9 +204,7 @@ func lagCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 func printPositions(w io.Writer, ps []ops.Position, asJSON, lagOnly bool) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(ps)
+		return writeJSON(w, ps)
 	}
 	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
 	if lagOnly {
@@ -257,9 +255,7 @@ func warnDivergence(w io.Writer, ps []ops.Position) {
 
 func printChanges(w io.Writer, cs []ops.Change, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(cs)
+		return writeJSON(w, cs)
 	}
 	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "PIPELINE\tTOPIC\tPARTITION\tFROM\tTO\tLOG")
@@ -315,9 +311,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return writeJSON(stdout, out)
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "PIPELINE\tPARTITIONS\tOWNERS\tMAX EPOCH\tLAST COMMIT\tLAG\tLAGGING\tIN ERROR")
@@ -326,4 +320,10 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			s.LastCommit.UTC().Format(time.RFC3339), s.Lag, s.Lagging, s.Errors)
 	}
 	return tw.Flush()
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -81,9 +81,6 @@ func (g *Migrator) Up() error { return noChange(g.m.Up()) }
 // Down reverts all migrations.
 func (g *Migrator) Down() error { return noChange(g.m.Down()) }
 
-// Steps applies n migrations up (n > 0) or down (n < 0).
-func (g *Migrator) Steps(n int) error { return noChange(g.m.Steps(n)) }
-
 // Force sets the version without running migrations, clearing the dirty flag.
 func (g *Migrator) Force(version int) error { return g.m.Force(version) }
 

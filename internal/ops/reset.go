@@ -15,13 +15,6 @@ import (
 	"github.com/eosink/eosink/rebalance"
 )
 
-// The owner written by an operator's change, and the channel notified of it: see package
-// rebalance.
-const (
-	ResetOwnerPrefix = rebalance.ResetOwnerPrefix
-	NotifyChannel    = rebalance.NotifyChannel
-)
-
 // Target is where to move positions.
 type Target struct {
 	Kind   string // earliest, latest, offset, time
@@ -160,8 +153,9 @@ func (c *Client) Plan(ctx context.Context, sel Selector, target Target) ([]Chang
 // Apply writes the changes in one transaction and returns them with From set to the
 // position each partition really had: it locks each row (waiting for a running sink's batch
 // in flight, at most 10s) and moves it from wherever it is then. Each epoch is bumped so
-// that the current owner is fenced; one audit row is written per change; NotifyChannel is
-// notified. A row created by a sink between Plan and Apply makes it return ErrMoved.
+// that the current owner is fenced; one audit row is written per change;
+// rebalance.NotifyChannel is notified. A row created by a sink between Plan and Apply makes
+// it return ErrMoved.
 func (c *Client) Apply(ctx context.Context, changes []Change, operator, reason string) ([]Change, error) {
 	if strings.TrimSpace(operator) == "" || strings.TrimSpace(reason) == "" {
 		return nil, errors.New("an operator and a reason are required: they go to the audit table")
@@ -210,7 +204,7 @@ func (c *Client) Apply(ctx context.Context, changes []Change, operator, reason s
 			pipelines[ch.Pipeline] = true
 		}
 		for p := range pipelines {
-			if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", NotifyChannel, p); err != nil {
+			if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", rebalance.NotifyChannel, p); err != nil {
 				return err
 			}
 		}

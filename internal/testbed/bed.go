@@ -35,9 +35,6 @@ func StartBed(t testing.TB, only string) *Bed {
 	if err := os.MkdirAll(beds, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// PostgreSQL runs as the postgres user when we are root: it must traverse these.
-	_ = os.Chmod(filepath.Join(root, ".services"), 0o711)
-	_ = os.Chmod(beds, 0o711)
 	b := &Bed{Only: only, Dir: filepath.Join(beds, Name(t, only))}
 	kport, pport := freePortPair(t), freePortPair(t)
 	b.env = append(os.Environ(), "EOSINK_SERVICES_DIR="+b.Dir, "EOSINK_SERVICES_ONLY="+only,

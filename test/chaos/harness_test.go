@@ -71,17 +71,10 @@ func TestMain(m *testing.M) {
 		phase = time.Duration(v) * time.Second
 	}
 	fmt.Printf("chaos: seed %d (rerun with CHAOS_SEED=%d), fault phase %s per scenario\n", seed, seed, phase)
-	dir, err := os.MkdirTemp("", "eosink-chaos-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if pointsBin, err = testbed.BuildPoints(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	bin, cleanup := testbed.BuildPoints()
+	pointsBin = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	if err := writeReport(); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos report:", err)
 		if code == 0 {

@@ -52,8 +52,17 @@ type Config struct {
 	// `eosink migrate up` or Migrate instead.
 	AutoMigrate bool
 
-	// Handler applies each batch. Required.
+	// Handler applies each batch. Exactly one of Handler and Sink is required.
 	Handler Handler
+	// Sink is the plugin that applies each batch, with a lifecycle per partition (see
+	// Plugin). Exactly one of Handler and Sink is required.
+	Sink Plugin
+	// OnPoison says what happens to a poison record (a *PoisonError from the plugin, or a
+	// data error: SQLSTATE class 22 or 23, or 54000): StopOnPoison stops the partition with
+	// the batch rolled back; DeadLetter isolates the bad records in savepoints, writes them
+	// to the dead_letters table in the same transaction as the rest of the batch and the
+	// offset, and goes on. Defaults to StopOnPoison.
+	OnPoison PoisonPolicy
 
 	// Kafka holds any further librdkafka properties (security.protocol, sasl.*, ssl.*,
 	// session.timeout.ms, partition.assignment.strategy, group.protocol, ...). eosink sets
@@ -191,8 +200,11 @@ func (c *Config) validate() error {
 			return bad(fmt.Sprintf("Topics[%d]", i), "%q is not a topic name (patterns are not supported)", t)
 		}
 	}
-	if c.Handler == nil {
-		return bad("Handler", "required")
+	if (c.Handler == nil) == (c.Sink == nil) {
+		return bad("Handler", "exactly one of Handler and Sink is required")
+	}
+	if c.OnPoison != StopOnPoison && c.OnPoison != DeadLetter {
+		return bad("OnPoison", "unknown value %d", c.OnPoison)
 	}
 	if c.Pool == nil {
 		if c.DatabaseURL == "" {
@@ -266,6 +278,35 @@ func (c *Config) kafkaConfig() kafka.ConfigMap {
 		m["client.id"] = "eosink-" + c.InstanceID
 	}
 	return m
+}
+
+// PoisonPolicy says what happens to poison records. See Config.OnPoison.
+type PoisonPolicy int
+
+const (
+	// StopOnPoison stops the partition at the batch holding a poison record.
+	StopOnPoison PoisonPolicy = iota
+	// DeadLetter writes poison records to the dead-letter table, in the same transaction as
+	// the rest of their batch and the offset.
+	DeadLetter
+)
+
+// ParsePoisonPolicy parses "stop" or "dead-letter".
+func ParsePoisonPolicy(s string) (PoisonPolicy, error) {
+	switch s {
+	case "stop", "":
+		return StopOnPoison, nil
+	case "dead-letter":
+		return DeadLetter, nil
+	}
+	return 0, fmt.Errorf("unknown poison policy %q: want stop or dead-letter", s)
+}
+
+func (p PoisonPolicy) String() string {
+	if p == DeadLetter {
+		return "dead-letter"
+	}
+	return "stop"
 }
 
 // ParseInitialPosition parses earliest, latest, error or kafka-committed.

@@ -60,3 +60,31 @@ func (e *HandlerError) Error() string {
 }
 
 func (e *HandlerError) Unwrap() error { return e.Err }
+
+// ErrPoison matches every *PoisonError.
+var ErrPoison = errors.New("eosink: poison record")
+
+// PoisonError says that one record cannot be applied, whatever is retried: it does not
+// decode, lacks a required field, or breaks a rule of the plugin. Plugins return it through
+// Poison. Config.OnPoison decides what happens: stop the partition, or dead-letter the
+// record and commit the rest of its batch.
+type PoisonError struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Err       error
+}
+
+// Poison returns a *PoisonError for r.
+func Poison(r *Record, err error) error {
+	return &PoisonError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err}
+}
+
+func (e *PoisonError) Error() string {
+	return fmt.Sprintf("eosink: poison record %s[%d]@%d: %v", e.Topic, e.Partition, e.Offset, e.Err)
+}
+
+func (e *PoisonError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrPoison.
+func (e *PoisonError) Is(target error) bool { return target == ErrPoison }

@@ -2,7 +2,11 @@ package sink
 
 import (
 	"fmt"
+	"net/http"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Ready reports whether Run is consuming: connected to PostgreSQL and Kafka, subscribed, and
@@ -22,4 +26,29 @@ func (s *Sink) Healthy() error {
 		return fmt.Errorf("eosink: the consumer loop has not turned for %s (limit %s)", since.Round(time.Second), limit)
 	}
 	return nil
+}
+
+// HTTPHandler serves /metrics from gatherer (nil: no /metrics), /healthz (Healthy) and
+// /readyz (Ready), for orchestrators and Prometheus. Mount it on a server of your own, or use
+// it as the server's handler.
+func (s *Sink) HTTPHandler(gatherer prometheus.Gatherer) http.Handler {
+	mux := http.NewServeMux()
+	if gatherer != nil {
+		mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	}
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := s.Healthy(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.Ready() {
+			http.Error(w, "not consuming", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return mux
 }

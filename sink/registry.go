@@ -1,0 +1,150 @@
+package sink
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Factory builds a Plugin from its section of a pipeline config. It must do no I/O: the
+// database is checked later, by Prepare and Open.
+type Factory func(cfg PluginConfig) (Plugin, error)
+
+var registry struct {
+	sync.RWMutex
+	m map[string]Factory
+}
+
+// Register makes a plugin available by name to config files (`sink: {type: name}`) and to
+// BuildPlugin. Call it from an init function of the plugin's package; a custom eosink binary
+// then imports that package for its side effect. Register panics if name is empty or taken,
+// like database/sql.Register.
+func Register(name string, f Factory) {
+	registry.Lock()
+	defer registry.Unlock()
+	if name == "" || f == nil {
+		panic("eosink: Register with an empty name or nil factory")
+	}
+	if registry.m == nil {
+		registry.m = map[string]Factory{}
+	}
+	if _, dup := registry.m[name]; dup {
+		panic("eosink: Register called twice for plugin " + name)
+	}
+	registry.m[name] = f
+}
+
+// Plugins returns the registered plugin names, sorted.
+func Plugins() []string {
+	registry.RLock()
+	defer registry.RUnlock()
+	names := make([]string, 0, len(registry.m))
+	for n := range registry.m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// PluginConfig is one plugin's section of a pipeline config, with what the plugin may need
+// to know about the pipeline.
+type PluginConfig struct {
+	// Path names the section in the config file, for errors: "sink", "sink.inner".
+	Path string
+	// Pipeline is the pipeline's name (Config.Pipeline).
+	Pipeline string
+	// Schema is the framework's schema (Config.Schema), where a plugin may keep its own
+	// tables unless configured otherwise.
+	Schema string
+	// Raw is the section as decoded from YAML or JSON: strings, numbers, booleans, nil,
+	// []any and map[string]any. Its "type" key names the plugin.
+	Raw map[string]any
+	// Logger for the plugin. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Type returns the section's "type" value.
+func (c PluginConfig) Type() string {
+	s, _ := c.Raw["type"].(string)
+	return s
+}
+
+// Decode fills v (a pointer to a struct with yaml tags) from the section, except its "type"
+// key. Unknown keys are errors, so that a typo is not silently ignored. Errors are
+// *ConfigError values naming the section.
+func (c PluginConfig) Decode(v any) error {
+	raw := make(map[string]any, len(c.Raw))
+	for k, val := range c.Raw {
+		if k != "type" {
+			raw[k] = val
+		}
+	}
+	text, err := yaml.Marshal(raw)
+	if err != nil {
+		return &ConfigError{Field: c.Path, Reason: err.Error()}
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(text))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil {
+		reason := err.Error()
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			// Line numbers refer to the re-encoded section, not the file: drop them.
+			parts := make([]string, len(te.Errors))
+			for i, e := range te.Errors {
+				if _, after, ok := strings.Cut(e, ": "); ok && strings.HasPrefix(e, "line ") {
+					e = after
+				}
+				parts[i] = e
+			}
+			reason = strings.Join(parts, "; ")
+		}
+		return &ConfigError{Field: c.Path, Reason: reason}
+	}
+	return nil
+}
+
+// Sub returns the nested section under key, for plugins that wrap another (inbox).
+func (c PluginConfig) Sub(key string) (PluginConfig, error) {
+	sub := c
+	sub.Path = c.Path + "." + key
+	m, ok := c.Raw[key].(map[string]any)
+	if !ok {
+		return sub, &ConfigError{Field: sub.Path, Reason: "required: a plugin section with a type"}
+	}
+	sub.Raw = m
+	return sub, nil
+}
+
+// BuildPlugin builds the plugin that cfg's "type" names. Errors are *ConfigError values.
+func BuildPlugin(cfg PluginConfig) (Plugin, error) {
+	name := cfg.Type()
+	if name == "" {
+		return nil, &ConfigError{Field: cfg.Path + ".type", Reason: fmt.Sprintf("required: one of %s", strings.Join(Plugins(), ", "))}
+	}
+	registry.RLock()
+	f := registry.m[name]
+	registry.RUnlock()
+	if f == nil {
+		return nil, &ConfigError{Field: cfg.Path + ".type", Reason: fmt.Sprintf("unknown plugin %q; registered: %s (a custom plugin must be compiled into the binary)", name, strings.Join(Plugins(), ", "))}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.Logger = cfg.Logger.With("plugin", name)
+	p, err := f(cfg)
+	if err != nil {
+		var ce *ConfigError
+		if errors.As(err, &ce) {
+			return nil, err
+		}
+		return nil, &ConfigError{Field: cfg.Path, Reason: err.Error()}
+	}
+	return p, nil
+}

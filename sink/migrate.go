@@ -25,3 +25,24 @@ func Migrate(ctx context.Context, databaseURL, schema string) error {
 	}
 	return nil
 }
+
+// MigratePlugin applies the migrations a plugin ships (see Migrator); it does nothing for a
+// plugin without any. Like Migrate, it is safe to call from several processes at once.
+func MigratePlugin(ctx context.Context, databaseURL string, p Plugin) error {
+	m, ok := p.(Migrator)
+	if !ok {
+		return nil
+	}
+	for _, set := range m.Migrations() {
+		g, err := migrator.Open(ctx, databaseURL, migrator.Set{FS: set.FS, Schema: set.Schema, Table: set.Table})
+		if err != nil {
+			return fmt.Errorf("eosink: migrate %s: %w", set.Name, err)
+		}
+		err = g.Up()
+		_ = g.Close()
+		if err != nil {
+			return fmt.Errorf("eosink: migrate %s up (schema %q): %w", set.Name, set.Schema, err)
+		}
+	}
+	return nil
+}

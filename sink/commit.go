@@ -32,12 +32,13 @@ func isRetryable(err error) bool {
 // commit applies one batch of w's partition in one transaction:
 //
 //  1. the conditional offset update (epoch and expected next offset), which takes the row lock;
-//  2. the handler's writes through the same transaction;
+//  2. the plugin's writes through the same transaction; with isolate, in savepoints around
+//     poison records, which go to the dead-letter table (see deadletter.go);
 //  3. COMMIT. Only after it does the in-memory position advance.
 //
 // A COMMIT that fails on the connection has an unknown outcome and is settled by reading
 // the row back.
-func (s *Sink) commit(w *worker, batch []Record) (err error) {
+func (s *Sink) commit(w *worker, batch []Record, isolate bool) (err error) {
 	ctx := w.ctx
 	start := w.next.Load()
 	end := batch[len(batch)-1].Offset + 1
@@ -66,9 +67,14 @@ func (s *Sink) commit(w *worker, batch []Record) (err error) {
 	}
 	failpoint.Eval(failpoint.AfterOffsetUpdate)
 
-	if err := s.cfg.Handler(ctx, ownedTx{tx}, Batch{Topic: w.topic, Partition: w.partition, Records: batch}); err != nil {
+	res, err := WriteBatch(ctx, tx, s.plugin, Batch{Topic: w.topic, Partition: w.partition, Records: batch},
+		WriteOptions{Isolate: isolate, Schema: s.cfg.Schema, Pipeline: s.cfg.Pipeline})
+	if err != nil {
 		if isRetryable(err) {
 			return err
+		}
+		if !isolate && s.cfg.OnPoison == DeadLetter && isPoison(err) {
+			return errIsolate
 		}
 		return &HandlerError{Topic: w.topic, Partition: w.partition, FirstOffset: batch[0].Offset, LastOffset: end - 1, Err: err}
 	}
@@ -97,7 +103,14 @@ func (s *Sink) commit(w *worker, batch []Record) (err error) {
 	for i := range batch {
 		bytes += recordSize(&batch[i])
 	}
-	s.m.committed(len(batch), bytes, time.Since(began).Seconds())
+	s.m.committed(res.Applied, bytes, time.Since(began).Seconds())
+	if n := len(res.DeadLettered); n > 0 {
+		s.m.deadLetters.add(int64(n))
+		for _, d := range res.DeadLettered {
+			s.log.Warn("record dead-lettered", "topic", d.Record.Topic, "partition", d.Record.Partition,
+				"offset", d.Record.Offset, "err", d.Err)
+		}
+	}
 	if s.kcommit != nil {
 		s.kcommit.note(w.topic, w.partition, end)
 	}

@@ -28,7 +28,7 @@ func (c *counter) load() int64 { return c.n.Load() }
 // metrics are the sink's counters and, with a Registerer, its Prometheus collectors. All
 // metric names start with eosink_ and carry a pipeline label.
 type metrics struct {
-	records, bytes, batches, retries, fenced, unknownCommits, claims, pauses counter
+	records, bytes, batches, retries, fenced, unknownCommits, claims, pauses, deadLetters counter
 
 	retriesByCause *prometheus.CounterVec
 	rebalances     *prometheus.CounterVec
@@ -53,6 +53,7 @@ func newMetrics(s *Sink, reg prometheus.Registerer) (*metrics, error) {
 	m.fenced.c = newCounter("fenced_commits_total", "Commits rejected because another claim owns the partition.")
 	m.unknownCommits.c = newCounter("unknown_commits_total", "COMMITs whose outcome was settled by reading the offset row back.")
 	m.claims.c = newCounter("claims_total", "Partitions claimed (epoch bumps).")
+	m.deadLetters.c = newCounter("dead_letters_total", "Poison records written to the dead-letter table.")
 	m.pauses.c = newCounter("partition_pauses_total", "Times a partition's fetching was paused on a full buffer.")
 	m.retriesByCause = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eosink_batch_retries_by_cause_total",
 		Help: "Batch retries by cause: a SQLSTATE, or connection.", ConstLabels: labels}, []string{"cause"})
@@ -67,7 +68,7 @@ func newMetrics(s *Sink, reg prometheus.Registerer) (*metrics, error) {
 	m.buffered = prometheus.NewDesc("eosink_partition_buffered_bytes", "Fetched bytes held in memory, not yet committed.",
 		[]string{"topic", "partition"}, labels)
 	cs := []prometheus.Collector{m.records.c, m.bytes.c, m.batches.c, m.retries.c, m.fenced.c, m.unknownCommits.c,
-		m.claims.c, m.pauses.c, m.retriesByCause, m.rebalances, m.batchRecords, m.commitSeconds, &partitionCollector{s, m}}
+		m.claims.c, m.pauses.c, m.deadLetters.c, m.retriesByCause, m.rebalances, m.batchRecords, m.commitSeconds, &partitionCollector{s, m}}
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
 			for _, done := range cs[:i] {

@@ -2,7 +2,10 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/internal/migrator"
 	"github.com/eosink/eosink/migrations"
@@ -42,6 +45,74 @@ func MigratePlugin(ctx context.Context, databaseURL string, p Plugin) error {
 		_ = g.Close()
 		if err != nil {
 			return fmt.Errorf("eosink: migrate %s up (schema %q): %w", set.Name, set.Schema, err)
+		}
+	}
+	return nil
+}
+
+// checkSchema refuses a schema that is not at exactly the latest version of set: behind it
+// needs `eosink migrate up`; ahead of it was migrated by a newer build than this one.
+func checkSchema(ctx context.Context, db DB, name string, set migrator.Set) error {
+	latest, err := migrator.Latest(set.FS)
+	if err != nil {
+		return fmt.Errorf("eosink: %s migrations: %w", name, err)
+	}
+	var exists bool
+	if err := db.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", pgx.Identifier{set.Schema, set.Table}.Sanitize()).Scan(&exists); err != nil {
+		return fmt.Errorf("eosink: check %s schema version: %w", name, err)
+	}
+	if !exists {
+		return fmt.Errorf("eosink: %s tables in schema %q are not migrated: run `eosink migrate up` or set AutoMigrate", name, set.Schema)
+	}
+	var version int64
+	var dirty bool
+	err = db.QueryRow(ctx, fmt.Sprintf("SELECT version, dirty FROM %s LIMIT 1", pgx.Identifier{set.Schema, set.Table}.Sanitize())).Scan(&version, &dirty)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("eosink: %s tables in schema %q are not migrated: run `eosink migrate up` or set AutoMigrate", name, set.Schema)
+	case err != nil:
+		return fmt.Errorf("eosink: read %s schema version: %w", name, err)
+	case dirty:
+		return fmt.Errorf("eosink: %s schema %q is dirty at version %d (a migration failed): fix it, then `eosink migrate force`", name, set.Schema, version)
+	case version < int64(latest):
+		return fmt.Errorf("eosink: %s schema %q is at version %d, this build needs %d: run `eosink migrate up` or set AutoMigrate", name, set.Schema, version, latest)
+	case version > int64(latest):
+		return fmt.Errorf("eosink: %s schema %q is at version %d, newer than the %d this build knows: upgrade eosink or the plugin", name, set.Schema, version, latest)
+	}
+	return nil
+}
+
+// prepareDatabase migrates (with AutoMigrate), checks every schema version, and lets the
+// plugin check the database.
+func (s *Sink) prepareDatabase(ctx context.Context, url string) error {
+	sets := []struct {
+		name string
+		set  migrator.Set
+	}{{"eosink", migrator.Set{FS: migrations.FS, Schema: s.cfg.Schema, Table: migrations.Table}}}
+	if m, ok := s.plugin.(Migrator); ok {
+		for _, ms := range m.Migrations() {
+			sets = append(sets, struct {
+				name string
+				set  migrator.Set
+			}{ms.Name, migrator.Set{FS: ms.FS, Schema: ms.Schema, Table: ms.Table}})
+		}
+	}
+	if s.cfg.AutoMigrate {
+		if err := Migrate(ctx, url, s.cfg.Schema); err != nil {
+			return err
+		}
+		if err := MigratePlugin(ctx, url, s.plugin); err != nil {
+			return err
+		}
+	}
+	for _, st := range sets {
+		if err := checkSchema(ctx, s.pool, st.name, st.set); err != nil {
+			return err
+		}
+	}
+	if p, ok := s.plugin.(Preparer); ok {
+		if err := p.Prepare(ctx, s.pool); err != nil {
+			return fmt.Errorf("eosink: plugin: %w", err)
 		}
 	}
 	return nil

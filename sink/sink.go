@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eosink/eosink/rebalance"
@@ -20,11 +19,12 @@ import (
 // Sink consumes Kafka topics and applies each batch, with the partition's next offset, in one
 // PostgreSQL transaction. Create it with New and start it with Run. A Sink runs once.
 type Sink struct {
-	cfg   Config
-	log   *slog.Logger
-	ran   atomic.Bool
-	pool  *pgxpool.Pool
-	store *rebalance.Store
+	cfg    Config
+	plugin Plugin // cfg.Sink, or cfg.Handler as a Plugin
+	log    *slog.Logger
+	ran    atomic.Bool
+	pool   *pgxpool.Pool
+	store  *rebalance.Store
 
 	// Owned by the poll goroutine (Run and the rebalance callbacks it serves).
 	consumer *kafka.Consumer
@@ -60,6 +60,7 @@ type Stats struct {
 	UnknownCommits int64 // COMMITs whose outcome had to be settled by reading the row back
 	Claims         int64 // partitions claimed
 	Pauses         int64 // times a partition was paused because its buffer was full
+	DeadLetters    int64 // poison records written to the dead-letter table
 }
 
 // New validates cfg and returns a Sink. It does no I/O; with Config.Registerer it registers
@@ -79,6 +80,10 @@ func New(cfg Config) (*Sink, error) {
 		recheck:      make(chan partitionKey, 256),
 		recheckEvery: make(chan struct{}, 1),
 		live:         map[partitionKey]*worker{},
+	}
+	s.plugin = c.Sink
+	if s.plugin == nil {
+		s.plugin = handlerPlugin(c.Handler)
 	}
 	m, err := newMetrics(s, c.Registerer)
 	if err != nil {
@@ -121,7 +126,7 @@ func (s *Sink) Stats() Stats {
 	return Stats{
 		Records: m.records.load(), Batches: m.batches.load(), Retries: m.retries.load(),
 		Fenced: m.fenced.load(), UnknownCommits: m.unknownCommits.load(), Claims: m.claims.load(),
-		Pauses: m.pauses.load(),
+		Pauses: m.pauses.load(), DeadLetters: m.deadLetters.load(),
 	}
 }
 
@@ -492,18 +497,9 @@ func (s *Sink) brokers() string {
 	return fmt.Sprint(s.cfg.Kafka["bootstrap.servers"])
 }
 
-// openDatabase creates the pool (unless the caller gave one), checks the connection and the
-// offsets table, and migrates when asked.
+// openDatabase creates the pool (unless the caller gave one), checks the connection,
+// migrates when asked, checks the schema versions and lets the plugin check the database.
 func (s *Sink) openDatabase(ctx context.Context) error {
-	if s.cfg.AutoMigrate {
-		url := s.cfg.DatabaseURL
-		if url == "" {
-			url = s.cfg.Pool.Config().ConnString()
-		}
-		if err := Migrate(ctx, url, s.cfg.Schema); err != nil {
-			return err
-		}
-	}
 	s.pool = s.cfg.Pool
 	if s.pool == nil {
 		pc, err := pgxpool.ParseConfig(s.cfg.DatabaseURL)
@@ -529,15 +525,15 @@ func (s *Sink) openDatabase(ctx context.Context) error {
 		}
 		return fmt.Errorf("eosink: cannot connect to PostgreSQL at %s: %w", safeDatabaseAddr(s.pool), err)
 	}
-	var exists bool
-	if err := s.pool.QueryRow(pctx, "SELECT to_regclass($1) IS NOT NULL", pgx.Identifier{s.cfg.Schema, "offsets"}.Sanitize()).Scan(&exists); err != nil || !exists {
+	url := s.cfg.DatabaseURL
+	if url == "" {
+		url = s.cfg.Pool.Config().ConnString()
+	}
+	if err := s.prepareDatabase(ctx, url); err != nil {
 		if s.cfg.Pool == nil {
 			s.pool.Close()
 		}
-		if err != nil {
-			return fmt.Errorf("eosink: check offsets table: %w", err)
-		}
-		return fmt.Errorf("eosink: offsets table %q.offsets does not exist: run `eosink migrate up` (schema %q) or set AutoMigrate", s.cfg.Schema, s.cfg.Schema)
+		return err
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package sink
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,12 +76,27 @@ func (w *worker) canResume() bool {
 	return w.buffered < w.s.cfg.MaxBufferedBytes/2
 }
 
-// run is the worker goroutine.
+// run is the worker goroutine. It opens the plugin for the partition, commits batches, and
+// closes the plugin when it stops.
 func (w *worker) run() {
 	defer func() {
 		w.dead.Store(true)
 		close(w.done)
 	}()
+	p := Partition{Topic: w.topic, Partition: w.partition, Epoch: w.epoch, NextOffset: w.next.Load()}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := w.s.plugin.Close(ctx, p); err != nil {
+			w.s.log.Warn("plugin close failed", "topic", w.topic, "partition", w.partition, "err", err)
+		}
+	}()
+	if err := w.s.plugin.Open(w.ctx, p); err != nil {
+		if w.ctx.Err() == nil {
+			w.s.partitionFailed(w, &PartitionError{Topic: w.topic, Partition: w.partition, Err: fmt.Errorf("plugin open: %w", err)})
+		}
+		return
+	}
 	for {
 		batch, stopping := w.nextBatch()
 		if len(batch) > 0 {
@@ -171,10 +188,19 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 func (w *worker) apply(batch []Record) error {
 	cfg := &w.s.cfg
 	backoff := cfg.RetryBackoff
+	isolate := false
 	for attempt := 1; ; attempt++ {
-		err := w.s.commit(w, batch)
+		err := w.s.commit(w, batch, isolate)
 		if err == nil {
 			return nil
+		}
+		if errors.Is(err, errIsolate) && !isolate {
+			// Poison with the DeadLetter policy: at once, again, isolating it. A retry after
+			// a transient error keeps isolating.
+			w.s.log.Info("batch holds a poison record; writing it again in savepoints", "topic", w.topic,
+				"partition", w.partition, "first_offset", batch[0].Offset, "records", len(batch))
+			isolate = true
+			continue
 		}
 		if !isRetryable(err) || w.ctx.Err() != nil {
 			return err

@@ -20,7 +20,8 @@ const (
 	Fatal Class = iota
 	// Transient errors are retried with backoff; the offset does not advance.
 	Transient
-	// Data errors come from the records themselves (SQLSTATE 22*, 23*): poison.
+	// Data errors come from the records themselves (SQLSTATE 22*, 23*, and 54000, for
+	// example an index row too large): poison.
 	Data
 )
 
@@ -65,7 +66,7 @@ func classifyCode(code string) Class {
 		code == "57014",                // query_canceled (statement_timeout)
 		strings.HasPrefix(code, "53"):  // insufficient resources
 		return Transient
-	case strings.HasPrefix(code, "22"), strings.HasPrefix(code, "23"):
+	case strings.HasPrefix(code, "22"), strings.HasPrefix(code, "23"), code == "54000":
 		return Data
 	}
 	return Fatal

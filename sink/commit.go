@@ -73,7 +73,7 @@ func (s *Sink) commit(w *worker, batch []Record, isolate bool) (err error) {
 		if isRetryable(err) {
 			return err
 		}
-		if !isolate && s.cfg.OnPoison == DeadLetter && isPoison(err) {
+		if !isolate && s.cfg.OnPoison == DeadLetter && IsPoison(err) {
 			return errIsolate
 		}
 		return &HandlerError{Topic: w.topic, Partition: w.partition, FirstOffset: batch[0].Offset, LastOffset: end - 1, Err: err}

@@ -16,9 +16,10 @@ import (
 // The batch is tried again at once, in a new transaction, with isolation.
 var errIsolate = errors.New("eosink: batch holds a poison record; isolating it")
 
-// isPoison reports whether err comes from the records rather than the database or the code:
-// a *PoisonError, or a data error (SQLSTATE class 22 or 23, or 54000).
-func isPoison(err error) bool {
+// IsPoison reports whether err comes from the records rather than the database or the code:
+// a *PoisonError, or a data error (SQLSTATE class 22 or 23, or 54000). Such errors are
+// handled by Config.OnPoison; retrying them cannot help.
+func IsPoison(err error) bool {
 	return errors.Is(err, ErrPoison) || pgerr.Classify(err) == pgerr.Data
 }
 
@@ -107,7 +108,7 @@ func (iso *isolator) write(recs []Record) error {
 	if err := sp.Rollback(iso.ctx); err != nil { // ROLLBACK TO SAVEPOINT
 		return errors.Join(werr, err)
 	}
-	if !isPoison(werr) {
+	if !IsPoison(werr) {
 		return werr
 	}
 	if off, ok := poisonOffset(werr); ok {

@@ -1,0 +1,65 @@
+// Package mapping turns a Kafka record into one row of column values for PostgreSQL. The
+// built-in sinks (table, upsert, inbox) use it: a Mapping says how the record's key and value
+// decode and where each column's value comes from; Row produces the values; AppendCopyRow
+// writes them in the text format of COPY ... FROM STDIN.
+//
+// # Formats
+//
+// The key and the value each decode with one Format: json (the default), string (UTF-8
+// text) or bytes (opaque; only for bytea columns or to pass the raw bytes on).
+//
+// # Source expressions
+//
+// A column's value comes from a Source, written as one of:
+//
+//	key               the whole key
+//	key.<path>        a field of the key (json format only)
+//	value             the whole value
+//	value.<path>      a field of the value (json format only)
+//	header.<name>     the last header called <name> (the rest of the expression, verbatim)
+//	topic             the record's topic
+//	partition         the record's partition, in decimal
+//	offset            the record's offset, in decimal
+//	timestamp         the record's timestamp
+//
+// A <path> is a list of object keys separated by dots, such as value.user.address.city. A
+// segment made only of digits indexes an array (value.items.0.sku) and, on an object,
+// names the key with those digits. A backslash makes the next character literal: write
+// value.a\.b for the key "a.b" and value.a\\b for the key `a\b`. Any other character,
+// including * ? | # @ ! and spaces, stands for itself. Segments cannot be empty. If an
+// object repeats a key, the first occurrence wins (PostgreSQL's jsonb keeps the last).
+//
+// # Values
+//
+// Every value is nil (SQL NULL), a string in PostgreSQL's text input form, or a []byte:
+//
+//   - From a JSON field: a string gives its unescaped text; a number its literal text
+//     (12, -3.5, 1e3); true and false give "true" and "false"; null gives nil; an object or
+//     array gives its JSON text, ready for a json, jsonb or text column. An absent field, or
+//     a path through a scalar, gives nil.
+//   - The whole key or value: with the json format its JSON text, surrounding whitespace
+//     removed. A JSON string stays a JSON document: the value "abc" (with quotes) gives the
+//     five characters "abc" including the quotes, which is right for json and jsonb columns;
+//     use the string format to get the bare text. With the string format the bytes as text;
+//     with the bytes format the bytes themselves, as a []byte that aliases the record.
+//   - A null key or value (a tombstone) gives nil for every source on that side, including
+//     its fields. It is not invalid JSON.
+//   - header.<name>: the value of the last header with that key, as text; nil when there
+//     is none or its value is null.
+//   - topic: text. partition and offset: decimal text. timestamp: RFC 3339 text in UTC with
+//     up to nine fractional digits, which PostgreSQL reads into timestamptz (rounding to
+//     microseconds); a zero timestamp gives nil.
+//
+// Text must be valid UTF-8 without NUL bytes, because PostgreSQL text cannot hold anything
+// else. A value that breaks this is an error, and so is a side that a column reads with
+// the json format when it is not valid JSON (invalid UTF-8 counts as invalid JSON, as RFC
+// 8259 requires UTF-8). A required column whose value is nil is an error too. Such errors
+// make the record poison: the caller wraps them with sink.Poison. They name the column and
+// the source expression, never the record's content.
+//
+// # Performance
+//
+// Row decodes each side at most once per record, whatever the number of columns: one
+// validation pass (JSON syntax and UTF-8) and then one lookup per column, with no
+// intermediate tree. Its text values share one allocation per record; dst is reused.
+package mapping

@@ -1,0 +1,79 @@
+package mapping
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Column is one column of the target table and where its value comes from.
+type Column struct {
+	// Name is the column's name as PostgreSQL knows it (the caller quotes it in SQL).
+	Name string
+	// From is where the value comes from.
+	From Source
+	// Required makes a missing value an error: an absent field, JSON null, an absent
+	// header, a null key or value, a zero timestamp. An optional column gets NULL instead.
+	Required bool
+}
+
+// Mapping says how a record's key and value decode and which columns a row has. A Mapping
+// is read-only once built: Row and Extract may run on it from many goroutines at once.
+type Mapping struct {
+	Key     Format   // how the key decodes
+	Value   Format   // how the value decodes
+	Columns []Column // the row's columns, in order
+}
+
+// Validate checks m: known formats; every column named, once, with a source; paths
+// (key.<path>, value.<path>) only on a side with the json format. A Mapping without
+// columns is valid (a sink that needs some checks that itself). It returns all problems
+// found, joined.
+func (m *Mapping) Validate() error {
+	var errs []error
+	if !m.Key.valid() {
+		errs = append(errs, fmt.Errorf("mapping: invalid key format %v", m.Key))
+	}
+	if !m.Value.valid() {
+		errs = append(errs, fmt.Errorf("mapping: invalid value format %v", m.Value))
+	}
+	seen := make(map[string]bool, len(m.Columns))
+	for i, c := range m.Columns {
+		switch {
+		case c.Name == "":
+			errs = append(errs, fmt.Errorf("mapping: column %d has no name", i+1))
+		case strings.IndexByte(c.Name, 0) >= 0 || !utf8.ValidString(c.Name):
+			errs = append(errs, fmt.Errorf("mapping: column %q: name is not valid UTF-8 or holds a NUL byte", c.Name))
+		case seen[c.Name]:
+			errs = append(errs, fmt.Errorf("mapping: column %q appears more than once", c.Name))
+		}
+		seen[c.Name] = true
+		name := c.Name
+		if name == "" {
+			name = fmt.Sprintf("#%d", i+1)
+		}
+		switch c.From.kind {
+		case srcNone:
+			errs = append(errs, fmt.Errorf("mapping: column %q has no source", name))
+		case srcKeyPath:
+			if m.Key != JSON {
+				errs = append(errs, fmt.Errorf("mapping: column %q reads %s but the key format is %v, not json", name, c.From, m.Key))
+			}
+		case srcValuePath:
+			if m.Value != JSON {
+				errs = append(errs, fmt.Errorf("mapping: column %q reads %s but the value format is %v, not json", name, c.From, m.Value))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ColumnNames returns the names of m's columns, in order.
+func (m *Mapping) ColumnNames() []string {
+	names := make([]string, len(m.Columns))
+	for i, c := range m.Columns {
+		names[i] = c.Name
+	}
+	return names
+}

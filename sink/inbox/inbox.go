@@ -1,0 +1,347 @@
+// Package inbox is the "inbox" sink plugin: it wraps another plugin and applies each event at
+// most once by its business id, whatever offset it arrives at. Producers that retry, or
+// systems that republish, send the same event again at a new offset; the exactly-once
+// engine then sees a new record, and only the inbox can tell it is the same event.
+//
+// For every record the inbox reads an event id (a source expression such as value.event_id,
+// key or header.event-id) and the SHA-256 of its value, and, in the same transaction as the
+// wrapped plugin's write:
+//   - a new id is remembered in the inbox table and the record goes to the wrapped plugin;
+//   - a known id with the same payload is skipped, and counted in the row's duplicates
+//     column;
+//   - a known id with a different payload is a poison record (ErrConflict): dead-lettered
+//     or stopping the partition, by the pipeline's on_poison policy.
+//
+// Remembered ids are deleted after Retention. Retention must outlast the longest window in
+// which a duplicate can still arrive: producer retries, republishing, and operator replays
+// (`eosink offsets reset` to an earlier offset). A duplicate that arrives after its id was
+// forgotten is applied again.
+//
+// Config file section:
+//
+//	sink:
+//	  type: inbox
+//	  event_id: value.event_id   # required: where the id is
+//	  subscriber: orders-view    # defaults to the pipeline name
+//	  retention: 720h            # defaults to 720h (30 days); 0 keeps ids forever
+//	  schema: eosink             # the inbox table's schema; defaults to the pipeline's
+//	  key_format: string         # json|string|bytes; defaults to string
+//	  value_format: json         # json|string|bytes; defaults to json
+//	  inner:                     # the plugin that applies the events
+//	    type: upsert
+//	    ...
+package inbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eosink/eosink/internal/mapping"
+	"github.com/eosink/eosink/sink"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// MigrationsTable is the golang-migrate version table of the inbox's migrations.
+const MigrationsTable = "eosink_inbox_schema_migrations"
+
+// ErrConflict: an event id arrived again with a different payload.
+var ErrConflict = errors.New("inbox: event id already applied with a different payload")
+
+// ErrNoEventID: a record has no event id.
+var ErrNoEventID = errors.New("inbox: record has no event id")
+
+// Config configures an Inbox.
+type Config struct {
+	// EventID is the source expression of the event id: key, key.<path>, value.<path> or
+	// header.<name>. Required.
+	EventID string `yaml:"event_id"`
+	// Subscriber separates the ids of different consumers of the same events. Defaults to
+	// the pipeline name.
+	Subscriber string `yaml:"subscriber"`
+	// Retention is how long ids are remembered. Defaults to 720h; 0 keeps them forever.
+	Retention *time.Duration `yaml:"retention"`
+	// Schema of the inbox table. Defaults to the pipeline's schema.
+	Schema string `yaml:"schema"`
+	// KeyFormat and ValueFormat say how to decode the key and value for EventID: json,
+	// string or bytes. Default to string and json.
+	KeyFormat   string `yaml:"key_format"`
+	ValueFormat string `yaml:"value_format"`
+}
+
+// Inbox is the plugin.
+type Inbox struct {
+	inner      sink.Plugin
+	subscriber string
+	schema     string
+	retention  time.Duration
+	src        mapping.Source
+	keyFmt     mapping.Format
+	valFmt     mapping.Format
+	table      string // quoted schema.inbox
+
+	lastPrune atomic.Int64 // unix nanos
+}
+
+func init() {
+	sink.Register("inbox", func(cfg sink.PluginConfig) (sink.Plugin, error) {
+		var c struct {
+			Config `yaml:",inline"`
+			Inner  map[string]any `yaml:"inner"`
+		}
+		if err := cfg.Decode(&c); err != nil {
+			return nil, err
+		}
+		innerCfg, err := cfg.Sub("inner")
+		if err != nil {
+			return nil, err
+		}
+		inner, err := sink.BuildPlugin(innerCfg)
+		if err != nil {
+			return nil, err
+		}
+		if c.Subscriber == "" {
+			c.Subscriber = cfg.Pipeline
+		}
+		if c.Schema == "" {
+			c.Schema = cfg.Schema
+		}
+		ib, err := New(c.Config, inner)
+		if err != nil {
+			return nil, &sink.ConfigError{Field: cfg.Path, Reason: err.Error()}
+		}
+		return ib, nil
+	})
+}
+
+// New returns an Inbox applying events through inner.
+func New(c Config, inner sink.Plugin) (*Inbox, error) {
+	if inner == nil {
+		return nil, errors.New("inner: required")
+	}
+	if c.EventID == "" {
+		return nil, errors.New("event_id: required (for example value.event_id)")
+	}
+	src, err := mapping.ParseSource(c.EventID)
+	if err != nil {
+		return nil, fmt.Errorf("event_id: %w", err)
+	}
+	if c.Subscriber == "" {
+		return nil, errors.New("subscriber: required")
+	}
+	if c.Schema == "" {
+		c.Schema = "eosink"
+	}
+	ib := &Inbox{inner: inner, subscriber: c.Subscriber, schema: c.Schema, src: src, retention: 720 * time.Hour,
+		keyFmt: mapping.String, valFmt: mapping.JSON, table: pgx.Identifier{c.Schema, "inbox"}.Sanitize()}
+	if c.Retention != nil {
+		if *c.Retention < 0 {
+			return nil, errors.New("retention: must not be negative")
+		}
+		ib.retention = *c.Retention
+	}
+	if c.KeyFormat != "" {
+		if ib.keyFmt, err = mapping.ParseFormat(c.KeyFormat); err != nil {
+			return nil, fmt.Errorf("key_format: %w", err)
+		}
+	}
+	if c.ValueFormat != "" {
+		if ib.valFmt, err = mapping.ParseFormat(c.ValueFormat); err != nil {
+			return nil, fmt.Errorf("value_format: %w", err)
+		}
+	}
+	probe := mapping.Mapping{Key: ib.keyFmt, Value: ib.valFmt, Columns: []mapping.Column{{Name: "event_id", From: src, Required: true}}}
+	if err := probe.Validate(); err != nil {
+		return nil, fmt.Errorf("event_id: %w", err)
+	}
+	return ib, nil
+}
+
+// Migrations returns the inbox table's migrations and those of the wrapped plugin.
+func (ib *Inbox) Migrations() []sink.Migrations {
+	sets := []sink.Migrations{{Name: "inbox", FS: mustSub(migrationFiles, "migrations"), Schema: ib.schema, Table: MigrationsTable}}
+	if m, ok := ib.inner.(sink.Migrator); ok {
+		sets = append(sets, m.Migrations()...)
+	}
+	return sets
+}
+
+// Prepare lets the wrapped plugin check the database.
+func (ib *Inbox) Prepare(ctx context.Context, db sink.DB) error {
+	if p, ok := ib.inner.(sink.Preparer); ok {
+		return p.Prepare(ctx, db)
+	}
+	return nil
+}
+
+// Open opens the wrapped plugin for p.
+func (ib *Inbox) Open(ctx context.Context, p sink.Partition) error { return ib.inner.Open(ctx, p) }
+
+// Close closes the wrapped plugin for p.
+func (ib *Inbox) Close(ctx context.Context, p sink.Partition) error { return ib.inner.Close(ctx, p) }
+
+type event struct {
+	id   string
+	hash []byte
+	idx  int // index in the batch
+}
+
+// Write remembers new event ids, skips known ones, and passes the new events on.
+func (ib *Inbox) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
+	if len(b.Records) == 0 {
+		return ib.inner.Write(ctx, tx, b)
+	}
+	// Ids and hashes; the first of equal ids in the batch decides, later ones are duplicates
+	// of it (or conflicts).
+	first := map[string]*event{}
+	var events []*event
+	var dupIdx []int // records that repeat an earlier one of this batch
+	for i := range b.Records {
+		r := &b.Records[i]
+		v, err := mapping.Extract(r, ib.src, ib.keyFmt, ib.valFmt)
+		if err != nil {
+			return sink.Poison(r, fmt.Errorf("%w: %v", ErrNoEventID, err))
+		}
+		id, ok := idString(v)
+		if !ok {
+			return sink.Poison(r, fmt.Errorf("%w at %s", ErrNoEventID, ib.src))
+		}
+		sum := sha256.Sum256(r.Value)
+		if prev, seen := first[id]; seen {
+			if !slices.Equal(prev.hash, sum[:]) {
+				return sink.Poison(r, fmt.Errorf("%w: id %q first at offset %d in this batch", ErrConflict, id, b.Records[prev.idx].Offset))
+			}
+			dupIdx = append(dupIdx, i)
+			continue
+		}
+		e := &event{id: id, hash: sum[:], idx: i}
+		first[id] = e
+		events = append(events, e)
+	}
+
+	// Remember the new ids. Sorted, so that two partitions inserting overlapping ids lock
+	// them in the same order and do not deadlock.
+	sorted := slices.Clone(events)
+	slices.SortFunc(sorted, func(a, b *event) int {
+		if a.id < b.id {
+			return -1
+		}
+		if a.id > b.id {
+			return 1
+		}
+		return 0
+	})
+	ids := make([]string, len(sorted))
+	hashes := make([][]byte, len(sorted))
+	offsets := make([]int64, len(sorted))
+	for i, e := range sorted {
+		ids[i], hashes[i], offsets[i] = e.id, e.hash, b.Records[e.idx].Offset
+	}
+	// One statement, so that no id can vanish between reading and writing: a new id is
+	// inserted; a known one is locked and counted as a duplicate, and its stored hash comes
+	// back. A conflict then rolls the whole write back, its count included.
+	rows, err := tx.Query(ctx, `INSERT INTO `+ib.table+` AS i (subscriber, event_id, payload_hash, topic, partition, "offset")
+SELECT $1, u.id, u.hash, $2, $3, u.off FROM unnest($4::text[], $5::bytea[], $6::bigint[]) AS u(id, hash, off)
+ON CONFLICT (subscriber, event_id) DO UPDATE SET duplicates = i.duplicates + 1, last_duplicate_at = now()
+RETURNING event_id, payload_hash, topic, partition, "offset", (xmax = 0) AS inserted`,
+		ib.subscriber, b.Topic, b.Partition, ids, hashes, offsets)
+	if err != nil {
+		return fmt.Errorf("inbox: remember ids: %w", err)
+	}
+	type stored struct {
+		hash      []byte
+		topic     string
+		partition int32
+		offset    int64
+		inserted  bool
+	}
+	got := make(map[string]stored, len(events))
+	var id string
+	var st stored
+	if _, err := pgx.ForEachRow(rows, []any{&id, &st.hash, &st.topic, &st.partition, &st.offset, &st.inserted}, func() error {
+		got[id] = st
+		return nil
+	}); err != nil {
+		return fmt.Errorf("inbox: remember ids: %w", err)
+	}
+	fresh := make([]sink.Record, 0, len(events))
+	for _, e := range events { // in offset order
+		st := got[e.id]
+		switch {
+		case st.inserted:
+			fresh = append(fresh, b.Records[e.idx])
+		case !slices.Equal(st.hash, e.hash):
+			return sink.Poison(&b.Records[e.idx], fmt.Errorf("%w: id %q first applied at %s[%d]@%d", ErrConflict, e.id, st.topic, st.partition, st.offset))
+		}
+	}
+	dups := map[string]int{} // in-batch repeats; repeats of stored ids were counted above
+	for _, i := range dupIdx {
+		id, _ := idString(mustExtract(ib, &b.Records[i]))
+		dups[id]++
+	}
+	if len(dups) > 0 {
+		dupIDs := make([]string, 0, len(dups))
+		counts := make([]int32, 0, len(dups))
+		for id, n := range dups {
+			dupIDs = append(dupIDs, id)
+			counts = append(counts, int32(n))
+		}
+		if _, err := tx.Exec(ctx, `UPDATE `+ib.table+` AS i SET duplicates = i.duplicates + u.n, last_duplicate_at = now()
+FROM unnest($2::text[], $3::int[]) AS u(id, n) WHERE i.subscriber = $1 AND i.event_id = u.id`, ib.subscriber, dupIDs, counts); err != nil {
+			return fmt.Errorf("inbox: count duplicates: %w", err)
+		}
+	}
+
+	// The new events, in offset order, go to the wrapped plugin.
+	if len(fresh) > 0 {
+		if err := ib.inner.Write(ctx, tx, sink.Batch{Topic: b.Topic, Partition: b.Partition, Records: fresh}); err != nil {
+			return err
+		}
+	}
+	return ib.prune(ctx, tx)
+}
+
+// prune forgets ids older than the retention, at most once a minute and a bounded number at
+// a time, inside the batch's transaction.
+func (ib *Inbox) prune(ctx context.Context, tx pgx.Tx) error {
+	if ib.retention == 0 {
+		return nil
+	}
+	now := time.Now().UnixNano()
+	last := ib.lastPrune.Load()
+	if now-last < int64(time.Minute) || !ib.lastPrune.CompareAndSwap(last, now) {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `DELETE FROM `+ib.table+` WHERE ctid = ANY (ARRAY(SELECT ctid FROM `+ib.table+
+		` WHERE subscriber = $1 AND processed_at < now() - $2 * interval '1 second' LIMIT 10000))`, ib.subscriber, ib.retention.Seconds())
+	if err != nil {
+		return fmt.Errorf("inbox: forget ids older than %s: %w", ib.retention, err)
+	}
+	return nil
+}
+
+func mustExtract(ib *Inbox, r *sink.Record) any {
+	v, _ := mapping.Extract(r, ib.src, ib.keyFmt, ib.valFmt)
+	return v
+}
+
+// idString turns an extracted value into an id; nil and empty are no id.
+func idString(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, x != ""
+	case []byte:
+		return hex.EncodeToString(x), len(x) > 0
+	}
+	return "", false
+}

@@ -1,0 +1,48 @@
+// Package table holds two built-in sink plugins that map record fields to the columns of one
+// table, registered as "table" and "upsert".
+//
+// # table
+//
+// Inserts one row per record through COPY, the fastest way into PostgreSQL:
+//
+//	sink:
+//	  type: table
+//	  table: public.events          # [schema.]table; the name is quoted as given
+//	  key_format: string            # json|string|bytes; defaults to string
+//	  value_format: json            # json|string|bytes; defaults to json
+//	  columns:                      # column: source expression, or {from, required}
+//	    id: value.id
+//	    amount: {from: value.amount, required: true}
+//	    payload: value              # the whole value (JSON text into json/jsonb/text)
+//	    k: key
+//	    src_offset: offset          # also topic, partition, timestamp, header.<name>
+//
+// A tombstone (a record with a null value) is poison when a column reads the value.
+//
+// # upsert
+//
+// Inserts or updates by key columns. Each batch is copied into a temporary table (one per
+// session, emptied at commit) and merged with one statement; when a key occurs more than
+// once in a batch, the last record wins (with on_conflict: nothing, the first):
+//
+//	sink:
+//	  type: upsert
+//	  table: public.balances
+//	  key: [account]                # columns of a primary key or unique index
+//	  on_conflict: update           # update (default) | nothing
+//	  delete_on_tombstone: false    # a null value deletes the key's row; key columns
+//	                                # must then come from the record key
+//	  columns:
+//	    account: key
+//	    balance: value.balance
+//
+// Without delete_on_tombstone, a tombstone is poison.
+//
+// # Errors
+//
+// A record that does not decode or lacks a required field is poison before any SQL runs. A
+// value PostgreSQL refuses (a wrong type, a constraint) fails the COPY with a data error;
+// with on_poison: dead-letter the engine then isolates the record by halving the batch in
+// savepoints. A table or column that does not exist, or a key without a unique index, is a
+// configuration error at start (Prepare), not a poison record.
+package table

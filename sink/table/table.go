@@ -1,0 +1,286 @@
+package table
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eosink/eosink/internal/mapping"
+	"github.com/eosink/eosink/sink"
+)
+
+// Config configures the table plugin.
+type Config struct {
+	// Table is the target, "table" or "schema.table". Required.
+	Table string `yaml:"table"`
+	// Columns maps each column to a source expression (see package doc). Required.
+	Columns map[string]Column `yaml:"columns"`
+	// KeyFormat and ValueFormat say how key and value decode: json, string or bytes.
+	// Default to string and json.
+	KeyFormat   string `yaml:"key_format"`
+	ValueFormat string `yaml:"value_format"`
+}
+
+// Column is one column's source. In a config file it is a string (the source expression) or
+// a map {from: EXPR, required: BOOL}.
+type Column struct {
+	From     string `yaml:"from"`
+	Required bool   `yaml:"required"`
+}
+
+// UnmarshalYAML accepts "value.x" or {from: value.x, required: true}.
+func (c *Column) UnmarshalYAML(unmarshal func(any) error) error {
+	var s string
+	if err := unmarshal(&s); err == nil {
+		c.From = s
+		return nil
+	}
+	var m map[string]any
+	if err := unmarshal(&m); err != nil {
+		return errors.New("a column is a source expression or {from: EXPR, required: BOOL}")
+	}
+	for k, v := range m {
+		switch k {
+		case "from":
+			s, ok := v.(string)
+			if !ok {
+				return errors.New("from: want a source expression")
+			}
+			c.From = s
+		case "required":
+			b, ok := v.(bool)
+			if !ok {
+				return errors.New("required: want true or false")
+			}
+			c.Required = b
+		default:
+			return fmt.Errorf("unknown key %q in a column (want from, required)", k)
+		}
+	}
+	return nil
+}
+
+func init() {
+	sink.Register("table", func(cfg sink.PluginConfig) (sink.Plugin, error) {
+		var c Config
+		if err := cfg.Decode(&c); err != nil {
+			return nil, err
+		}
+		p, err := New(c)
+		if err != nil {
+			return nil, &sink.ConfigError{Field: cfg.Path, Reason: err.Error()}
+		}
+		return p, nil
+	})
+}
+
+// Table is the insert plugin.
+type Table struct {
+	w   *writer
+	row rowFunc
+}
+
+// New returns the table plugin for c.
+func New(c Config) (*Table, error) {
+	w, err := newWriter(c, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Table{w: w, row: w.insertRow(w.readsValue())}, nil
+}
+
+// Prepare checks that the table and its columns exist.
+func (t *Table) Prepare(ctx context.Context, db sink.DB) error { return t.w.load(ctx, db) }
+
+// Open does nothing: the plugin keeps no per-partition state.
+func (t *Table) Open(context.Context, sink.Partition) error { return nil }
+
+// Close does nothing.
+func (t *Table) Close(context.Context, sink.Partition) error { return nil }
+
+// Write copies one row per record into the table.
+func (t *Table) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
+	if len(b.Records) == 0 {
+		return nil
+	}
+	if err := t.w.load(ctx, tx); err != nil {
+		return err
+	}
+	buf, err := t.w.encode(b.Records, t.row)
+	if err != nil {
+		return err
+	}
+	return copyIn(ctx, tx, buf, t.w.copySQL)
+}
+
+// writer is what table and upsert share: the mapping, the column types and COPY encoding.
+type writer struct {
+	name    string // as configured, for messages
+	table   pgx.Identifier
+	m       mapping.Mapping
+	cols    []string // mapped columns, sorted
+	extra   []string // upsert's staging columns, appended to each row
+	copySQL string   // COPY ... FROM STDIN into table (table plugin)
+
+	mu     sync.Mutex
+	loaded bool
+	bytea  []bool // per column of cols+extra
+	types  map[string]string
+}
+
+func parseTable(s string) (pgx.Identifier, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New("table: required")
+	}
+	parts := strings.Split(s, ".")
+	if len(parts) > 2 || slices.Contains(parts, "") {
+		return nil, fmt.Errorf("table: %q is not table or schema.table", s)
+	}
+	return pgx.Identifier(parts), nil
+}
+
+func newWriter(c Config, extra []string) (*writer, error) {
+	table, err := parseTable(c.Table)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.Columns) == 0 {
+		return nil, errors.New("columns: at least one column is required")
+	}
+	m := mapping.Mapping{Key: mapping.String, Value: mapping.JSON}
+	if c.KeyFormat != "" {
+		if m.Key, err = mapping.ParseFormat(c.KeyFormat); err != nil {
+			return nil, fmt.Errorf("key_format: %w", err)
+		}
+	}
+	if c.ValueFormat != "" {
+		if m.Value, err = mapping.ParseFormat(c.ValueFormat); err != nil {
+			return nil, fmt.Errorf("value_format: %w", err)
+		}
+	}
+	cols := slices.Sorted(maps.Keys(c.Columns))
+	var errs []error
+	for _, name := range cols {
+		spec := c.Columns[name]
+		src, err := mapping.ParseSource(spec.From)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("columns.%s: %w", name, err))
+			continue
+		}
+		m.Columns = append(m.Columns, mapping.Column{Name: name, From: src, Required: spec.Required})
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	w := &writer{name: c.Table, table: table, m: m, cols: cols, extra: extra}
+	w.copySQL = fmt.Sprintf("COPY %s (%s) FROM STDIN", table.Sanitize(), quoteAll(cols))
+	return w, nil
+}
+
+func quoteAll(cols []string) string {
+	q := make([]string, len(cols))
+	for i, c := range cols {
+		q[i] = pgx.Identifier{c}.Sanitize()
+	}
+	return strings.Join(q, ", ")
+}
+
+// readsValue reports whether some column reads the record's value.
+func (w *writer) readsValue() bool {
+	for _, c := range w.m.Columns {
+		if c.From.Side() == "value" {
+			return true
+		}
+	}
+	return false
+}
+
+// load reads the table's column types once, and checks the mapped columns exist.
+func (w *writer) load(ctx context.Context, db sink.DB) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.loaded {
+		return nil
+	}
+	var exists bool
+	if err := db.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", w.table.Sanitize()).Scan(&exists); err != nil {
+		return fmt.Errorf("table %s: %w", w.name, err)
+	}
+	if !exists {
+		return fmt.Errorf("table %s does not exist", w.name)
+	}
+	rows, err := db.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
+WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped`, w.table.Sanitize())
+	if err != nil {
+		return fmt.Errorf("table %s: read columns: %w", w.name, err)
+	}
+	types := map[string]string{}
+	var name, typ string
+	if _, err := pgx.ForEachRow(rows, []any{&name, &typ}, func() error { types[name] = typ; return nil }); err != nil {
+		return fmt.Errorf("table %s: read columns: %w", w.name, err)
+	}
+	var missing []string
+	bytea := make([]bool, 0, len(w.cols)+len(w.extra))
+	for _, c := range w.cols {
+		t, ok := types[c]
+		if !ok {
+			missing = append(missing, c)
+		}
+		bytea = append(bytea, t == "bytea")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("table %s has no column %s", w.name, strings.Join(missing, ", "))
+	}
+	for range w.extra {
+		bytea = append(bytea, false)
+	}
+	w.types, w.bytea, w.loaded = types, bytea, true
+	return nil
+}
+
+// rowFunc maps one record to its row values, appending to row.
+type rowFunc func(r *sink.Record, row []any) ([]any, error)
+
+// encode maps each record to a COPY text row with rowFn. A record that cannot be mapped is
+// returned as a *sink.PoisonError.
+func (w *writer) encode(recs []sink.Record, rowFn rowFunc) ([]byte, error) {
+	buf := make([]byte, 0, len(recs)*128)
+	row := make([]any, 0, len(w.cols)+len(w.extra))
+	var err error
+	for i := range recs {
+		r := &recs[i]
+		if row, err = rowFn(r, row[:0]); err != nil {
+			return nil, sink.Poison(r, err)
+		}
+		if buf, err = mapping.AppendCopyRow(buf, row, w.bytea); err != nil {
+			return nil, sink.Poison(r, err)
+		}
+	}
+	return buf, nil
+}
+
+// insertRow is the table plugin's rowFunc.
+func (w *writer) insertRow(readsValue bool) rowFunc {
+	return func(r *sink.Record, row []any) ([]any, error) {
+		if r.Value == nil && readsValue {
+			return nil, errors.New("tombstone (null value) and the mapping reads the value")
+		}
+		return w.m.Row(r, row)
+	}
+}
+
+// copyIn runs a COPY FROM STDIN with buf as its text-format data.
+func copyIn(ctx context.Context, tx pgx.Tx, buf []byte, sql string) error {
+	_, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), sql)
+	return err
+}

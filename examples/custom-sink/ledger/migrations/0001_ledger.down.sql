@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS ledger_balances;
+DROP TABLE IF EXISTS ledger_journal;

@@ -38,11 +38,13 @@ func isRetryable(err error) bool {
 //
 // A COMMIT that fails on the connection has an unknown outcome and is settled by reading
 // the row back.
-func (s *Sink) commit(w *worker, batch []Record, isolate bool) (err error) {
-	ctx := w.ctx
+func (s *Sink) commit(w *worker, batch []Record, attempt int, isolate bool) (err error) {
 	start := w.next.Load()
 	end := batch[len(batch)-1].Offset + 1
 	began := time.Now()
+	span := s.startBatch(w, batch, attempt, isolate)
+	defer func() { span.end(err) }()
+	ctx := span.phase(s, "eosink.write")
 	failpoint.Eval(failpoint.AfterFetch)
 
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: s.cfg.IsolationLevel})
@@ -86,6 +88,7 @@ func (s *Sink) commit(w *worker, batch []Record, isolate bool) (err error) {
 
 	failpoint.Eval(failpoint.BeforeCommit)
 	finished = true
+	ctx = span.phase(s, "eosink.commit")
 	if err := tx.Commit(ctx); err != nil {
 		if !pgerr.IsConnectionError(err) && ctx.Err() == nil {
 			return fmt.Errorf("commit: %w", err) // the server answered: rolled back

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/eosink/eosink/rebalance"
 )
@@ -124,6 +125,11 @@ type Config struct {
 	// cause, fenced and unknown commits, claims, rebalance events, pauses, and per-partition
 	// lag and buffered bytes. Serve them with promhttp. Defaults to nil: no metrics.
 	Registerer prometheus.Registerer
+
+	// TracerProvider, when set, receives OpenTelemetry spans per batch: eosink.batch with
+	// eosink.fetch, eosink.write and eosink.commit children (see trace.go). Defaults to nil:
+	// no spans.
+	TracerProvider trace.TracerProvider
 
 	// Logger receives structured logs. It never receives secrets. Defaults to slog.Default().
 	Logger *slog.Logger

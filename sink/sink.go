@@ -12,6 +12,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/eosink/eosink/rebalance"
 )
@@ -21,6 +22,7 @@ import (
 type Sink struct {
 	cfg    Config
 	plugin Plugin // cfg.Sink, or cfg.Handler as a Plugin
+	tracer trace.Tracer
 	log    *slog.Logger
 	ran    atomic.Bool
 	pool   *pgxpool.Pool
@@ -81,6 +83,7 @@ func New(cfg Config) (*Sink, error) {
 		recheckEvery: make(chan struct{}, 1),
 		live:         map[partitionKey]*worker{},
 	}
+	s.tracer = newTracer(c.TracerProvider)
 	s.plugin = c.Sink
 	if s.plugin == nil {
 		s.plugin = handlerPlugin(c.Handler)

@@ -34,6 +34,10 @@ type worker struct {
 	cancel context.CancelFunc // aborts the in-flight transaction: loss, timeouts
 	done   chan struct{}      // closed when run returns
 	dead   atomic.Bool        // run returned
+
+	// Worker goroutine only, for the eosink.fetch span: when the batch being formed saw
+	// its first record, and when it was complete.
+	waitStart, formedAt time.Time
 }
 
 func newWorker(s *Sink, topic string, partition int32, epoch, next int64) *worker {
@@ -136,6 +140,7 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 	}()
 	var timeout <-chan time.Time
 	expired := false
+	w.waitStart = time.Time{}
 	for {
 		select {
 		case <-w.stop:
@@ -156,7 +161,11 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 			n++
 		}
 		full := n == cfg.MaxBatchRecords || n < len(w.queue) || bytes >= cfg.MaxBatchBytes
+		if n > 0 && w.waitStart.IsZero() {
+			w.waitStart = time.Now()
+		}
 		if n > 0 && (full || expired || stopping) {
+			w.formedAt = time.Now()
 			batch = make([]Record, n)
 			copy(batch, w.queue)
 			w.queue = append(w.queue[:0], w.queue[n:]...)
@@ -190,7 +199,7 @@ func (w *worker) apply(batch []Record) error {
 	backoff := cfg.RetryBackoff
 	isolate := false
 	for attempt := 1; ; attempt++ {
-		err := w.s.commit(w, batch, isolate)
+		err := w.s.commit(w, batch, attempt, isolate)
 		if err == nil {
 			return nil
 		}

@@ -1,0 +1,94 @@
+package sink
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// Spans, when Config.TracerProvider is set. Each commit attempt of a batch is one
+// "eosink.batch" span with three children:
+//
+//	eosink.fetch   from the first record the batch waited for to the batch being complete
+//	               (full, MaxBatchWait expired, or a revoke), first attempt only
+//	eosink.write   BEGIN, the offset update and the plugin's Write (its ctx carries this
+//	               span, so a traced pgx connection nests its queries under it)
+//	eosink.commit  COMMIT, and settling an unknown outcome
+//
+// The batch span carries messaging.destination.name (the topic), the partition, the first
+// and last offset, the record count, the attempt, whether poison isolation ran, and the
+// error of a failed attempt.
+const tracerName = "github.com/eosink/eosink/sink"
+
+func newTracer(tp trace.TracerProvider) trace.Tracer {
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	return tp.Tracer(tracerName)
+}
+
+// batchSpan is one commit attempt's spans.
+type batchSpan struct {
+	ctx   context.Context
+	batch trace.Span
+	child trace.Span
+}
+
+func (s *Sink) startBatch(w *worker, batch []Record, attempt int, isolate bool) *batchSpan {
+	ctx, span := s.tracer.Start(w.ctx, "eosink.batch", trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithTimestamp(w.batchWaitStart(attempt)),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "kafka"),
+			attribute.String("messaging.destination.name", w.topic),
+			attribute.Int("messaging.destination.partition.id", int(w.partition)),
+			attribute.Int64("eosink.first_offset", batch[0].Offset),
+			attribute.Int64("eosink.last_offset", batch[len(batch)-1].Offset),
+			attribute.Int("messaging.batch.message_count", len(batch)),
+			attribute.Int("eosink.attempt", attempt),
+			attribute.Bool("eosink.isolate", isolate),
+			attribute.String("eosink.pipeline", s.cfg.Pipeline),
+		))
+	b := &batchSpan{ctx: ctx, batch: span}
+	if attempt == 1 && !w.waitStart.IsZero() {
+		_, fetch := s.tracer.Start(ctx, "eosink.fetch", trace.WithTimestamp(w.waitStart))
+		fetch.End(trace.WithTimestamp(w.formedAt))
+	}
+	return b
+}
+
+// phase ends the current child span and starts the next; it returns the context to use.
+func (b *batchSpan) phase(s *Sink, name string) context.Context {
+	if b.child != nil {
+		b.child.End()
+	}
+	var ctx context.Context
+	ctx, b.child = s.tracer.Start(b.ctx, name)
+	return ctx
+}
+
+func (b *batchSpan) end(err error) {
+	if b.child != nil {
+		if err != nil {
+			b.child.SetStatus(codes.Error, err.Error())
+		}
+		b.child.End()
+	}
+	if err != nil {
+		b.batch.RecordError(err)
+		b.batch.SetStatus(codes.Error, err.Error())
+	}
+	b.batch.End()
+}
+
+// batchWaitStart is when the batch started: when it began waiting for records on the first
+// attempt, now on a retry.
+func (w *worker) batchWaitStart(attempt int) time.Time {
+	if attempt == 1 && !w.waitStart.IsZero() {
+		return w.waitStart
+	}
+	return time.Now()
+}

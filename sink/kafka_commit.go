@@ -20,13 +20,15 @@ type kafkaCommitter struct {
 
 	commitMu sync.Mutex             // serializes CommitOffsets calls
 	sent     map[partitionKey]int64 // highest offset sent per partition (under commitMu)
+	warned   map[partitionKey]int64 // Kafka's value last warned about (under commitMu)
+	checked  time.Time              // last divergence check (under commitMu)
 
 	quit chan struct{}
 	done chan struct{}
 }
 
 func newKafkaCommitter(c *kafka.Consumer, every time.Duration, log *slog.Logger) *kafkaCommitter {
-	k := &kafkaCommitter{c: c, log: log, pending: map[partitionKey]int64{}, sent: map[partitionKey]int64{},
+	k := &kafkaCommitter{c: c, log: log, pending: map[partitionKey]int64{}, sent: map[partitionKey]int64{}, warned: map[partitionKey]int64{},
 		quit: make(chan struct{}), done: make(chan struct{})}
 	go k.loop(every)
 	return k
@@ -86,6 +88,70 @@ func (k *kafkaCommitter) commit() {
 	if _, err := k.c.CommitOffsets(offs); err != nil {
 		k.log.Debug("advisory Kafka commit failed (positions stay in the database)", "err", err)
 	}
+	if time.Since(k.checked) >= divergenceCheckEvery {
+		k.checked = time.Now()
+		k.checkDivergence()
+	}
+}
+
+// divergenceCheckEvery is how often the group's committed offsets in Kafka are read back and
+// compared with what was sent.
+const divergenceCheckEvery = 30 * time.Second
+
+// checkDivergence warns, once per value, about partitions whose committed offset in Kafka
+// differs from the stored position last sent: Kafka's tools then show a wrong lag (commits
+// failing, or another client committing for the group). eosink itself never reads it.
+func (k *kafkaCommitter) checkDivergence() {
+	if len(k.sent) == 0 {
+		return
+	}
+	parts := make([]kafka.TopicPartition, 0, len(k.sent))
+	for key := range k.sent {
+		parts = append(parts, kafka.TopicPartition{Topic: &key.topic, Partition: key.partition})
+	}
+	got, err := k.c.Committed(parts, 5000)
+	if err != nil {
+		k.log.Debug("read the group's committed offsets", "err", err)
+		return
+	}
+	committed := map[partitionKey]int64{}
+	for _, tp := range got {
+		if tp.Error == nil && tp.Offset >= 0 {
+			committed[partitionKey{*tp.Topic, tp.Partition}] = int64(tp.Offset)
+		}
+	}
+	for _, d := range divergences(k.sent, committed, k.warned) {
+		k.log.Warn("the group's committed offset in Kafka differs from the stored position; Kafka's lag tools are wrong for it "+
+			"(eosink reads positions from the database only)", "topic", d.key.topic, "partition", d.key.partition,
+			"kafka_committed", d.kafka, "stored", d.stored)
+	}
+}
+
+type divergence struct {
+	key           partitionKey
+	stored, kafka int64
+}
+
+// divergences compares what was sent with what Kafka has (-1 or missing: nothing) and
+// returns the differences not yet warned about, recording them in warned.
+func divergences(sent, committed, warned map[partitionKey]int64) []divergence {
+	var out []divergence
+	for key, stored := range sent {
+		kv, ok := committed[key]
+		if !ok {
+			kv = -1
+		}
+		if kv == stored {
+			delete(warned, key)
+			continue
+		}
+		if w, ok := warned[key]; ok && w == kv {
+			continue
+		}
+		warned[key] = kv
+		out = append(out, divergence{key: key, stored: stored, kafka: kv})
+	}
+	return out
 }
 
 func (k *kafkaCommitter) close() {

@@ -1,17 +1,40 @@
-// Command eosink operates eosink's database-owned offsets.
+// Package cli is the eosink command: running a pipeline from a config file and operating
+// eosink's database-owned offsets.
 //
-//	eosink migrate up                apply the framework's migrations (the offsets table)
-//	eosink migrate down -yes         revert them: drops every stored position
-//	eosink migrate version           print the applied version
-//	eosink migrate force VERSION     set the version without migrating (after a failed migration)
-//	eosink offsets list              stored positions with their log range and lag
+//	eosink run -config FILE [-validate]   run a pipeline until SIGTERM or SIGINT, then drain
+//	eosink migrate up [-config FILE]      apply the framework's migrations (the offsets table),
+//	                                      and with -config the sink plugin's own
+//	eosink migrate down -yes              revert them: drops every stored position
+//	eosink migrate version                print the applied version
+//	eosink migrate force VERSION          set the version without migrating (after a failed migration)
+//	eosink offsets list                   stored positions with their log range and lag
 //	eosink offsets set -pipeline P -to earliest|latest|OFFSET|TIME -reason TEXT [-dry-run]
-//	eosink lag [-json]               lag per partition
-//	eosink status [-json]            one line per pipeline
+//	eosink lag [-json]                    lag per partition
+//	eosink status [-json]                 one line per pipeline
 //
-// The database comes from -database-url or DATABASE_URL, the broker from -brokers or
-// KAFKA_BOOTSTRAP_SERVERS; the schema from -schema (default "eosink").
-package main
+// The operator commands take the database from -database-url or DATABASE_URL, the broker from
+// -brokers or KAFKA_BOOTSTRAP_SERVERS, and the schema from -schema (default "eosink"). The
+// pipeline config file is described in docs/pipeline-config.md.
+//
+// # Custom binaries
+//
+// Plugins are compiled in: a plugin package registers itself with sink.Register from an init
+// function. To run a pipeline with a plugin of your own, build an eosink binary that imports
+// it for that side effect:
+//
+//	package main
+//
+//	import (
+//		"os"
+//
+//		_ "example.com/mysink" // registers its plugin type
+//		"github.com/eosink/eosink/cli"
+//	)
+//
+//	func main() { os.Exit(cli.Main()) }
+//
+// The built-in plugins (table, upsert, inbox) are always included.
+package cli
 
 import (
 	"context"
@@ -22,16 +45,20 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/eosink/eosink/internal/migrator"
+	"github.com/eosink/eosink/internal/pipeline"
 	"github.com/eosink/eosink/migrations"
+	"github.com/eosink/eosink/sink"
 )
 
 const usage = `usage: eosink <command> [flags]
 
 commands:
-  migrate up|down|version|force VERSION   manage the offsets table's schema
+  run -config FILE [-validate]            run the pipeline a config file describes (-validate: check it and exit)
+  migrate up|down|version|force VERSION   manage the offsets table's schema (-config FILE: also the plugin's)
   offsets list                            stored positions, owners, epochs, log range and lag
   offsets set|reset                       move positions (earliest, latest, offset, time); audited
   lag                                     lag per partition (-json for JSON)
@@ -40,19 +67,33 @@ commands:
 Run 'eosink <command> -h' for flags.
 `
 
-func main() {
+// Main runs the command named by os.Args with os.Stdout and os.Stderr, and returns the exit
+// code: 0 on success, 1 on an error, 2 on a usage error. SIGINT or SIGTERM cancels the
+// command; a running pipeline then drains (its in-flight batches commit) and Main returns 0.
+// A second signal ends the process at once, which is safe: the stored offsets only move with
+// the rows they cover.
+func Main() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	go func() {
+		<-ctx.Done()
+		stop() // restore the default action, so that a second signal ends the process
+	}()
+	return Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// Run runs the command in args (without the program name), writing to stdout and stderr, and
+// returns the exit code like Main. Cancelling ctx stops the command; a running pipeline drains
+// and Run returns 0.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
 	var err error
 	switch args[0] {
+	case "run":
+		err = runCmd(ctx, args[1:], stdout, stderr)
 	case "migrate":
 		err = migrateCmd(ctx, args[1:], stdout, stderr)
 	case "offsets":
@@ -70,14 +111,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var ue usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "eosink: %v\n", err)
+		printError(stderr, err)
 		return 2
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "eosink: %v\n", err)
+		printError(stderr, err)
 		return 1
 	}
 	return 0
+}
+
+// printError prints err with every line prefixed, so that each of a config file's errors
+// stands on its own line.
+func printError(w io.Writer, err error) {
+	for _, line := range strings.Split(strings.TrimRight(err.Error(), "\n"), "\n") {
+		fmt.Fprintf(w, "eosink: %s\n", line)
+	}
 }
 
 type usageError struct{ error }
@@ -88,6 +137,7 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	// Defaults come from the environment after parsing, so that -h never prints a password.
 	dbURL := fs.String("database-url", "", "PostgreSQL connection string (default: env DATABASE_URL)")
 	schema := fs.String("schema", "eosink", "schema of the offsets table")
+	config := fs.String("config", "", "pipeline config file: its database.url and database.schema; 'up' also applies its sink plugin's migrations")
 	yes := fs.Bool("yes", false, "confirm 'down', which drops every stored position")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: eosink migrate [flags] up|down|version|force VERSION")
@@ -107,12 +157,6 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usageError{err}
 	}
 	rest = fs.Args()
-	if *dbURL == "" {
-		*dbURL = os.Getenv("DATABASE_URL")
-	}
-	if *dbURL == "" {
-		return usageError{errors.New("migrate: no database: set DATABASE_URL or -database-url")}
-	}
 	var forceVersion int
 	switch sub {
 	case "up", "version":
@@ -135,6 +179,29 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if len(rest) > 0 {
 		return usageError{fmt.Errorf("migrate %s: unexpected arguments %v", sub, rest)}
+	}
+	var plugin *pipeline.Pipeline
+	if *config != "" {
+		var conflict []string
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "database-url" || f.Name == "schema" {
+				conflict = append(conflict, "-"+f.Name)
+			}
+		})
+		if len(conflict) > 0 {
+			return usageError{fmt.Errorf("migrate: -config names the database and schema; drop %s", strings.Join(conflict, " and "))}
+		}
+		p, err := pipeline.Load(*config, pipeline.Options{LogOutput: stderr})
+		if err != nil {
+			return err
+		}
+		*dbURL, *schema, plugin = p.Config.DatabaseURL, p.Config.Schema, p
+	}
+	if *dbURL == "" {
+		*dbURL = os.Getenv("DATABASE_URL")
+	}
+	if *dbURL == "" {
+		return usageError{errors.New("migrate: no database: set DATABASE_URL or -database-url")}
 	}
 
 	m, err := migrator.Open(ctx, *dbURL, migrator.Set{FS: migrations.FS, Schema: *schema, Table: migrations.Table})
@@ -165,6 +232,16 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintf(stdout, "schema %q: version %d (dirty: a migration failed; fix it, then 'eosink migrate force %d')\n", *schema, v, v-1)
 	default:
 		fmt.Fprintf(stdout, "schema %q: version %d (latest available: %d)\n", *schema, v, latest)
+	}
+	if plugin != nil && sub == "up" {
+		if _, ok := plugin.Plugin.(sink.Migrator); !ok {
+			fmt.Fprintf(stdout, "sink plugin %q: no migrations of its own\n", plugin.SinkType)
+			return nil
+		}
+		if err := sink.MigratePlugin(ctx, *dbURL, plugin.Plugin); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "sink plugin %q: migrations applied\n", plugin.SinkType)
 	}
 	return nil
 }

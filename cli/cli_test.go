@@ -1,8 +1,9 @@
-package main
+package cli
 
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -10,7 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/examples/points/app"
+	"github.com/eosink/eosink/internal/migrator"
 	"github.com/eosink/eosink/internal/testbed"
+	"github.com/eosink/eosink/migrations"
 	"github.com/eosink/eosink/sink"
 )
 
@@ -19,9 +22,13 @@ func TestMigrateCommand(t *testing.T) {
 	t.Setenv("DATABASE_URL", "") // the "no database" step below; the others pass -database-url
 	schema := testbed.Schema(t, e)
 	ctx := context.Background()
+	latest, err := migrator.Latest(migrations.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cli := func(args ...string) (int, string) {
 		var out, errb bytes.Buffer
-		code := run(ctx, args, &out, &errb)
+		code := Run(ctx, args, &out, &errb)
 		return code, out.String() + errb.String()
 	}
 	steps := []struct {
@@ -30,8 +37,8 @@ func TestMigrateCommand(t *testing.T) {
 		want string
 	}{
 		{[]string{"migrate", "-database-url", e.DatabaseURL, "-schema", schema, "version"}, 0, "no migrations applied"},
-		{[]string{"migrate", "-database-url", e.DatabaseURL, "-schema", schema, "up"}, 0, "version 2 (latest available: 2)"},
-		{[]string{"migrate", "up", "-database-url", e.DatabaseURL, "-schema", schema}, 0, "version 2"},
+		{[]string{"migrate", "-database-url", e.DatabaseURL, "-schema", schema, "up"}, 0, fmt.Sprintf("version %d (latest available: %d)", latest, latest)},
+		{[]string{"migrate", "up", "-database-url", e.DatabaseURL, "-schema", schema}, 0, fmt.Sprintf("version %d", latest)},
 		{[]string{"migrate", "-database-url", e.DatabaseURL, "-schema", schema, "down"}, 2, "add -yes to confirm"},
 		{[]string{"migrate", "-database-url", e.DatabaseURL, "-schema", schema, "-yes", "down"}, 0, "no migrations applied"},
 		{[]string{"migrate", "-database-url", e.DatabaseURL, "-schema", schema, "force", "1"}, 0, "version 1"},
@@ -58,7 +65,7 @@ func TestOffsetsAndLagCommands(t *testing.T) {
 	ctx := context.Background()
 	cli := func(args ...string) (int, string) {
 		var out, errb bytes.Buffer
-		code := run(ctx, append(args, "-database-url", e.DatabaseURL, "-brokers", e.Brokers, "-schema", schema), &out, &errb)
+		code := Run(ctx, append(args, "-database-url", e.DatabaseURL, "-brokers", e.Brokers, "-schema", schema), &out, &errb)
 		return code, out.String() + errb.String()
 	}
 	if err := sink.Migrate(ctx, e.DatabaseURL, schema); err != nil {
@@ -123,7 +130,7 @@ func TestHelpNeverPrintsTheDatabasePassword(t *testing.T) {
 	t.Setenv("DATABASE_URL", "postgres://u:pw-in-env@127.0.0.1:1/x")
 	for _, args := range [][]string{{"migrate", "-h"}, {"offsets", "-h"}, {"lag", "-h"}, {"status", "-h"}} {
 		var out, errb bytes.Buffer
-		run(context.Background(), args, &out, &errb)
+		Run(context.Background(), args, &out, &errb)
 		if all := out.String() + errb.String(); strings.Contains(all, "pw-in-env") || !strings.Contains(all, "database-url") {
 			t.Fatalf("eosink %v printed %q", args, all)
 		}

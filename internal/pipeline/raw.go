@@ -1,0 +1,309 @@
+package pipeline
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// rawFile is the file's layout. Leaves are yaml.Node values, so that the strict decode only
+// checks keys and sections; each leaf is then expanded and converted with its path.
+type rawFile struct {
+	Pipeline   yaml.Node   `yaml:"pipeline"`
+	InstanceID yaml.Node   `yaml:"instance_id"`
+	Kafka      rawKafka    `yaml:"kafka"`
+	Database   rawDatabase `yaml:"database"`
+	Batch      rawBatch    `yaml:"batch"`
+	Timeouts   rawTimeouts `yaml:"timeouts"`
+	Retry      rawRetry    `yaml:"retry"`
+	OnPoison   yaml.Node   `yaml:"on_poison"`
+	Sink       yaml.Node   `yaml:"sink"`
+	HTTP       yaml.Node   `yaml:"http"`
+	Log        rawLog      `yaml:"log"`
+}
+
+type rawKafka struct {
+	Brokers         yaml.Node `yaml:"brokers"`
+	Group           yaml.Node `yaml:"group"`
+	Topics          yaml.Node `yaml:"topics"`
+	InitialPosition yaml.Node `yaml:"initial_position"`
+	CommitToKafka   yaml.Node `yaml:"commit_to_kafka"`
+	CommitInterval  yaml.Node `yaml:"commit_interval"`
+	Properties      yaml.Node `yaml:"properties"`
+}
+
+type rawDatabase struct {
+	URL         yaml.Node `yaml:"url"`
+	Schema      yaml.Node `yaml:"schema"`
+	AutoMigrate yaml.Node `yaml:"auto_migrate"`
+	Isolation   yaml.Node `yaml:"isolation"`
+}
+
+type rawBatch struct {
+	MaxRecords       yaml.Node `yaml:"max_records"`
+	MaxBytes         yaml.Node `yaml:"max_bytes"`
+	MaxWait          yaml.Node `yaml:"max_wait"`
+	MaxBufferedBytes yaml.Node `yaml:"max_buffered_bytes"`
+}
+
+type rawTimeouts struct {
+	Revoke            yaml.Node `yaml:"revoke"`
+	Shutdown          yaml.Node `yaml:"shutdown"`
+	Lock              yaml.Node `yaml:"lock"`
+	IdleInTransaction yaml.Node `yaml:"idle_in_transaction"`
+	Claim             yaml.Node `yaml:"claim"`
+}
+
+type rawRetry struct {
+	Backoff    yaml.Node `yaml:"backoff"`
+	MaxBackoff yaml.Node `yaml:"max_backoff"`
+}
+
+type rawLog struct {
+	Format yaml.Node `yaml:"format"`
+	Level  yaml.Node `yaml:"level"`
+}
+
+// knownKeys maps each section's path ("" for the top level) to its keys, from the yaml tags.
+var knownKeys = func() map[string][]string {
+	m := map[string][]string{}
+	var walk func(path string, t reflect.Type)
+	walk = func(path string, t reflect.Type) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			m[path] = append(m[path], name)
+			if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeFor[yaml.Node]() {
+				walk(name, f.Type)
+			}
+		}
+	}
+	walk("", reflect.TypeFor[rawFile]())
+	return m
+}()
+
+// decodeRaw parses data into the document's top-level mapping and, strictly, into raw. Every
+// problem is reported to l with the path of the key concerned.
+func (l *loader) decodeRaw(data []byte, raw *rawFile) (body *yaml.Node) {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			l.fail("", 0, "the file is empty")
+		} else {
+			line, msg := yamlMessage(err.Error())
+			l.fail("", line, "%s", msg)
+		}
+		return nil
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			line, msg := yamlMessage(err.Error())
+			l.fail("", line, "%s", msg)
+		} else {
+			l.fail("", extra.Line, "holds more than one YAML document (one file is one pipeline)")
+		}
+		return nil
+	}
+	body = deref(doc.Content[0])
+	if body.Kind != yaml.MappingNode {
+		l.fail("", body.Line, "must be a mapping of keys (%s), not %s", strings.Join(knownKeys[""], ", "), kindName(body))
+		return nil
+	}
+	// Sections that are not mappings: reported here with their path; the decoder's messages
+	// about them are dropped below.
+	for i := 0; i+1 < len(body.Content); i += 2 {
+		k, v := body.Content[i], deref(body.Content[i+1])
+		if _, section := knownKeys[k.Value]; !section || isNull(v) || v.Kind == yaml.MappingNode {
+			continue
+		}
+		l.fail(k.Value, v.Line, "must be a mapping of keys (%s), not %s", strings.Join(knownKeys[k.Value], ", "), kindName(v))
+		l.broken[k.Value] = true
+	}
+
+	strict := yaml.NewDecoder(bytes.NewReader(data))
+	strict.KnownFields(true)
+	err := strict.Decode(raw)
+	if err == nil {
+		return body
+	}
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		line, msg := yamlMessage(err.Error())
+		l.fail("", line, "%s", msg)
+		l.broken[""] = true
+		return body
+	}
+	for _, msg := range te.Errors {
+		l.strictError(body, msg)
+	}
+	return body
+}
+
+var (
+	lineRE        = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+	notFoundRE    = regexp.MustCompile(`^field (.+) not found in type \S+$`)
+	definedRE     = regexp.MustCompile(`^mapping key (".*") already defined at line (\d+)$`)
+	alreadySetRE  = regexp.MustCompile(`^field (.+) already set in type \S+$`)
+	backquotedRE  = regexp.MustCompile("`[^`]*`")
+	unmarshalText = "cannot unmarshal"
+)
+
+// strictError turns one message of the strict decoder into an error with a path.
+func (l *loader) strictError(body *yaml.Node, msg string) {
+	line, msg := yamlMessage(msg)
+	if m := notFoundRE.FindStringSubmatch(msg); m != nil {
+		key := m[1]
+		parent := parentOf(body, line, key)
+		known := knownKeys[parent]
+		where := "the top level"
+		if parent != "" {
+			where = parent
+		}
+		hint := ""
+		if s := closest(key, known); s != "" {
+			hint = fmt.Sprintf("; did you mean %s?", s)
+		}
+		l.fail(join(parent, key), line, "unknown key (%s has %s)%s", where, strings.Join(known, ", "), hint)
+		return
+	}
+	if m := definedRE.FindStringSubmatch(msg); m != nil {
+		key, _ := strconv.Unquote(m[1])
+		parent := parentOf(body, line, key)
+		l.fail(join(parent, key), line, "duplicate key (first at line %s)", m[2])
+		l.broken[parent] = true
+		return
+	}
+	if m := alreadySetRE.FindStringSubmatch(msg); m != nil {
+		parent := parentOf(body, line, m[1])
+		l.fail(join(parent, m[1]), line, "duplicate key (also set by a merge)")
+		return
+	}
+	if strings.Contains(msg, unmarshalText) && len(l.broken) > 0 {
+		return // a section of the wrong kind, reported with its path already
+	}
+	// Never print the decoder's quotes of values: they may be secrets.
+	l.fail("", line, "%s", backquotedRE.ReplaceAllString(msg, "(value not shown)"))
+	l.broken[""] = true
+}
+
+// yamlMessage splits "yaml: line N: message" into N and the message.
+func yamlMessage(s string) (int, string) {
+	s = strings.TrimPrefix(s, "yaml: ")
+	if m := lineRE.FindStringSubmatch(s); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return n, m[2]
+	}
+	return 0, s
+}
+
+// parentOf returns the path of the section holding key at line, "" for the top level.
+func parentOf(body *yaml.Node, line int, key string) string {
+	for i := 0; i+1 < len(body.Content); i += 2 {
+		k, v := body.Content[i], deref(body.Content[i+1])
+		if k.Line == line && k.Value == key {
+			return ""
+		}
+		if v.Kind != yaml.MappingNode {
+			continue
+		}
+		for j := 0; j+1 < len(v.Content); j += 2 {
+			if kk := v.Content[j]; kk.Line == line && kk.Value == key {
+				return k.Value
+			}
+		}
+	}
+	return ""
+}
+
+// closest returns the known key nearest to key when it looks like a typo of it.
+func closest(key string, known []string) string {
+	best, bestD := "", 3
+	for _, k := range known {
+		if d := editDistance(strings.ToLower(key), k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// deref follows aliases; it returns an empty node for nil.
+func deref(n *yaml.Node) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n == nil {
+		return &yaml.Node{}
+	}
+	return n
+}
+
+// isNull reports whether n is absent or an explicit null (`key:`, `key: ~`, `key: null`).
+func isNull(n *yaml.Node) bool {
+	return n.Kind == 0 || n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return "a single value"
+	}
+	return "empty"
+}
+
+// join appends a key to a path: "kafka" + "group" is "kafka.group"; a key that is not a plain
+// name is bracketed: "kafka.properties[sasl.password]".
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	if plainKey.MatchString(key) {
+		return path + "." + key
+	}
+	return path + "[" + key + "]"
+}
+
+var plainKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
+
+// sortedKeys returns m's keys in order, for messages.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

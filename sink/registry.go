@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -15,6 +16,9 @@ import (
 // Factory builds a Plugin from its section of a pipeline config. It must do no I/O: the
 // database is checked later, by Prepare and Open.
 type Factory func(cfg PluginConfig) (Plugin, error)
+
+// quoted matches the value yaml quotes in its type errors.
+var quoted = regexp.MustCompile("`[^`]*`")
 
 var registry struct {
 	sync.RWMutex
@@ -38,6 +42,14 @@ func Register(name string, f Factory) {
 		panic("eosink: Register called twice for plugin " + name)
 	}
 	registry.m[name] = f
+}
+
+// registered names the registered plugins for messages.
+func registered() string {
+	if names := Plugins(); len(names) > 0 {
+		return strings.Join(names, ", ")
+	}
+	return "none"
 }
 
 // Plugins returns the registered plugin names, sorted.
@@ -101,7 +113,7 @@ func (c PluginConfig) Decode(v any) error {
 				if _, after, ok := strings.Cut(e, ": "); ok && strings.HasPrefix(e, "line ") {
 					e = after
 				}
-				parts[i] = e
+				parts[i] = quoted.ReplaceAllString(e, "a value") // yaml quotes the value: it may be a secret
 			}
 			reason = strings.Join(parts, "; ")
 		}
@@ -126,13 +138,13 @@ func (c PluginConfig) Sub(key string) (PluginConfig, error) {
 func BuildPlugin(cfg PluginConfig) (Plugin, error) {
 	name := cfg.Type()
 	if name == "" {
-		return nil, &ConfigError{Field: cfg.Path + ".type", Reason: fmt.Sprintf("required: one of %s", strings.Join(Plugins(), ", "))}
+		return nil, &ConfigError{Field: cfg.Path + ".type", Reason: fmt.Sprintf("required: one of %s", registered())}
 	}
 	registry.RLock()
 	f := registry.m[name]
 	registry.RUnlock()
 	if f == nil {
-		return nil, &ConfigError{Field: cfg.Path + ".type", Reason: fmt.Sprintf("unknown plugin %q; registered: %s (a custom plugin must be compiled into the binary)", name, strings.Join(Plugins(), ", "))}
+		return nil, &ConfigError{Field: cfg.Path + ".type", Reason: fmt.Sprintf("unknown plugin %q; registered: %s (a custom plugin must be compiled into the binary)", name, registered())}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

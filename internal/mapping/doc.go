@@ -26,8 +26,9 @@
 // segment made only of digits indexes an array (value.items.0.sku) and, on an object,
 // names the key with those digits. A backslash makes the next character literal: write
 // value.a\.b for the key "a.b" and value.a\\b for the key `a\b`. Any other character,
-// including * ? | # @ ! and spaces, stands for itself. Segments cannot be empty. If an
-// object repeats a key, the first occurrence wins (PostgreSQL's jsonb keeps the last).
+// including * ? | # @ ! and spaces, stands for itself; segments cannot be empty nor hold
+// NUL. A key is matched after JSON unescaping ("\u0061" is "a"). If an object repeats a
+// key, the first occurrence wins (PostgreSQL's jsonb keeps the last).
 //
 // # Values
 //
@@ -59,7 +60,8 @@
 //
 // # Performance
 //
-// Row decodes each side at most once per record, whatever the number of columns: one
-// validation pass (JSON syntax and UTF-8) and then one lookup per column, with no
-// intermediate tree. Its text values share one allocation per record; dst is reused.
+// Row scans each side at most once per record, whatever the number of columns: a single
+// pass over the bytes validates the JSON (the syntax encoding/json accepts, UTF-8, at most
+// 10000 levels of nesting) and notes where each path's value is, with no intermediate tree
+// and no number parsing. Its text values share one allocation per record; dst is reused.
 package mapping

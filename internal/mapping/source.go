@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/tidwall/gjson"
 )
 
 // sourceKind is what a Source reads. The zero kind is no source at all.
@@ -30,7 +28,7 @@ const (
 type Source struct {
 	kind sourceKind
 	expr string // the expression as written
-	arg  string // gjson path for key.<path> and value.<path>; header name for header.<name>
+	arg  string // path segments joined by NUL for key.<path> and value.<path>; header name for header.<name>
 }
 
 // sourceSyntax lists the allowed expressions, for error messages.
@@ -65,7 +63,7 @@ func ParseSource(expr string) (Source, error) {
 	}
 	switch prefix {
 	case "key", "value":
-		path, err := gjsonPath(rest)
+		path, err := encodePath(rest)
 		if err != nil {
 			return Source{}, fmt.Errorf("mapping: bad source %q: %v", expr, err)
 		}
@@ -93,30 +91,23 @@ func MustParseSource(expr string) Source {
 	return s
 }
 
-// gjsonPath turns a dot-separated path, where a backslash makes the next character
-// literal, into a gjson path whose segments match only the literal keys (or array
-// indexes, for all-digit segments): gjson.Escape escapes gjson's special characters.
-func gjsonPath(p string) (string, error) {
-	var out strings.Builder
-	var seg []byte
-	flush := func() error {
-		if len(seg) == 0 {
-			return errors.New("empty path segment")
-		}
-		if out.Len() > 0 {
-			out.WriteByte('.')
-		}
-		out.WriteString(gjson.Escape(string(seg)))
-		seg = seg[:0]
-		return nil
+// encodePath turns a dot-separated path, where a backslash makes the next character
+// literal, into its segments joined by NUL bytes, as the scanner reads them.
+func encodePath(p string) (string, error) {
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", errors.New("path holds a NUL byte")
 	}
+	out := make([]byte, 0, len(p))
+	seg := 0 // length of the current segment
 	for i := 0; i < len(p); i++ {
 		c := p[i]
 		switch c {
 		case '.':
-			if err := flush(); err != nil {
-				return "", err
+			if seg == 0 {
+				return "", errors.New("empty path segment")
 			}
+			out = append(out, 0)
+			seg = 0
 			continue
 		case '\\':
 			i++
@@ -125,12 +116,13 @@ func gjsonPath(p string) (string, error) {
 			}
 			c = p[i]
 		}
-		seg = append(seg, c)
+		out = append(out, c)
+		seg++
 	}
-	if err := flush(); err != nil {
-		return "", err
+	if seg == 0 {
+		return "", errors.New("empty path segment")
 	}
-	return out.String(), nil
+	return string(out), nil
 }
 
 // String returns the expression s was parsed from, or "" for the zero Source.

@@ -7,10 +7,8 @@ import (
 )
 
 // Errors about text that PostgreSQL cannot store. They are made on the error path only.
-func errNUL() error      { return &detailError{ErrInvalidText, "contains a NUL byte"} }
-func errBadUTF8() error  { return &detailError{ErrInvalidText, "not valid UTF-8"} }
-func errNotJSON() error  { return &detailError{ErrInvalidJSON, "syntax error"} }
-func errJSONUTF8() error { return &detailError{ErrInvalidJSON, "not valid UTF-8"} }
+func errNUL() error     { return &detailError{ErrInvalidText, "contains a NUL byte"} }
+func errBadUTF8() error { return &detailError{ErrInvalidText, "not valid UTF-8"} }
 
 // checkText reports whether s can be PostgreSQL text: valid UTF-8 without NUL.
 func checkText(s string) error {

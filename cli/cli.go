@@ -11,6 +11,7 @@
 //	eosink offsets set -pipeline P -to earliest|latest|OFFSET|TIME -reason TEXT [-dry-run]
 //	eosink lag [-json]                    lag per partition
 //	eosink status [-json]                 one line per pipeline
+//	eosink dlq list|show|replay|discard   dead letters (see eosink dlq -h)
 //
 // The operator commands take the database from -database-url or DATABASE_URL, the broker from
 // -brokers or KAFKA_BOOTSTRAP_SERVERS, and the schema from -schema (default "eosink"). The
@@ -62,7 +63,8 @@ commands:
   offsets list                            stored positions, owners, epochs, log range and lag
   offsets set|reset                       move positions (earliest, latest, offset, time); audited
   lag                                     lag per partition (-json for JSON)
-  status                                  one line per pipeline: partitions, owners, epochs, last commit, lag
+  status                                  one line per pipeline: partitions, owners, epochs, last commit, lag, dead letters
+  dlq list|show|replay|discard            dead letters: inspect, apply again through the sink, or delete
 
 Run 'eosink <command> -h' for flags.
 `
@@ -102,6 +104,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = lagCmd(ctx, args[1:], stdout, stderr)
 	case "status":
 		err = statusCmd(ctx, args[1:], stdout, stderr)
+	case "dlq":
+		err = dlqCmd(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

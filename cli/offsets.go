@@ -174,23 +174,33 @@ flags:
 
 // listPositions parses the flags shared by lag and status and lists the positions.
 func listPositions(ctx context.Context, name string, args []string, stderr io.Writer) ([]ops.Position, bool, error) {
+	ps, _, asJSON, err := listPositionsAndDead(ctx, name, args, stderr, false)
+	return ps, asJSON, err
+}
+
+// listPositionsAndDead is listPositions, with the dead letters per pipeline when withDead.
+func listPositionsAndDead(ctx context.Context, name string, args []string, stderr io.Writer, withDead bool) ([]ops.Position, map[string]int64, bool, error) {
 	fs := flag.NewFlagSet("eosink "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o opsFlags
 	o.register(fs)
 	pipeline := fs.String("pipeline", "", "pipeline (default: all)")
 	if pos, err := parseInterleaved(fs, args); err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	} else if len(pos) > 0 {
-		return nil, false, usageError{fmt.Errorf("%s: unexpected arguments %v (use -pipeline)", name, pos)}
+		return nil, nil, false, usageError{fmt.Errorf("%s: unexpected arguments %v (use -pipeline)", name, pos)}
 	}
 	c, closeFn, err := o.client(ctx)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	defer closeFn()
 	ps, err := c.List(ctx, *pipeline)
-	return ps, o.json, err
+	if err != nil || !withDead {
+		return ps, nil, o.json, err
+	}
+	dead, err := c.CountDeadLetters(ctx)
+	return ps, dead, o.json, err
 }
 
 // lagCmd: eosink lag.
@@ -271,7 +281,7 @@ func printChanges(w io.Writer, cs []ops.Change, asJSON bool) error {
 
 // statusCmd: eosink status, one line per pipeline.
 func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	ps, asJSON, err := listPositions(ctx, "status", args, stderr)
+	ps, dead, asJSON, err := listPositionsAndDead(ctx, "status", args, stderr, true)
 	if err != nil {
 		return err
 	}
@@ -284,6 +294,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Lag        int64     `json:"lag"`
 		Lagging    int       `json:"partitions_lagging"`
 		Errors     int       `json:"partitions_in_error"`
+		Dead       int64     `json:"dead_letters"`
 	}
 	var out []*summary
 	by := map[string]*summary{}
@@ -310,14 +321,17 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			s.Errors++
 		}
 	}
+	for _, s := range out {
+		s.Dead = dead[s.Pipeline]
+	}
 	if asJSON {
 		return writeJSON(stdout, out)
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PIPELINE\tPARTITIONS\tOWNERS\tMAX EPOCH\tLAST COMMIT\tLAG\tLAGGING\tIN ERROR")
+	fmt.Fprintln(tw, "PIPELINE\tPARTITIONS\tOWNERS\tMAX EPOCH\tLAST COMMIT\tLAG\tLAGGING\tIN ERROR\tDEAD LETTERS")
 	for _, s := range out {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t%d\t%d\n", s.Pipeline, s.Partitions, strings.Join(s.Owners, ","), s.MaxEpoch,
-			s.LastCommit.UTC().Format(time.RFC3339), s.Lag, s.Lagging, s.Errors)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t%d\t%d\t%d\n", s.Pipeline, s.Partitions, strings.Join(s.Owners, ","), s.MaxEpoch,
+			s.LastCommit.UTC().Format(time.RFC3339), s.Lag, s.Lagging, s.Errors, s.Dead)
 	}
 	return tw.Flush()
 }

@@ -5,16 +5,20 @@ package test
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/eosink/eosink/internal/testbed"
 )
 
-var pointsBin string
+// The binaries the tests run as processes.
+var pointsBin, eosinkBin, ordersBin, ledgerBin string
 
 func TestMain(m *testing.M) {
-	bin, cleanup := testbed.BuildPoints()
-	pointsBin = bin
+	dir, cleanup := testbed.Build("github.com/eosink/eosink/examples/points", "github.com/eosink/eosink/cmd/eosink",
+		"github.com/eosink/eosink/examples/orders", "github.com/eosink/eosink/examples/custom-sink/eosink-ledger")
+	pointsBin, eosinkBin = filepath.Join(dir, "points"), filepath.Join(dir, "eosink")
+	ordersBin, ledgerBin = filepath.Join(dir, "orders"), filepath.Join(dir, "eosink-ledger")
 	code := m.Run()
 	cleanup()
 	os.Exit(code)

@@ -1,0 +1,279 @@
+package cli
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/eosink/eosink/internal/ops"
+	"github.com/eosink/eosink/internal/pipeline"
+)
+
+const dlqUsage = `usage: eosink dlq <command> [flags]
+
+commands:
+  list     [-pipeline P] [-topic T] [-partition N] [-limit N] [-json]   dead letters, oldest first
+  show     -id N [-json]                                                one dead letter with its key, value and headers
+  replay   -config FILE [-id N,...] [-topic T] [-partition N]          apply dead letters again through the pipeline's sink;
+                                                                        each one's removal commits with its write
+  discard  -pipeline P (-id N,... | -all) [-topic T] [-partition N] -yes   delete dead letters
+
+The database comes from -database-url or DATABASE_URL (replay: from the config file), the
+schema from -schema (default "eosink").
+`
+
+// dlqFlags are the selection flags of the dlq commands.
+type dlqFlags struct {
+	opsFlags
+	pipeline, topic, ids string
+	partition            int
+	limit                int
+	all, yes, dryRun     bool
+	config               string
+}
+
+func (d *dlqFlags) filter() (ops.DeadLetterFilter, error) {
+	f := ops.DeadLetterFilter{Pipeline: d.pipeline, Topic: d.topic, Limit: d.limit}
+	if d.partition >= 0 {
+		p := int32(d.partition)
+		f.Partition = &p
+	}
+	for _, s := range strings.Split(d.ids, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return f, usageError{fmt.Errorf("-id: %q is not a dead letter id", s)}
+		}
+		f.IDs = append(f.IDs, id)
+	}
+	return f, nil
+}
+
+// dbClient is an ops.Client for the database alone.
+func (o *opsFlags) dbClient(ctx context.Context, url, schema string) (*ops.Client, func(), error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, nil, fmt.Errorf("database URL: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		cc := pool.Config().ConnConfig
+		return nil, nil, fmt.Errorf("cannot connect to PostgreSQL at %s:%d/%s: %w", cc.Host, cc.Port, cc.Database, err)
+	}
+	return &ops.Client{Pool: pool, Schema: schema}, pool.Close, nil
+}
+
+// dlqCmd: eosink dlq list|show|replay|discard.
+func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(stderr, dlqUsage)
+		return usageError{errors.New("dlq: a command is required")}
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("eosink dlq "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var d dlqFlags
+	fs.StringVar(&d.dbURL, "database-url", "", "PostgreSQL connection string (default: env DATABASE_URL)")
+	fs.StringVar(&d.schema, "schema", "eosink", "eosink's schema (offsets and dead letters)")
+	fs.BoolVar(&d.json, "json", false, "print JSON")
+	fs.StringVar(&d.pipeline, "pipeline", "", "pipeline name")
+	fs.StringVar(&d.topic, "topic", "", "only this topic")
+	fs.IntVar(&d.partition, "partition", -1, "only this partition")
+	fs.StringVar(&d.ids, "id", "", "dead letter ids, comma-separated")
+	fs.IntVar(&d.limit, "limit", 0, "list: at most this many (0: all)")
+	fs.BoolVar(&d.all, "all", false, "discard: every dead letter of the pipeline (with the other filters)")
+	fs.BoolVar(&d.yes, "yes", false, "discard: confirm")
+	fs.BoolVar(&d.dryRun, "dry-run", false, "replay, discard: list what would be done, change nothing")
+	fs.StringVar(&d.config, "config", "", "replay: the pipeline's config file (its database, schema, pipeline and sink)")
+	if _, err := parseInterleaved(fs, args[1:]); err != nil {
+		return err
+	}
+	f, err := d.filter()
+	if err != nil {
+		return err
+	}
+	if sub == "replay" {
+		return dlqReplay(ctx, &d, f, stdout, stderr)
+	}
+	if d.config != "" {
+		return usageError{fmt.Errorf("dlq %s: -config is for replay; use -database-url and -schema", sub)}
+	}
+	url := d.dbURL
+	if url == "" {
+		url = os.Getenv("DATABASE_URL")
+	}
+	if url == "" {
+		return usageError{errors.New("no database: set DATABASE_URL or -database-url")}
+	}
+	c, closeDB, err := d.dbClient(ctx, url, d.schema)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	switch sub {
+	case "list":
+		list, err := c.DeadLetters(ctx, f)
+		if err != nil {
+			return err
+		}
+		return printDeadLetters(stdout, list, d.json)
+	case "show":
+		if len(f.IDs) != 1 {
+			return usageError{errors.New("dlq show: -id N is required (one id)")}
+		}
+		dl, err := c.ShowDeadLetter(ctx, f.IDs[0])
+		if err != nil {
+			return err
+		}
+		return printDeadLetter(stdout, dl, d.json)
+	case "discard":
+		if d.pipeline == "" {
+			return usageError{errors.New("dlq discard: -pipeline is required")}
+		}
+		if len(f.IDs) == 0 && !d.all {
+			return usageError{errors.New("dlq discard: name dead letters with -id, or pass -all for every one of the pipeline (with -topic and -partition)")}
+		}
+		if d.dryRun || !d.yes {
+			list, err := c.DeadLetters(ctx, f)
+			if err != nil {
+				return err
+			}
+			if err := printDeadLetters(stdout, list, d.json); err != nil {
+				return err
+			}
+			if !d.dryRun {
+				return usageError{fmt.Errorf("dlq discard: %d dead letters would be deleted for good; add -yes to confirm", len(list))}
+			}
+			return nil
+		}
+		n, err := c.DiscardDeadLetters(ctx, f)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "discarded %d dead letters of pipeline %s\n", n, d.pipeline)
+		return nil
+	}
+	fmt.Fprint(stderr, dlqUsage)
+	return usageError{fmt.Errorf("dlq: unknown command %q", sub)}
+}
+
+// dlqReplay builds the pipeline's plugin from its config file and replays.
+func dlqReplay(ctx context.Context, d *dlqFlags, f ops.DeadLetterFilter, stdout, stderr io.Writer) error {
+	if d.config == "" {
+		return usageError{errors.New("dlq replay: -config is required: the records go back through the pipeline's sink")}
+	}
+	if d.dbURL != "" || d.pipeline != "" {
+		return usageError{errors.New("dlq replay: the database and pipeline come from -config")}
+	}
+	p, err := pipeline.Load(d.config, pipeline.Options{LogOutput: stderr})
+	if err != nil {
+		return err
+	}
+	f.Pipeline = p.Config.Pipeline
+	c, closeDB, err := d.dbClient(ctx, p.Config.DatabaseURL, p.Config.Schema)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	if d.dryRun {
+		list, err := c.DeadLetters(ctx, f)
+		if err != nil {
+			return err
+		}
+		return printDeadLetters(stdout, list, d.json)
+	}
+	last := time.Now()
+	res, err := c.Replay(ctx, f, p.Plugin, func(done, total int, r ops.ReplayResult) {
+		if done == total || time.Since(last) >= 2*time.Second {
+			last = time.Now()
+			fmt.Fprintf(stderr, "replay: %d/%d done, %d applied, %d failed again, %d gone\n", done, total, r.Replayed, r.FailedAgain, r.Gone)
+		}
+	})
+	if d.json {
+		if jerr := writeJSON(stdout, res); jerr != nil && err == nil {
+			err = jerr
+		}
+	} else {
+		fmt.Fprintf(stdout, "replayed %d, failed again %d, gone %d\n", res.Replayed, res.FailedAgain, res.Gone)
+		if len(res.FailedIDs) > 0 {
+			fmt.Fprintf(stdout, "still dead-lettered (see eosink dlq show -id N): %v\n", res.FailedIDs)
+		}
+	}
+	return err
+}
+
+func printDeadLetters(w io.Writer, list []ops.DeadLetter, asJSON bool) error {
+	if asJSON {
+		if list == nil {
+			list = []ops.DeadLetter{}
+		}
+		return writeJSON(w, list)
+	}
+	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tPIPELINE\tTOPIC\tPARTITION\tOFFSET\tFAILURES\tLAST FAILED\tVALUE BYTES\tERROR")
+	for _, d := range list {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n", d.ID, d.Pipeline, d.Topic, d.Partition, d.Offset, d.Failures,
+			d.LastFailedAt.UTC().Format(time.RFC3339), d.ValueBytes, firstLine(d.Error, 100))
+	}
+	return tw.Flush()
+}
+
+func firstLine(s string, n int) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return s
+}
+
+// printable returns b as text if it is valid UTF-8, else as base64 with a prefix.
+func printable(b []byte) string {
+	if b == nil {
+		return "(null)"
+	}
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return "base64:" + base64.StdEncoding.EncodeToString(b)
+}
+
+func printDeadLetter(w io.Writer, d ops.DeadLetter, asJSON bool) error {
+	r := d.Record
+	if asJSON {
+		type header struct {
+			Key   string `json:"key"`
+			Value string `json:"value"`
+		}
+		out := struct {
+			ops.DeadLetter
+			Key       string    `json:"key"`
+			Value     string    `json:"value"`
+			Headers   []header  `json:"headers"`
+			Timestamp time.Time `json:"timestamp"`
+		}{DeadLetter: d, Key: printable(r.Key), Value: printable(r.Value), Headers: []header{}, Timestamp: r.Timestamp}
+		for _, h := range r.Headers {
+			out.Headers = append(out.Headers, header{h.Key, printable(h.Value)})
+		}
+		return writeJSON(w, out)
+	}
+	fmt.Fprintf(w, "id:            %d\npipeline:      %s\nrecord:        %s[%d]@%d\ntimestamp:     %s\nfailures:      %d (first %s, last %s)\nerror:         %s\nkey:           %s\nvalue:         %s\n",
+		d.ID, d.Pipeline, d.Topic, d.Partition, d.Offset, r.Timestamp.UTC().Format(time.RFC3339Nano), d.Failures,
+		d.FirstFailedAt.UTC().Format(time.RFC3339), d.LastFailedAt.UTC().Format(time.RFC3339), d.Error, printable(r.Key), printable(r.Value))
+	for _, h := range r.Headers {
+		fmt.Fprintf(w, "header:        %s=%s\n", h.Key, printable(h.Value))
+	}
+	return nil
+}

@@ -208,7 +208,7 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usageError{errors.New("migrate: no database: set DATABASE_URL or -database-url")}
 	}
 
-	m, err := migrator.Open(ctx, *dbURL, migrator.Set{FS: migrations.FS, Schema: *schema, Table: migrations.Table})
+	m, err := migrator.Open(ctx, *dbURL, migrator.Set{FS: migrations.FS, Schema: *schema, Table: migrations.Table, Progress: stderr, Name: "eosink"})
 	if err != nil {
 		return err
 	}
@@ -242,7 +242,7 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			fmt.Fprintf(stdout, "sink plugin %q: no migrations of its own\n", plugin.SinkType)
 			return nil
 		}
-		if err := sink.MigratePlugin(ctx, *dbURL, plugin.Plugin); err != nil {
+		if err := sink.MigratePluginProgress(ctx, *dbURL, plugin.Plugin, stderr); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "sink plugin %q: migrations applied\n", plugin.SinkType)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/jackc/pgx/v5"
 
@@ -32,12 +33,18 @@ func Migrate(ctx context.Context, databaseURL, schema string) error {
 // MigratePlugin applies the migrations a plugin ships (see Migrator); it does nothing for a
 // plugin without any. Like Migrate, it is safe to call from several processes at once.
 func MigratePlugin(ctx context.Context, databaseURL string, p Plugin) error {
+	return MigratePluginProgress(ctx, databaseURL, p, nil)
+}
+
+// MigratePluginProgress is MigratePlugin writing a line to progress (when not nil) as each
+// migration finishes.
+func MigratePluginProgress(ctx context.Context, databaseURL string, p Plugin, progress io.Writer) error {
 	m, ok := p.(Migrator)
 	if !ok {
 		return nil
 	}
 	for _, set := range m.Migrations() {
-		g, err := migrator.Open(ctx, databaseURL, migrator.Set{FS: set.FS, Schema: set.Schema, Table: set.Table})
+		g, err := migrator.Open(ctx, databaseURL, migrator.Set{FS: set.FS, Schema: set.Schema, Table: set.Table, Progress: progress, Name: set.Name})
 		if err != nil {
 			return fmt.Errorf("eosink: migrate %s: %w", set.Name, err)
 		}

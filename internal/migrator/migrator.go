@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 
 	"github.com/golang-migrate/migrate/v4"
@@ -21,7 +22,23 @@ type Set struct {
 	FS     fs.FS  // NNNN_name.up.sql / .down.sql at its root
 	Schema string // created if missing; migrations run with search_path set to it
 	Table  string // golang-migrate's version table inside Schema
+	// Progress, when set, receives a line per migration as it finishes, for long runs.
+	Progress io.Writer
+	// Name prefixes the progress lines, for example "eosink" or a plugin's name.
+	Name string
 }
+
+// progress is golang-migrate's Logger writing to a Set's Progress.
+type progress struct {
+	w    io.Writer
+	name string
+}
+
+func (p progress) Printf(format string, v ...any) {
+	fmt.Fprintf(p.w, "migrate %s: %s", p.name, fmt.Sprintf(format, v...))
+}
+
+func (p progress) Verbose() bool { return false }
 
 // Migrator runs migrations of one Set. Close it when done.
 type Migrator struct {
@@ -71,6 +88,9 @@ func Open(ctx context.Context, databaseURL string, set Set) (*Migrator, error) {
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	if set.Progress != nil {
+		m.Log = progress{set.Progress, set.Name}
 	}
 	return &Migrator{m: m, db: db}, nil
 }

@@ -1,0 +1,512 @@
+// Command bench measures eosink's throughput side by side with the database's raw COPY
+// limit, an at-least-once baseline, per-message commits and a peer (the Debezium JDBC sink on
+// Kafka Connect), in one run on one machine, and writes the results and their ratios as
+// JSON. `make bench` runs it; docs/benchmarks.md explains the method and shows the results.
+//
+// Each measurement runs in a child process of its own (this binary, "child" mode), so that
+// its CPU time and peak memory are its own. CPU seconds also count the broker's and
+// PostgreSQL's processes, read from /proc before and after. Throughput is counted from the
+// first committed record to the last, so that process start and the group join are left out
+// for every contender alike.
+//
+// Environment: KAFKA_BOOTSTRAP_SERVERS and DATABASE_URL (required); BENCH_RECORDS (default
+// 2000000), BENCH_PARTITIONS (12), BENCH_BATCH (5000), BENCH_REPORT (.reports/bench.json),
+// BENCH_PEER (1; 0 skips the peer), BENCH_CURVES (1; 0 skips the curves), BENCH_CURVE_SECONDS
+// (8), BENCH_PROFILE (a path: CPU profile of the eosink run), BENCH_DOCS (1 writes the chart
+// to docs/benchmarks.png as well).
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eosink/eosink/sink"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "child" {
+		os.Exit(runChild(os.Args[2:]))
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+func envStr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// Measurement is one contender's numbers.
+type Measurement struct {
+	Name             string  `json:"name"`
+	Description      string  `json:"description"`
+	Records          int64   `json:"records"`
+	Seconds          float64 `json:"seconds"`
+	RecordsPerSecond float64 `json:"records_per_second"`
+	CPUSecondsPerM   float64 `json:"cpu_seconds_per_million"` // all processes: the contender, the broker, PostgreSQL
+	CPU              struct {
+		Contender float64 `json:"contender"`
+		Kafka     float64 `json:"kafka"`
+		Postgres  float64 `json:"postgres"`
+	} `json:"cpu_seconds"`
+	PeakRSSMiB float64 `json:"peak_rss_mib"`
+	P50ms      float64 `json:"p50_ms,omitempty"`
+	P99ms      float64 `json:"p99_ms,omitempty"`
+	Note       string  `json:"note,omitempty"`
+}
+
+// Point is one point of a curve.
+type Point struct {
+	X                float64 `json:"x"`
+	Label            string  `json:"label"`
+	RecordsPerSecond float64 `json:"records_per_second"`
+}
+
+// Report is what BENCH_REPORT receives.
+type Report struct {
+	Started          time.Time               `json:"started"`
+	Command          string                  `json:"command"`
+	Machine          string                  `json:"machine"`
+	Records          int64                   `json:"records"`
+	Partitions       int                     `json:"partitions"`
+	Batch            int                     `json:"batch"`
+	RecordsPerSecond map[string]float64      `json:"records_per_second"`
+	Ratios           map[string]float64      `json:"ratios"`
+	Measurements     map[string]*Measurement `json:"measurements"`
+	Latency          *Measurement            `json:"latency_at_half_peak,omitempty"`
+	Curves           map[string][]Point      `json:"curves,omitempty"`
+	Targets          []Target                `json:"targets"`
+}
+
+// Target is one of the goals in the benchmark issue, with whether this run met it.
+type Target struct {
+	Goal   string `json:"goal"`
+	Actual string `json:"actual"`
+	Met    bool   `json:"met"`
+}
+
+type bench struct {
+	brokers, url string
+	exe          string
+	records      int64
+	partitions   int
+	batch        int
+	rep          *Report
+	logf         func(format string, args ...any)
+}
+
+func run() error {
+	b := &bench{brokers: os.Getenv("KAFKA_BOOTSTRAP_SERVERS"), url: os.Getenv("DATABASE_URL"),
+		records: int64(envInt("BENCH_RECORDS", 2_000_000)), partitions: envInt("BENCH_PARTITIONS", 12), batch: envInt("BENCH_BATCH", 5000)}
+	if b.brokers == "" || b.url == "" {
+		return fmt.Errorf("KAFKA_BOOTSTRAP_SERVERS and DATABASE_URL must name the broker and the database (make bench starts them)")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	b.exe = exe
+	b.logf = func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "bench %s: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+	b.rep = &Report{Started: time.Now().UTC(), Records: b.records, Partitions: b.partitions, Batch: b.batch,
+		Command: "make bench", Machine: machine(), RecordsPerSecond: map[string]float64{}, Ratios: map[string]float64{},
+		Measurements: map[string]*Measurement{}, Curves: map[string][]Point{}}
+	ctx := context.Background()
+	if err := b.resetSchemas(ctx); err != nil {
+		return err
+	}
+
+	b.logf("preloading %d records over %d partitions (topic bench-main)", b.records, b.partitions)
+	took, err := preload(ctx, b.brokers, "bench-main", b.partitions, b.records, "normal")
+	if err != nil {
+		return err
+	}
+	b.logf("preloaded in %s (%.0f records/s)", took.Round(time.Millisecond), float64(b.records)/took.Seconds())
+
+	steps := []struct {
+		name, desc string
+		args       []string
+	}{
+		{"copy", "pgx CopyFrom of the same rows from memory, 4 connections, one transaction per batch: no Kafka", []string{"-mode", "copy"}},
+		{"eos", "eosink: rows and next offset in one transaction per batch, per partition", []string{"-mode", "eos", "-topic", "bench-main"}},
+		{"at_least_once", "same plugin and batching; offsets committed to Kafka after each database commit", []string{"-mode", "alo", "-topic", "bench-main"}},
+		{"per_message", "one transaction (idempotent upsert) and one synchronous Kafka commit per record, 20 s", []string{"-mode", "permsg", "-topic", "bench-main", "-limit", "20s"}},
+	}
+	for _, s := range steps {
+		if s.name == "eos" && os.Getenv("BENCH_PROFILE") != "" {
+			s.args = append(s.args, "-cpuprofile", os.Getenv("BENCH_PROFILE"))
+		}
+		kind := "insert"
+		if s.name == "per_message" {
+			kind = "upsert" // its idempotent write needs the key
+		}
+		m, err := b.child(ctx, s.name, s.desc, kind, s.args...)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		b.rep.Measurements[s.name] = m
+	}
+
+	if envInt("BENCH_PEER", 1) == 1 {
+		if err := b.peer(ctx); err != nil {
+			return fmt.Errorf("peer: %w", err)
+		}
+	}
+
+	// Latency at half of eosink's peak.
+	peak := b.rep.Measurements["eos"].RecordsPerSecond
+	rate := int(peak / 2)
+	if err := createTopic(ctx, b.brokers, "bench-latency", b.partitions); err != nil {
+		return err
+	}
+	lat, err := b.child(ctx, "latency", fmt.Sprintf("eosink at %d records/s (half its peak) for 20 s: Kafka timestamp to end of COMMIT", rate),
+		"insert", "-mode", "latency", "-topic", "bench-latency", "-rate", strconv.Itoa(rate), "-limit", "20s")
+	if err != nil {
+		return fmt.Errorf("latency: %w", err)
+	}
+	b.rep.Latency = lat
+
+	if envInt("BENCH_CURVES", 1) == 1 {
+		if err := b.curves(ctx); err != nil {
+			return fmt.Errorf("curves: %w", err)
+		}
+	}
+	b.summarize()
+	return b.write()
+}
+
+// resetSchemas drops what an earlier run left and creates the offsets table.
+func (b *bench) resetSchemas(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, b.url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS bench CASCADE; DROP SCHEMA IF EXISTS bench_eosink CASCADE; CREATE SCHEMA bench"); err != nil {
+		return err
+	}
+	return sink.Migrate(ctx, b.url, "bench_eosink")
+}
+
+// table creates a fresh target table; upsert gives it a primary key.
+func (b *bench) table(ctx context.Context, name, kind string) error {
+	conn, err := pgx.Connect(ctx, b.url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	pk := ""
+	if kind == "upsert" {
+		pk = " PRIMARY KEY"
+	}
+	t := pgx.Identifier{"bench", name}.Sanitize()
+	_, err = conn.Exec(ctx, "DROP TABLE IF EXISTS "+t+"; CREATE TABLE "+t+` (id bigint NOT NULL`+pk+
+		`, account text NOT NULL, amount integer NOT NULL, currency text NOT NULL, ts timestamptz NOT NULL, note text)`)
+	return err
+}
+
+var seq int
+
+// child runs one measurement in a child process and adds the services' CPU.
+func (b *bench) child(ctx context.Context, name, desc, kind string, args ...string) (*Measurement, error) {
+	seq++
+	tableName := fmt.Sprintf("t%d_%s", seq, name)
+	if err := b.table(ctx, tableName, kind); err != nil {
+		return nil, err
+	}
+	all := append([]string{"child", "-brokers", b.brokers, "-url", b.url, "-table", tableName, "-kind", kind,
+		"-group", fmt.Sprintf("bench-%d-%d", time.Now().Unix(), seq), "-records", strconv.FormatInt(b.records, 10),
+		"-partitions", strconv.Itoa(b.partitions), "-batch", strconv.Itoa(b.batch)}, args...)
+	b.logf("%s: %s", name, desc)
+	cmd := exec.CommandContext(ctx, b.exe, all...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	k0, p0 := serviceCPU()
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%v\n%s", err, out.String())
+	}
+	k1, p1 := serviceCPU()
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var res childResult
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		return nil, fmt.Errorf("child output %q: %w", out.String(), err)
+	}
+	m := &Measurement{Name: name, Description: desc, Records: res.Records, Seconds: res.Seconds, P50ms: res.P50ms, P99ms: res.P99ms}
+	m.RecordsPerSecond = float64(res.Records) / res.Seconds
+	m.CPU.Contender = cmd.ProcessState.UserTime().Seconds() + cmd.ProcessState.SystemTime().Seconds()
+	m.CPU.Kafka, m.CPU.Postgres = k1-k0, p1-p0
+	if res.Records > 0 {
+		m.CPUSecondsPerM = (m.CPU.Contender + m.CPU.Kafka + m.CPU.Postgres) / float64(res.Records) * 1e6
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		m.PeakRSSMiB = float64(ru.Maxrss) / 1024
+	}
+	b.logf("%s: %d records in %.2fs: %.0f records/s, %.1f CPU s per million, peak RSS %.0f MiB%s", name, res.Records, res.Seconds,
+		m.RecordsPerSecond, m.CPUSecondsPerM, m.PeakRSSMiB, latencyText(m))
+	return m, nil
+}
+
+func latencyText(m *Measurement) string {
+	if m.P99ms == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", latency p50 %.0f ms p99 %.0f ms", m.P50ms, m.P99ms)
+}
+
+var peerLine = regexp.MustCompile(`rows=(\d+) duplicates=(\d+).*first-to-last row ([0-9.]+)s -> `)
+
+// peer runs the Debezium JDBC sink on Kafka Connect over a topic holding the same records in
+// the JsonConverter envelope it needs, and eosink over the very same topic for a like-for-like
+// ratio.
+func (b *bench) peer(ctx context.Context) error {
+	b.logf("preloading the same records in the JsonConverter envelope (topic bench-envelope) for the peer")
+	if _, err := preload(ctx, b.brokers, "bench-envelope", b.partitions, b.records, "envelope"); err != nil {
+		return err
+	}
+	m, err := b.child(ctx, "eos_envelope", "eosink on the peer's topic (the same records in the JsonConverter envelope)", "insert",
+		"-mode", "eos", "-topic", "bench-envelope", "-format", "envelope")
+	if err != nil {
+		return err
+	}
+	b.rep.Measurements["eos_envelope"] = m
+
+	script := filepath.Join(repoRoot(), "test", "bench", "peer", "run-peer.sh")
+	cmd := exec.CommandContext(ctx, "bash", script, "bench-envelope", strconv.FormatInt(b.records, 10))
+	cmd.Env = append(os.Environ(), "PEER_TABLE=peer_bench", "PEER_SCHEMA=bench", "PEER_BATCH_SIZE="+strconv.Itoa(b.batch),
+		"PEER_UNNEST=true", "PEER_TASKS=2")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	b.logf("peer: Debezium JDBC sink on Kafka Connect (standalone, 2 tasks, unnest inserts, batch %d)", b.batch)
+	k0, p0 := serviceCPU()
+	err = cmd.Run()
+	k1, p1 := serviceCPU()
+	if err != nil {
+		return fmt.Errorf("%v\n%s", err, tail(out.String(), 40))
+	}
+	var line string
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), "peer: RESULT") {
+			line = sc.Text()
+		}
+	}
+	g := peerLine.FindStringSubmatch(line)
+	if g == nil {
+		return fmt.Errorf("no result line in the peer's output:\n%s", tail(out.String(), 40))
+	}
+	rows, _ := strconv.ParseInt(g[1], 10, 64)
+	secs, _ := strconv.ParseFloat(g[3], 64)
+	pm := &Measurement{Name: "peer", Description: "Debezium JDBC sink connector on Kafka Connect 4.1.1, standalone, 2 tasks, " +
+		"unnest inserts, JsonConverter with schemas (each value carries its schema)", Records: rows, Seconds: secs,
+		Note: line[strings.Index(line, "RESULT")+len("RESULT "):]}
+	pm.RecordsPerSecond = float64(rows) / secs
+	pm.CPU.Contender = cmd.ProcessState.UserTime().Seconds() + cmd.ProcessState.SystemTime().Seconds()
+	pm.CPU.Kafka, pm.CPU.Postgres = k1-k0, p1-p0
+	pm.CPUSecondsPerM = (pm.CPU.Contender + pm.CPU.Kafka + pm.CPU.Postgres) / float64(rows) * 1e6
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		pm.PeakRSSMiB = float64(ru.Maxrss) / 1024
+	}
+	if g[2] != "0" {
+		pm.Note += " (duplicates: " + g[2] + ")"
+	}
+	b.rep.Measurements["peer"] = pm
+	b.logf("peer: %d records in %.2fs: %.0f records/s, %.1f CPU s per million (JVM included), peak RSS %.0f MiB", rows, secs,
+		pm.RecordsPerSecond, pm.CPUSecondsPerM, pm.PeakRSSMiB)
+	return nil
+}
+
+// curves: throughput against batch size, partition count, row width, insert or upsert.
+func (b *bench) curves(ctx context.Context) error {
+	limit := fmt.Sprintf("%ds", envInt("BENCH_CURVE_SECONDS", 8))
+	n := int64(envInt("BENCH_CURVE_RECORDS", 400_000))
+	point := func(curve string, x float64, label string, kind string, args ...string) error {
+		saved := b.records
+		b.records = n
+		defer func() { b.records = saved }()
+		m, err := b.child(ctx, curve+"_"+label, curve+" "+label, kind, append([]string{"-mode", "eos", "-limit", limit}, args...)...)
+		if err != nil {
+			return err
+		}
+		b.rep.Curves[curve] = append(b.rep.Curves[curve], Point{X: x, Label: label, RecordsPerSecond: m.RecordsPerSecond})
+		return nil
+	}
+	for _, bs := range []int{1, 10, 100, 1000, 10000} {
+		if err := point("batch_size", float64(bs), strconv.Itoa(bs), "insert", "-topic", "bench-main", "-batch", strconv.Itoa(bs)); err != nil {
+			return err
+		}
+	}
+	for _, parts := range []int{1, 3, 6, 12, 24} {
+		topic := fmt.Sprintf("bench-p%d", parts)
+		if _, err := preload(ctx, b.brokers, topic, parts, n, "normal"); err != nil {
+			return err
+		}
+		if err := point("partitions", float64(parts), strconv.Itoa(parts), "insert", "-topic", topic, "-partitions", strconv.Itoa(parts)); err != nil {
+			return err
+		}
+	}
+	for i, w := range []string{"narrow", "normal", "wide"} {
+		topic := "bench-w-" + w
+		if _, err := preload(ctx, b.brokers, topic, b.partitions, n, w); err != nil {
+			return err
+		}
+		if err := point("row_width", float64(i), w, "insert", "-topic", topic, "-format", w); err != nil {
+			return err
+		}
+	}
+	for i, kind := range []string{"insert", "upsert"} {
+		if err := point("insert_vs_upsert", float64(i), kind, kind, "-topic", "bench-main"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *bench) summarize() {
+	ms := b.rep.Measurements
+	for _, k := range []string{"copy", "eos", "at_least_once", "per_message", "peer", "eos_envelope"} {
+		if m := ms[k]; m != nil {
+			b.rep.RecordsPerSecond[k] = m.RecordsPerSecond
+		}
+	}
+	ratio := func(name, a, c string) {
+		if ms[a] != nil && ms[c] != nil && ms[c].RecordsPerSecond > 0 {
+			b.rep.Ratios[name] = ms[a].RecordsPerSecond / ms[c].RecordsPerSecond
+		}
+	}
+	ratio("eos_vs_copy", "eos", "copy")
+	ratio("eos_vs_at_least_once", "eos", "at_least_once")
+	ratio("eos_vs_per_message", "eos", "per_message")
+	ratio("eos_vs_peer", "eos_envelope", "peer")
+	r := b.rep.Ratios
+	add := func(goal, actual string, met bool) {
+		b.rep.Targets = append(b.rep.Targets, Target{Goal: goal, Actual: actual, Met: met})
+	}
+	add("eosink / raw COPY >= 0.8", fmt.Sprintf("%.2f", r["eos_vs_copy"]), r["eos_vs_copy"] >= 0.8)
+	add("eosink / at-least-once >= 0.97", fmt.Sprintf("%.2f", r["eos_vs_at_least_once"]), r["eos_vs_at_least_once"] >= 0.97)
+	add("eosink / per-message >= 50x", fmt.Sprintf("%.0fx", r["eos_vs_per_message"]), r["eos_vs_per_message"] >= 50)
+	if _, ok := r["eos_vs_peer"]; ok {
+		add("eosink / peer >= 10x", fmt.Sprintf("%.1fx", r["eos_vs_peer"]), r["eos_vs_peer"] >= 10)
+	}
+	eos := ms["eos"]
+	add("insert of narrow rows >= 150,000 records/s", fmt.Sprintf("%.0f (normal rows: %.0f)", curveValue(b.rep, "row_width", "narrow"), eos.RecordsPerSecond),
+		curveValue(b.rep, "row_width", "narrow") >= 150_000)
+	add("upsert >= 50,000 records/s", fmt.Sprintf("%.0f", curveValue(b.rep, "insert_vs_upsert", "upsert")), curveValue(b.rep, "insert_vs_upsert", "upsert") >= 50_000)
+	if l := b.rep.Latency; l != nil {
+		add("p99 latency at half peak <= 2x max wait (200 ms)", fmt.Sprintf("p50 %.0f ms, p99 %.0f ms", l.P50ms, l.P99ms), l.P99ms <= 200)
+	}
+	add("peak RSS <= 256 MiB", fmt.Sprintf("%.0f MiB", eos.PeakRSSMiB), eos.PeakRSSMiB <= 256)
+}
+
+func curveValue(r *Report, curve, label string) float64 {
+	for _, p := range r.Curves[curve] {
+		if p.Label == label {
+			return p.RecordsPerSecond
+		}
+	}
+	return 0
+}
+
+func (b *bench) write() error {
+	tw := tabwriter.NewWriter(os.Stdout, 2, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "contender\trecords/s\tCPU s per 1M (all)\tpeak RSS MiB\trecords\tseconds")
+	for _, k := range []string{"copy", "eos", "at_least_once", "per_message", "eos_envelope", "peer"} {
+		if m := b.rep.Measurements[k]; m != nil {
+			fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%.0f\t%d\t%.2f\n", k, m.RecordsPerSecond, m.CPUSecondsPerM, m.PeakRSSMiB, m.Records, m.Seconds)
+		}
+	}
+	tw.Flush()
+	fmt.Println()
+	for _, k := range []string{"eos_vs_copy", "eos_vs_at_least_once", "eos_vs_per_message", "eos_vs_peer"} {
+		if v, ok := b.rep.Ratios[k]; ok {
+			fmt.Printf("%-22s %.2f\n", k, v)
+		}
+	}
+	fmt.Println()
+	for _, t := range b.rep.Targets {
+		mark := "MET    "
+		if !t.Met {
+			mark = "NOT MET"
+		}
+		fmt.Printf("%s  %-50s %s\n", mark, t.Goal, t.Actual)
+	}
+	path := envStr("BENCH_REPORT", filepath.Join(repoRoot(), ".reports", "bench.json"))
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	data, _ := json.MarshalIndent(b.rep, "", "  ")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return err
+	}
+	fmt.Println("bench: report written to", path)
+	png := strings.TrimSuffix(path, filepath.Ext(path)) + ".png"
+	if err := chart(b.rep, png); err != nil {
+		return fmt.Errorf("chart: %w", err)
+	}
+	fmt.Println("bench: chart written to", png)
+	if envInt("BENCH_DOCS", 0) == 1 {
+		data, err := os.ReadFile(png)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(repoRoot(), "docs", "benchmarks.png"), data, 0o644)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Println("bench: chart copied to docs/benchmarks.png")
+	}
+	return nil
+}
+
+func repoRoot() string {
+	out, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		wd, _ := os.Getwd()
+		return wd
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func machine() string {
+	cpus := 0
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		cpus = bytes.Count(data, []byte("processor\t:"))
+	}
+	mem := ""
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		mem = strings.Fields(strings.SplitN(string(data), "\n", 2)[0])[1] + " kB"
+	}
+	return fmt.Sprintf("%d CPUs, %s RAM; broker, PostgreSQL and the contender on the same machine", cpus, mem)
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -352,8 +352,8 @@ func (p *latencyPlugin) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) erro
 }
 
 func (l *latencies) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
-func (l *latencies) Shutdown(context.Context) error                 { return nil }
-func (l *latencies) ForceFlush(context.Context) error               { return nil }
+func (l *latencies) Shutdown(context.Context) error                  { return nil }
+func (l *latencies) ForceFlush(context.Context) error                { return nil }
 
 func (l *latencies) OnEnd(s sdktrace.ReadOnlySpan) {
 	if s.Name() != "eosink.batch" || s.Status().Code != 0 {

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -45,6 +46,27 @@ type childResult struct {
 	P50ms   float64 `json:"p50_ms,omitempty"`
 	P99ms   float64 `json:"p99_ms,omitempty"`
 	Batches int64   `json:"batches,omitempty"`
+	Pauses  int64   `json:"pauses,omitempty"`
+	HWMKiB  int64   `json:"vm_hwm_kib"` // this process's peak resident memory
+}
+
+// peakRSS reads VmHWM from /proc/self/status: the peak of this program's own memory, which,
+// unlike the rusage of a forked child, does not start at the parent's size.
+func peakRSS() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				v, _ := strconv.ParseInt(f[0], 10, 64)
+				return v
+			}
+		}
+	}
+	return 0
 }
 
 func parseChild(args []string) (childArgs, error) {
@@ -103,6 +125,7 @@ func runChild(args []string) int {
 		fmt.Fprintf(os.Stderr, "bench %s: %v\n", a.mode, err)
 		return 1
 	}
+	res.HWMKiB = peakRSS()
 	out, _ := json.Marshal(res)
 	fmt.Println(string(out))
 	return 0
@@ -232,7 +255,7 @@ func runEOS(ctx context.Context, a childArgs) (childResult, error) {
 		err = rerr
 	}
 	res.Wall = time.Since(began).Seconds()
-	res.Batches = s.Stats().Batches
+	res.Batches, res.Pauses = s.Stats().Batches, s.Stats().Pauses
 	if a.mode == "latency" {
 		res.P50ms, res.P99ms = lat.percentiles()
 	}

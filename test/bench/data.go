@@ -92,7 +92,7 @@ func preload(ctx context.Context, brokers, topic string, partitions int, n int64
 	}
 	began := time.Now()
 	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": brokers, "enable.idempotence": true,
-		"linger.ms": 20, "batch.size": 1 << 20, "queue.buffering.max.kbytes": 1 << 20, "go.logs.channel.enable": false})
+		"linger.ms": 20, "batch.size": 1 << 20, "queue.buffering.max.kbytes": 64 << 10, "go.logs.channel.enable": false})
 	if err != nil {
 		return 0, err
 	}

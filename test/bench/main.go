@@ -264,8 +264,9 @@ func (b *bench) child(ctx context.Context, name, desc, kind string, args ...stri
 	if res.Records > 0 {
 		m.CPUSecondsPerM = (m.CPU.Contender + m.CPU.Kafka + m.CPU.Postgres) / float64(res.Records) * 1e6
 	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		m.PeakRSSMiB = float64(ru.Maxrss) / 1024
+	m.PeakRSSMiB = float64(res.HWMKiB) / 1024
+	if res.Pauses > 0 {
+		m.Note = fmt.Sprintf("%d batches, %d pauses on a full buffer", res.Batches, res.Pauses)
 	}
 	b.logf("%s: %d records in %.2fs: %.0f records/s, %.1f CPU s per million, peak RSS %.0f MiB%s", name, res.Records, res.Seconds,
 		m.RecordsPerSecond, m.CPUSecondsPerM, m.PeakRSSMiB, latencyText(m))

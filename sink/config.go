@@ -267,9 +267,9 @@ func (c *Config) validate() error {
 // kafkaConfig builds the librdkafka configuration.
 func (c *Config) kafkaConfig() kafka.ConfigMap {
 	m := kafka.ConfigMap{
-		"isolation.level":            "read_committed",
-		"enable.partition.eof":       false,
-		"go.logs.channel.enable":     false,
+		"isolation.level":        "read_committed",
+		"enable.partition.eof":   false,
+		"go.logs.channel.enable": false,
 		// librdkafka's prefetch queue. Lower values starve the sink of records of a few hundred
 		// bytes or more: 16 MiB cut the rate for 537-byte records from 154k to 56k a second
 		// here (docs/benchmarks.md). Memory is this plus MaxBufferedBytes per partition.

@@ -86,8 +86,9 @@ type Config struct {
 	// MaxBatchWait is how long a batch waits for more records after its first one.
 	// Defaults to 100ms.
 	MaxBatchWait time.Duration
-	// MaxBufferedBytes caps the fetched but not yet committed bytes held per partition; past
-	// it the partition is paused until half of it is free. Defaults to 8 MiB. With
+	// MaxBufferedBytes caps the memory of fetched but not yet committed records held per
+	// partition (key, value, headers and about 160 bytes of bookkeeping each); past it the
+	// partition is paused until half of it is free. Defaults to 8 MiB. With
 	// librdkafka's prefetch queue (queued.max.messages.kbytes, 64 MiB unless set in Kafka),
 	// records in memory are bounded by 64 MiB + MaxBufferedBytes x assigned partitions.
 	MaxBufferedBytes int

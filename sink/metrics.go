@@ -65,7 +65,7 @@ func newMetrics(s *Sink, reg prometheus.Registerer) (*metrics, error) {
 		Help: "Time from BEGIN to the end of COMMIT of a batch.", ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)})
 	m.lag = prometheus.NewDesc("eosink_partition_lag", "High watermark last seen by the consumer minus the stored next offset "+
 		"(includes transaction markers; frozen while the partition is paused; `eosink lag` is exact).", []string{"topic", "partition"}, labels)
-	m.buffered = prometheus.NewDesc("eosink_partition_buffered_bytes", "Fetched bytes held in memory, not yet committed.",
+	m.buffered = prometheus.NewDesc("eosink_partition_buffered_bytes", "Memory of fetched records held, not yet committed (key, value, headers and bookkeeping).",
 		[]string{"topic", "partition"}, labels)
 	cs := []prometheus.Collector{m.records.c, m.bytes.c, m.batches.c, m.retries.c, m.fenced.c, m.unknownCommits.c,
 		m.claims.c, m.pauses.c, m.deadLetters.c, m.retriesByCause, m.rebalances, m.batchRecords, m.commitSeconds, &partitionCollector{s, m}}

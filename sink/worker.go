@@ -26,7 +26,7 @@ type worker struct {
 
 	mu       sync.Mutex
 	queue    []Record
-	buffered int // bytes fetched and not yet committed (queued plus in flight)
+	buffered int // memory of records fetched and not yet committed (queued plus in flight; memSize)
 
 	wake   chan struct{} // a record was pushed (capacity 1)
 	stop   chan struct{} // closed on revoke and shutdown: commit what is queued, then exit
@@ -53,6 +53,19 @@ func newWorker(s *Sink, topic string, partition int32, epoch, next int64) *worke
 
 func recordSize(r *Record) int { return len(r.Key) + len(r.Value) }
 
+// recordOverhead approximates what a queued record costs besides its key and value: the
+// Record itself, the slice headers, allocation rounding.
+const recordOverhead = 160
+
+// memSize is what a queued record holds in memory, for MaxBufferedBytes.
+func memSize(r *Record) int {
+	n := recordSize(r) + recordOverhead
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value) + 40
+	}
+	return n
+}
+
 // push queues a record (poll goroutine). It drops a record below the expected position,
 // which librdkafka may redeliver around a seek. It returns true when the partition's
 // buffer is full and fetching should pause.
@@ -63,7 +76,7 @@ func (w *worker) push(r Record) (full bool) {
 	w.fetchNext = r.Offset + 1
 	w.mu.Lock()
 	w.queue = append(w.queue, r)
-	w.buffered += recordSize(&r)
+	w.buffered += memSize(&r)
 	full = w.buffered >= w.s.cfg.MaxBufferedBytes
 	w.mu.Unlock()
 	select {
@@ -106,7 +119,7 @@ func (w *worker) run() {
 		if len(batch) > 0 {
 			size := 0
 			for i := range batch {
-				size += recordSize(&batch[i])
+				size += memSize(&batch[i])
 			}
 			err := w.apply(batch)
 			w.mu.Lock()

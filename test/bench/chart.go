@@ -33,6 +33,7 @@ func chart(r *Report, path string) error {
 		{"partitions", "eosink: records/s by partitions"},
 		{"row_width", "eosink: records/s by row width"},
 		{"insert_vs_upsert", "eosink: insert vs upsert"},
+		{"synchronous_commit", "eosink: synchronous_commit"},
 	} {
 		pts := r.Curves[c.key]
 		if len(pts) == 0 {

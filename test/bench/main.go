@@ -354,6 +354,7 @@ func (b *bench) curves(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		b.rep.Measurements[curve+"_"+label] = m
 		b.rep.Curves[curve] = append(b.rep.Curves[curve], Point{X: x, Label: label, RecordsPerSecond: m.RecordsPerSecond})
 		return nil
 	}
@@ -382,6 +383,17 @@ func (b *bench) curves(ctx context.Context) error {
 	}
 	for i, kind := range []string{"insert", "upsert"} {
 		if err := point("insert_vs_upsert", float64(i), kind, kind, "-topic", "bench-main"); err != nil {
+			return err
+		}
+	}
+	// synchronous_commit=off on the sink's sessions (pgx passes unknown URL parameters as
+	// session settings): see docs/benchmarks.md on what it risks and what it cannot break.
+	for i, mode := range []string{"on", "off"} {
+		url := b.url
+		if mode == "off" {
+			url += map[bool]string{true: "&", false: "?"}[strings.Contains(url, "?")] + "synchronous_commit=off"
+		}
+		if err := point("synchronous_commit", float64(i), mode, "insert", "-topic", "bench-main", "-url", url); err != nil {
 			return err
 		}
 	}

@@ -118,6 +118,8 @@ func runChild(args []string) int {
 		res, err = runALO(ctx, a)
 	case "permsg":
 		res, err = runPerMessage(ctx, a)
+	case "consume":
+		res, err = runConsume(ctx, a)
 	default:
 		err = fmt.Errorf("unknown mode %q", a.mode)
 	}
@@ -581,3 +583,31 @@ func runPerMessage(ctx context.Context, a childArgs) (childResult, error) {
 }
 
 var _ io.Writer = os.Stdout
+
+// runConsume only reads the topic, with the sink's consumer settings, and writes nothing:
+// the rate the Kafka client can deliver records to Go on this machine, a ceiling for every
+// contender that reads Kafka through it.
+func runConsume(ctx context.Context, a childArgs) (childResult, error) {
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": a.brokers, "group.id": a.group,
+		"enable.auto.commit": false, "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+		"queued.max.messages.kbytes": 65536, "go.logs.channel.enable": false})
+	if err != nil {
+		return childResult{}, err
+	}
+	defer c.Close()
+	if err := c.Subscribe(a.topic, nil); err != nil {
+		return childResult{}, err
+	}
+	var n int64
+	var first time.Time
+	began := time.Now()
+	for n < a.records && ctx.Err() == nil {
+		if _, ok := c.Poll(100).(*kafka.Message); ok {
+			if n == 0 {
+				first = time.Now()
+			}
+			n++
+		}
+	}
+	return childResult{Records: n - 1, Seconds: time.Since(first).Seconds(), Wall: time.Since(began).Seconds()}, ctx.Err()
+}

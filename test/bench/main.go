@@ -154,6 +154,7 @@ func run() error {
 		args       []string
 	}{
 		{"copy", "pgx CopyFrom of the same rows from memory, 4 connections, one transaction per batch: no Kafka", []string{"-mode", "copy"}},
+		{"kafka_consume", "confluent-kafka-go consumer alone, the sink's settings, no database: the Kafka client's ceiling", []string{"-mode", "consume", "-topic", "bench-main"}},
 		{"eos", "eosink: rows and next offset in one transaction per batch, per partition", []string{"-mode", "eos", "-topic", "bench-main"}},
 		{"at_least_once", "same plugin and batching; offsets committed to Kafka after each database commit", []string{"-mode", "alo", "-topic", "bench-main"}},
 		{"per_message", "one transaction (idempotent upsert) and one synchronous Kafka commit per record, 20 s", []string{"-mode", "permsg", "-topic", "bench-main", "-limit", "20s"}},
@@ -179,18 +180,26 @@ func run() error {
 		}
 	}
 
-	// Latency at half of eosink's peak.
+	// Latency at half of eosink's peak, and at a quarter for the trend.
 	peak := b.rep.Measurements["eos"].RecordsPerSecond
-	rate := int(peak / 2)
-	if err := createTopic(ctx, b.brokers, "bench-latency", b.partitions); err != nil {
-		return err
+	for _, share := range []int{2, 4} {
+		rate := int(peak) / share
+		topic := fmt.Sprintf("bench-latency-%d", share)
+		if err := createTopic(ctx, b.brokers, topic, b.partitions); err != nil {
+			return err
+		}
+		lat, err := b.child(ctx, fmt.Sprintf("latency_1_%d", share), fmt.Sprintf("eosink at %d records/s (1/%d of its peak) for 20 s, "+
+			"the producer running on the same machine: Kafka timestamp to end of COMMIT", rate, share),
+			"insert", "-mode", "latency", "-topic", topic, "-rate", strconv.Itoa(rate), "-limit", "20s")
+		if err != nil {
+			return fmt.Errorf("latency: %w", err)
+		}
+		if share == 2 {
+			b.rep.Latency = lat
+		} else {
+			b.rep.Measurements[lat.Name] = lat
+		}
 	}
-	lat, err := b.child(ctx, "latency", fmt.Sprintf("eosink at %d records/s (half its peak) for 20 s: Kafka timestamp to end of COMMIT", rate),
-		"insert", "-mode", "latency", "-topic", "bench-latency", "-rate", strconv.Itoa(rate), "-limit", "20s")
-	if err != nil {
-		return fmt.Errorf("latency: %w", err)
-	}
-	b.rep.Latency = lat
 
 	if envInt("BENCH_CURVES", 1) == 1 {
 		if err := b.curves(ctx); err != nil {
@@ -402,7 +411,7 @@ func (b *bench) curves(ctx context.Context) error {
 
 func (b *bench) summarize() {
 	ms := b.rep.Measurements
-	for _, k := range []string{"copy", "eos", "at_least_once", "per_message", "peer", "eos_envelope"} {
+	for _, k := range []string{"copy", "eos", "at_least_once", "per_message", "peer", "eos_envelope", "kafka_consume"} {
 		if m := ms[k]; m != nil {
 			b.rep.RecordsPerSecond[k] = m.RecordsPerSecond
 		}
@@ -416,6 +425,7 @@ func (b *bench) summarize() {
 	ratio("eos_vs_at_least_once", "eos", "at_least_once")
 	ratio("eos_vs_per_message", "eos", "per_message")
 	ratio("eos_vs_peer", "eos_envelope", "peer")
+	ratio("eos_vs_kafka_consume", "eos", "kafka_consume")
 	r := b.rep.Ratios
 	add := func(goal, actual string, met bool) {
 		b.rep.Targets = append(b.rep.Targets, Target{Goal: goal, Actual: actual, Met: met})
@@ -448,14 +458,14 @@ func curveValue(r *Report, curve, label string) float64 {
 func (b *bench) write() error {
 	tw := tabwriter.NewWriter(os.Stdout, 2, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "contender\trecords/s\tCPU s per 1M (all)\tpeak RSS MiB\trecords\tseconds")
-	for _, k := range []string{"copy", "eos", "at_least_once", "per_message", "eos_envelope", "peer"} {
+	for _, k := range []string{"copy", "kafka_consume", "eos", "at_least_once", "per_message", "eos_envelope", "peer"} {
 		if m := b.rep.Measurements[k]; m != nil {
 			fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%.0f\t%d\t%.2f\n", k, m.RecordsPerSecond, m.CPUSecondsPerM, m.PeakRSSMiB, m.Records, m.Seconds)
 		}
 	}
 	tw.Flush()
 	fmt.Println()
-	for _, k := range []string{"eos_vs_copy", "eos_vs_at_least_once", "eos_vs_per_message", "eos_vs_peer"} {
+	for _, k := range []string{"eos_vs_copy", "eos_vs_at_least_once", "eos_vs_per_message", "eos_vs_peer", "eos_vs_kafka_consume"} {
 		if v, ok := b.rep.Ratios[k]; ok {
 			fmt.Printf("%-22s %.2f\n", k, v)
 		}

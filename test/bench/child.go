@@ -428,7 +428,7 @@ func runALO(ctx context.Context, a childArgs) (childResult, error) {
 	defer pool.Close()
 	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": a.brokers, "group.id": a.group,
 		"enable.auto.commit": false, "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-		"queued.max.messages.kbytes": 16384, "go.logs.channel.enable": false, "session.timeout.ms": 6000})
+		"queued.max.messages.kbytes": 65536, "fetch.queue.backoff.ms": 0, "go.logs.channel.enable": false, "session.timeout.ms": 6000})
 	if err != nil {
 		return childResult{}, err
 	}
@@ -590,7 +590,7 @@ var _ io.Writer = os.Stdout
 func runConsume(ctx context.Context, a childArgs) (childResult, error) {
 	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": a.brokers, "group.id": a.group,
 		"enable.auto.commit": false, "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-		"queued.max.messages.kbytes": 65536, "go.logs.channel.enable": false})
+		"queued.max.messages.kbytes": 65536, "fetch.queue.backoff.ms": 0, "go.logs.channel.enable": false})
 	if err != nil {
 		return childResult{}, err
 	}

@@ -11,9 +11,10 @@
 //
 // Environment: KAFKA_BOOTSTRAP_SERVERS and DATABASE_URL (required); BENCH_RECORDS (default
 // 2000000), BENCH_PARTITIONS (12), BENCH_BATCH (5000), BENCH_REPORT (.reports/bench.json),
-// BENCH_REPEAT (3: runs of eos and at_least_once, interleaved, median kept), BENCH_PEER (1; 0 skips the peer), BENCH_CURVES (1; 0 skips the curves), BENCH_CURVE_SECONDS
-// (8), BENCH_PROFILE (a path: CPU profile of the eosink run), BENCH_DOCS (1 writes the chart
-// to docs/benchmarks.png as well).
+// BENCH_REPEAT (3: runs of eos and at_least_once, interleaved, the median kept), BENCH_PEER
+// (1; 0 skips the peer), BENCH_CURVES (1; 0 skips the curves), BENCH_CURVE_SECONDS (8),
+// BENCH_PROFILE (a path: CPU profile of the eosink run), BENCH_DOCS (1 writes the chart to
+// docs/benchmarks.png as well).
 package main
 
 import (

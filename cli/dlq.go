@@ -143,6 +143,9 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if d.pipeline == "" {
 			return usageError{errors.New("dlq discard: -pipeline is required")}
 		}
+		if d.limit > 0 {
+			return usageError{errors.New("dlq discard: -limit is for list; name dead letters with -id, or -all with -topic and -partition")}
+		}
 		if len(f.IDs) == 0 && !d.all {
 			return usageError{errors.New("dlq discard: name dead letters with -id, or pass -all for every one of the pipeline (with -topic and -partition)")}
 		}

@@ -106,9 +106,10 @@ func (iso *isolator) write(recs []Record) error {
 		return nil
 	}
 	if err := sp.Rollback(iso.ctx); err != nil { // ROLLBACK TO SAVEPOINT
-		return errors.Join(werr, err)
+		// The rollback's error decides (a lost connection is retried), not the write's.
+		return fmt.Errorf("rollback to savepoint: %w (after: %v)", err, werr)
 	}
-	if !IsPoison(werr) {
+	if isRetryable(werr) || !IsPoison(werr) { // transient errors are retried, never dead-lettered
 		return werr
 	}
 	if off, ok := poisonOffset(werr); ok {

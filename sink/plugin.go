@@ -33,8 +33,9 @@ type Plugin interface {
 	// batch also arrive in offset order.
 	//
 	// Errors decide what happens to the batch:
-	//   - a transient PostgreSQL error (connection loss, serialization failure, deadlock,
-	//     SQLSTATE 08, 40, 53, 57) retries the batch;
+	//   - a transient PostgreSQL error (connection loss, SQLSTATE 08 and 53, 40001
+	//     serialization failure, 40P01 deadlock, 55P03 lock timeout, 57P01-57P03, 57014)
+	//     retries the batch;
 	//   - a *PoisonError (see Poison) names one bad record; a data error (SQLSTATE class 22
 	//     or 23, or 54000) names none. Both are poison: with OnPoison DeadLetter the framework
 	//     isolates the bad records and dead-letters them in the same transaction, otherwise

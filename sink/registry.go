@@ -117,10 +117,17 @@ func (c PluginConfig) Decode(v any) error {
 			}
 			reason = strings.Join(parts, "; ")
 		}
-		return &ConfigError{Field: c.Path, Reason: reason}
+		field := c.Path
+		if m := unknownField.FindStringSubmatch(reason); m != nil && !strings.Contains(reason, ";") {
+			field, reason = c.Path+"."+m[1], "unknown field"
+		}
+		return &ConfigError{Field: field, Reason: reason}
 	}
 	return nil
 }
+
+// unknownField matches yaml's error for a key the plugin's config does not have.
+var unknownField = regexp.MustCompile(`^field (\S+) not found in type`)
 
 // Sub returns the nested section under key, for plugins that wrap another (inbox).
 func (c PluginConfig) Sub(key string) (PluginConfig, error) {

@@ -23,7 +23,7 @@
 //	  type: inbox
 //	  event_id: value.event_id   # required: where the id is
 //	  subscriber: orders-view    # defaults to the pipeline name
-//	  retention: 720h            # defaults to 720h (30 days); 0 keeps ids forever
+//	  retention: 720h            # defaults to 720h (30 days); 0s keeps ids forever
 //	  schema: eosink             # the inbox table's schema; defaults to the pipeline's
 //	  key_format: string         # json|string|bytes; defaults to string
 //	  value_format: json         # json|string|bytes; defaults to json
@@ -69,7 +69,8 @@ type Config struct {
 	// Subscriber separates the ids of different consumers of the same events. Defaults to
 	// the pipeline name.
 	Subscriber string `yaml:"subscriber"`
-	// Retention is how long ids are remembered. Defaults to 720h; 0 keeps them forever.
+	// Retention is how long ids are remembered. Defaults to 720h; 0s keeps them forever
+	// (a YAML duration needs its unit).
 	Retention *time.Duration `yaml:"retention"`
 	// Schema of the inbox table. Defaults to the pipeline's schema.
 	Schema string `yaml:"schema"`
@@ -311,8 +312,11 @@ FROM unnest($2::text[], $3::int[]) AS u(id, n) WHERE i.subscriber = $1 AND i.eve
 	return ib.prune(ctx, tx)
 }
 
-// prune forgets ids older than the retention, at most once a minute and a bounded number at
-// a time, inside the batch's transaction.
+// pruneLimit bounds the ids one batch forgets.
+const pruneLimit = 10000
+
+// prune forgets ids older than the retention, inside the batch's transaction: up to
+// pruneLimit at a time, once a minute, or with every batch while a backlog remains.
 func (ib *Inbox) prune(ctx context.Context, tx pgx.Tx) error {
 	if ib.retention == 0 {
 		return nil
@@ -322,10 +326,13 @@ func (ib *Inbox) prune(ctx context.Context, tx pgx.Tx) error {
 	if now-last < int64(time.Minute) || !ib.lastPrune.CompareAndSwap(last, now) {
 		return nil
 	}
-	_, err := tx.Exec(ctx, `DELETE FROM `+ib.table+` WHERE ctid = ANY (ARRAY(SELECT ctid FROM `+ib.table+
-		` WHERE subscriber = $1 AND processed_at < now() - $2 * interval '1 second' LIMIT 10000))`, ib.subscriber, ib.retention.Seconds())
+	tag, err := tx.Exec(ctx, `DELETE FROM `+ib.table+` WHERE ctid = ANY (ARRAY(SELECT ctid FROM `+ib.table+
+		` WHERE subscriber = $1 AND processed_at < now() - $2 * interval '1 second' LIMIT $3))`, ib.subscriber, ib.retention.Seconds(), pruneLimit)
 	if err != nil {
 		return fmt.Errorf("inbox: forget ids older than %s: %w", ib.retention, err)
+	}
+	if tag.RowsAffected() == pruneLimit {
+		ib.lastPrune.Store(0) // more to forget: again with the next batch, not in a minute
 	}
 	return nil
 }

@@ -88,6 +88,11 @@ func NewUpsert(c UpsertConfig) (*Upsert, error) {
 	default:
 		return nil, fmt.Errorf("on_conflict: %q is not update or nothing", c.OnConflict)
 	}
+	if c.OnConflict == "nothing" && c.DeleteOnTombstone {
+		// The first record of a key in a batch wins under "nothing", so a tombstone and a
+		// later value in one batch would give another result than in two batches.
+		return nil, errors.New("on_conflict: nothing cannot be combined with delete_on_tombstone")
+	}
 	u := &Upsert{w: w, c: c}
 	h := fnv.New64a()
 	h.Write([]byte(w.table.Sanitize()))

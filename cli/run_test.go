@@ -255,7 +255,7 @@ sink: {type: clitest, colour: red}
 		"eosink: " + file + ": kafka.propertes: unknown key",
 		"did you mean properties? (line 6)\n",
 		"eosink: " + file + `: batch.max_wait: "10x" is not a duration`,
-		"eosink: " + file + ": sink: field colour not found",
+		"eosink: " + file + ": sink.colour: unknown field",
 	} {
 		if code != 1 || !strings.Contains(got, want) {
 			t.Fatalf("exit %d, stderr:\n%s\nwant exit 1 and %q", code, got, want)

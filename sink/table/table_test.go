@@ -157,11 +157,12 @@ func TestUpsertLastWinsAndTombstones(t *testing.T) {
 		want string
 	}{
 		{"update", "a=3 c=7"},
-		{"nothing", "a=1 c=7"},
+		{"nothing", "a=1 b=5 c=7"},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			exec(t, db, "TRUNCATE "+tbl)
-			p, err := table.NewUpsert(table.UpsertConfig{Key: []string{"account"}, OnConflict: tc.mode, DeleteOnTombstone: true,
+			del := tc.mode == "update" // "nothing" refuses delete_on_tombstone (see below)
+			p, err := table.NewUpsert(table.UpsertConfig{Key: []string{"account"}, OnConflict: tc.mode, DeleteOnTombstone: del,
 				Config: table.Config{Table: schema + ".balances", Columns: cols}})
 			if err != nil {
 				t.Fatal(err)
@@ -170,7 +171,11 @@ func TestUpsertLastWinsAndTombstones(t *testing.T) {
 				t.Fatal(err)
 			}
 			writeCommit(t, db, p, kv("a", `{"amount":1}`), kv("b", `{"amount":5}`), kv("a", `{"amount":2}`), kv("a", `{"amount":3}`))
-			writeCommit(t, db, p, kv("b", ""), kv("c", `{"amount":7}`)) // b deleted by its tombstone
+			if del {
+				writeCommit(t, db, p, kv("b", ""), kv("c", `{"amount":7}`)) // b deleted by its tombstone
+			} else {
+				writeCommit(t, db, p, kv("b", `{"amount":6}`), kv("c", `{"amount":7}`)) // b stays 5: the first wins
+			}
 			got, err := rows(context.Background(), db, "SELECT string_agg(account || '=' || amount, ' ' ORDER BY account) FROM "+tbl)
 			if err != nil {
 				t.Fatal(err)
@@ -179,6 +184,14 @@ func TestUpsertLastWinsAndTombstones(t *testing.T) {
 				t.Fatalf("table holds %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestUpsertRefusesNothingWithTombstoneDeletes(t *testing.T) {
+	_, err := table.NewUpsert(table.UpsertConfig{Key: []string{"k"}, OnConflict: "nothing", DeleteOnTombstone: true,
+		Config: table.Config{Table: "t", Columns: map[string]table.Column{"k": {From: "key"}}}})
+	if err == nil || !strings.Contains(err.Error(), "cannot be combined") {
+		t.Fatalf("NewUpsert = %v, want a refusal: the result would depend on batch boundaries", err)
 	}
 }
 

@@ -51,8 +51,8 @@
 //
 //	UPDATE offsets SET next_offset = $end WHERE <row> AND epoch = $mine AND next_offset = $start
 //
-// first (which takes the row lock), then the Handler with the same transaction, then
-// COMMIT. $end is the last record's offset + 1: offsets may have gaps. If the update
+// first (which takes the row lock), then the Handler or the Plugin's Write with the same
+// transaction, then COMMIT. $end is the last record's offset + 1: offsets may have gaps. If the update
 // matches no row, the batch rolls back and the partition stops with a *FencedError.
 //
 // Order is kept within a partition; partitions progress independently. Fetched records
@@ -64,7 +64,11 @@
 // Transient PostgreSQL errors (connection loss, SQLSTATE 08*, 40001, 40P01, 55P03, 57P*,
 // 53*) are retried with backoff from the same position. A COMMIT that fails on the
 // connection has an unknown outcome; the sink reads the row back and resumes from what is
-// stored. Any other Handler error rolls back and stops the partition with a *HandlerError.
+// stored. Poison (a *PoisonError, or SQLSTATE class 22 or 23, or 54000) stops the partition
+// by default; with OnPoison: DeadLetter the bad records are isolated in savepoints and
+// written to the dead_letters table in the batch's own transaction (see WriteBatch and
+// docs/plugins.md). Any other error rolls back and stops the partition with a
+// *HandlerError.
 // A stored offset outside the log (records deleted by retention) or a recreated topic stops
 // the partition with ErrOffsetOutOfRange or ErrTopicRecreated; the sink never jumps
 // elsewhere by itself. Stopped partitions are logged and listed by Sink.PartitionErrors;

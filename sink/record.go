@@ -37,7 +37,8 @@ type Batch struct {
 // through tx; the framework has already moved the stored offset in the same transaction and
 // commits both together after Handler returns nil. To roll back, return an error: a
 // transient PostgreSQL error (connection loss, serialization failure, deadlock) makes the
-// framework retry the batch; any other error stops the partition with a *HandlerError.
+// framework retry the batch; a poison error (see IsPoison) is handled by Config.OnPoison;
+// any other error stops the partition with a *HandlerError.
 //
 // Handler may be called concurrently for different partitions, never for the same one.
 // A batch may be delivered again after a failed or unknown commit, but only one delivery of

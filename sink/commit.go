@@ -68,6 +68,13 @@ func (s *Sink) commit(w *worker, batch []Record, attempt int, isolate bool) (err
 		return err
 	}
 	failpoint.Eval(failpoint.AfterOffsetUpdate)
+	if isolate {
+		// Deferred constraints are checked at COMMIT, after isolation is over: check them at
+		// each statement instead, so that a violation shows in the part that caused it.
+		if _, err := tx.Exec(ctx, "SET CONSTRAINTS ALL IMMEDIATE"); err != nil {
+			return err
+		}
+	}
 
 	res, err := WriteBatch(ctx, tx, s.plugin, Batch{Topic: w.topic, Partition: w.partition, Records: batch},
 		WriteOptions{Isolate: isolate, Schema: s.cfg.Schema, Pipeline: s.cfg.Pipeline})
@@ -91,7 +98,14 @@ func (s *Sink) commit(w *worker, batch []Record, attempt int, isolate bool) (err
 	ctx = span.phase(s, "eosink.commit")
 	if err := tx.Commit(ctx); err != nil {
 		if !pgerr.IsConnectionError(err) && ctx.Err() == nil {
-			return fmt.Errorf("commit: %w", err) // the server answered: rolled back
+			err = fmt.Errorf("commit: %w", err) // the server answered: rolled back
+			if !isolate && s.cfg.OnPoison == DeadLetter && IsPoison(err) {
+				return errIsolate // a deferred constraint: isolate with immediate checks
+			}
+			if IsPoison(err) {
+				return &HandlerError{Topic: w.topic, Partition: w.partition, FirstOffset: batch[0].Offset, LastOffset: end - 1, Err: err}
+			}
+			return err
 		}
 		if ctx.Err() != nil {
 			return ctx.Err() // aborted: the next owner reads the row

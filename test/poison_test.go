@@ -178,3 +178,43 @@ func TestPoisonStopsPartitionByDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDeferredConstraintViolationIsDeadLettered: a deferred unique constraint fails only at
+// COMMIT; with the dead-letter policy the batch is isolated with immediate checks, so the
+// duplicates are dead-lettered and the rest applied once.
+func TestDeferredConstraintViolationIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	p := newPipeline(t, 1)
+	db := testbed.Pool(t, p.Env)
+	tbl := pgx.Identifier{p.Schema, "codes"}.Sanitize()
+	if _, err := db.Exec(context.Background(), "CREATE TABLE "+tbl+` (code text NOT NULL, CONSTRAINT code_unique UNIQUE (code) DEFERRABLE INITIALLY DEFERRED)`); err != nil {
+		t.Fatal(err)
+	}
+	pl, err := table.New(table.Config{Table: p.Schema + ".codes", Columns: map[string]table.Column{"code": {From: "value.code", Required: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []testbed.Msg
+	for i := range 100 {
+		code := fmt.Sprintf("c%d", i)
+		if i%25 == 24 {
+			code = "c0" // a duplicate of the first: only COMMIT sees it
+		}
+		msgs = append(msgs, testbed.Msg{Partition: 0, Value: []byte(fmt.Sprintf(`{"code": %q}`, code))})
+	}
+	testbed.Produce(t, p.Env, p.Topic, msgs)
+	r := startSink(t, pluginConfig(t, p, pl, sink.DeadLetter))
+	testbed.Eventually(t, 60*time.Second, "the partition to reach its log end", func() (bool, string) {
+		n, _ := p.storedOrZero(t, 0)
+		return n == 100, fmt.Sprintf("%d/100 %v", n, r.s.PartitionErrors())
+	})
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(strs(t, db, "SELECT code FROM "+tbl)); got != 96 {
+		t.Errorf("%d rows, want the 96 distinct codes", got)
+	}
+	if got := strs(t, db, `SELECT "offset"::text FROM `+pgx.Identifier{p.OffsetsSchema, "dead_letters"}.Sanitize()); len(got) != 4 {
+		t.Errorf("dead letters at %v, want the 4 duplicates", got)
+	}
+}

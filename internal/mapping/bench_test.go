@@ -28,42 +28,46 @@ func benchRecord() *sink.Record {
 		Value: []byte(benchValue), Timestamp: time.UnixMilli(1700000000123)}
 }
 
+// BenchmarkRow maps one record with the package's scanner (impl=scanner) and, for
+// comparison, does the same work with encoding/json (impl=encoding-json): decode into a map
+// with numbers kept as literals, pick the fields, re-encode the array. Compare the two with
+//
+//	go test -run '^$' -bench 'BenchmarkRow$' -count 6 ./internal/mapping/ > row.txt
+//	benchstat -col /impl row.txt
 func BenchmarkRow(b *testing.B) {
-	m, r := benchMapping(), benchRecord()
-	var row []any
-	b.SetBytes(int64(len(r.Value)))
-	b.ReportAllocs()
-	for b.Loop() {
-		var err error
-		if row, err = m.Row(r, row); err != nil {
-			b.Fatal(err)
+	b.Run("impl=scanner", func(b *testing.B) {
+		m, r := benchMapping(), benchRecord()
+		var row []any
+		b.SetBytes(int64(len(r.Value)))
+		b.ReportAllocs()
+		for b.Loop() {
+			var err error
+			if row, err = m.Row(r, row); err != nil {
+				b.Fatal(err)
+			}
 		}
-	}
-}
-
-// BenchmarkRowEncodingJSON does the work of BenchmarkRow with encoding/json instead of
-// gjson, for comparison: decode into a map (numbers kept as literals), pick the fields,
-// re-encode the array.
-func BenchmarkRowEncodingJSON(b *testing.B) {
-	r := benchRecord()
-	var row []any
-	b.SetBytes(int64(len(r.Value)))
-	b.ReportAllocs()
-	for b.Loop() {
-		d := json.NewDecoder(bytes.NewReader(r.Value))
-		d.UseNumber()
-		var v map[string]any
-		if err := d.Decode(&v); err != nil {
-			b.Fatal(err)
+	})
+	b.Run("impl=encoding-json", func(b *testing.B) {
+		r := benchRecord()
+		var row []any
+		b.SetBytes(int64(len(r.Value)))
+		b.ReportAllocs()
+		for b.Loop() {
+			d := json.NewDecoder(bytes.NewReader(r.Value))
+			d.UseNumber()
+			var v map[string]any
+			if err := d.Decode(&v); err != nil {
+				b.Fatal(err)
+			}
+			user, _ := v["user"].(map[string]any)
+			tags, err := json.Marshal(v["tags"])
+			if err != nil {
+				b.Fatal(err)
+			}
+			row = append(row[:0], v["id"].(string), user["id"].(json.Number).String(), user["name"].(string),
+				v["amount"].(json.Number).String(), string(tags))
 		}
-		user, _ := v["user"].(map[string]any)
-		tags, err := json.Marshal(v["tags"])
-		if err != nil {
-			b.Fatal(err)
-		}
-		row = append(row[:0], v["id"].(string), user["id"].(json.Number).String(), user["name"].(string),
-			v["amount"].(json.Number).String(), string(tags))
-	}
+	})
 }
 
 func BenchmarkAppendCopyRow(b *testing.B) {

@@ -14,8 +14,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/eosink/eosink/internal/ops"
 	"github.com/eosink/eosink/internal/pipeline"
 )
@@ -63,15 +61,10 @@ func (d *dlqFlags) filter() (ops.DeadLetterFilter, error) {
 }
 
 // dbClient is an ops.Client for the database alone.
-func (o *opsFlags) dbClient(ctx context.Context, url, schema string) (*ops.Client, func(), error) {
-	pool, err := pgxpool.New(ctx, url)
+func dbClient(ctx context.Context, url, schema string) (*ops.Client, func(), error) {
+	pool, err := connectDB(ctx, url)
 	if err != nil {
-		return nil, nil, fmt.Errorf("database URL: %w", err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		cc := pool.Config().ConnConfig
-		return nil, nil, fmt.Errorf("cannot connect to PostgreSQL at %s:%d/%s: %w", cc.Host, cc.Port, cc.Database, err)
+		return nil, nil, err
 	}
 	return &ops.Client{Pool: pool, Schema: schema}, pool.Close, nil
 }
@@ -118,7 +111,7 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if url == "" {
 		return usageError{errors.New("no database: set DATABASE_URL or -database-url")}
 	}
-	c, closeDB, err := d.dbClient(ctx, url, d.schema)
+	c, closeDB, err := dbClient(ctx, url, d.schema)
 	if err != nil {
 		return err
 	}
@@ -186,7 +179,7 @@ func dlqReplay(ctx context.Context, d *dlqFlags, f ops.DeadLetterFilter, stdout,
 		return err
 	}
 	f.Pipeline = p.Config.Pipeline
-	c, closeDB, err := d.dbClient(ctx, p.Config.DatabaseURL, p.Config.Schema)
+	c, closeDB, err := dbClient(ctx, p.Config.DatabaseURL, p.Config.Schema)
 	if err != nil {
 		return err
 	}

@@ -51,16 +51,25 @@ func (o *opsFlags) client(ctx context.Context) (*ops.Client, func(), error) {
 	if o.brokers == "" {
 		return nil, nil, usageError{errors.New("no Kafka: set KAFKA_BOOTSTRAP_SERVERS or -brokers")}
 	}
-	pool, err := pgxpool.New(ctx, o.dbURL)
+	pool, err := connectDB(ctx, o.dbURL)
 	if err != nil {
-		return nil, nil, fmt.Errorf("database URL: %w", err)
+		return nil, nil, err
+	}
+	return &ops.Client{Pool: pool, Schema: o.schema, Brokers: o.brokers, Kafka: kafka.ConfigMap(o.kafkaProps)}, pool.Close, nil
+}
+
+// connectDB opens a pool and checks the connection; errors never show the password.
+func connectDB(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("database URL: %w", err)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		cc := pool.Config().ConnConfig
-		return nil, nil, fmt.Errorf("cannot connect to PostgreSQL at %s:%d/%s: %w", cc.Host, cc.Port, cc.Database, err)
+		return nil, fmt.Errorf("cannot connect to PostgreSQL at %s:%d/%s: %w", cc.Host, cc.Port, cc.Database, err)
 	}
-	return &ops.Client{Pool: pool, Schema: o.schema, Brokers: o.brokers, Kafka: kafka.ConfigMap(o.kafkaProps)}, pool.Close, nil
+	return pool, nil
 }
 
 // parseInterleaved parses flags that may stand before and after positional arguments.

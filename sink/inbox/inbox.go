@@ -40,6 +40,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -192,9 +193,10 @@ func (ib *Inbox) Open(ctx context.Context, p sink.Partition) error { return ib.i
 func (ib *Inbox) Close(ctx context.Context, p sink.Partition) error { return ib.inner.Close(ctx, p) }
 
 type event struct {
-	id   string
-	hash []byte
-	idx  int // index in the batch
+	id      string
+	hash    []byte
+	idx     int // index in the batch
+	repeats int // later records of the batch with the same id and payload
 }
 
 // Write remembers new event ids, skips known ones, and passes the new events on.
@@ -206,7 +208,6 @@ func (ib *Inbox) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 	// of it (or conflicts).
 	first := map[string]*event{}
 	var events []*event
-	var dupIdx []int // records that repeat an earlier one of this batch
 	for i := range b.Records {
 		r := &b.Records[i]
 		v, err := mapping.Extract(r, ib.src, ib.keyFmt, ib.valFmt)
@@ -222,7 +223,7 @@ func (ib *Inbox) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 			if !slices.Equal(prev.hash, sum[:]) {
 				return sink.Poison(r, fmt.Errorf("%w: id %q first at offset %d in this batch", ErrConflict, id, b.Records[prev.idx].Offset))
 			}
-			dupIdx = append(dupIdx, i)
+			prev.repeats++
 			continue
 		}
 		e := &event{id: id, hash: sum[:], idx: i}
@@ -233,15 +234,7 @@ func (ib *Inbox) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 	// Remember the new ids. Sorted, so that two partitions inserting overlapping ids lock
 	// them in the same order and do not deadlock.
 	sorted := slices.Clone(events)
-	slices.SortFunc(sorted, func(a, b *event) int {
-		if a.id < b.id {
-			return -1
-		}
-		if a.id > b.id {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(sorted, func(a, b *event) int { return strings.Compare(a.id, b.id) })
 	ids := make([]string, len(sorted))
 	hashes := make([][]byte, len(sorted))
 	offsets := make([]int64, len(sorted))
@@ -285,18 +278,16 @@ RETURNING event_id, payload_hash, topic, partition, "offset", (xmax = 0) AS inse
 			return sink.Poison(&b.Records[e.idx], fmt.Errorf("%w: id %q first applied at %s[%d]@%d", ErrConflict, e.id, st.topic, st.partition, st.offset))
 		}
 	}
-	dups := map[string]int{} // in-batch repeats; repeats of stored ids were counted above
-	for _, i := range dupIdx {
-		id, _ := idString(mustExtract(ib, &b.Records[i]))
-		dups[id]++
-	}
-	if len(dups) > 0 {
-		dupIDs := make([]string, 0, len(dups))
-		counts := make([]int32, 0, len(dups))
-		for id, n := range dups {
-			dupIDs = append(dupIDs, id)
-			counts = append(counts, int32(n))
+	// In-batch repeats; repeats of stored ids were counted by the insert above.
+	var dupIDs []string
+	var counts []int32
+	for _, e := range events {
+		if e.repeats > 0 {
+			dupIDs = append(dupIDs, e.id)
+			counts = append(counts, int32(e.repeats))
 		}
+	}
+	if len(dupIDs) > 0 {
 		if _, err := tx.Exec(ctx, `UPDATE `+ib.table+` AS i SET duplicates = i.duplicates + u.n, last_duplicate_at = now()
 FROM unnest($2::text[], $3::int[]) AS u(id, n) WHERE i.subscriber = $1 AND i.event_id = u.id`, ib.subscriber, dupIDs, counts); err != nil {
 			return fmt.Errorf("inbox: count duplicates: %w", err)
@@ -335,11 +326,6 @@ func (ib *Inbox) prune(ctx context.Context, tx pgx.Tx) error {
 		ib.lastPrune.Store(0) // more to forget: again with the next batch, not in a minute
 	}
 	return nil
-}
-
-func mustExtract(ib *Inbox, r *sink.Record) any {
-	v, _ := mapping.Extract(r, ib.src, ib.keyFmt, ib.valFmt)
-	return v
 }
 
 // idString turns an extracted value into an id; nil and empty are no id.

@@ -36,7 +36,8 @@
 //	    account: key
 //	    balance: value.balance
 //
-// Without delete_on_tombstone, a tombstone is poison.
+// Without delete_on_tombstone, a tombstone is poison. delete_on_tombstone is refused with
+// on_conflict: nothing, whose result would then depend on where batches split.
 //
 // # Errors
 //

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -581,8 +580,6 @@ func runPerMessage(ctx context.Context, a childArgs) (childResult, error) {
 	}
 	return res, err
 }
-
-var _ io.Writer = os.Stdout
 
 // runConsume only reads the topic, with the sink's consumer settings, and writes nothing:
 // the rate the Kafka client can deliver records to Go on this machine, a ceiling for every

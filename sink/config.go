@@ -53,11 +53,11 @@ type Config struct {
 	// `eosink migrate up` or Migrate instead.
 	AutoMigrate bool
 
-	// Handler applies each batch. Exactly one of Handler and Sink is required.
+	// Handler applies each batch. Exactly one of Handler and Plugin is required.
 	Handler Handler
-	// Sink is the plugin that applies each batch, with a lifecycle per partition (see
-	// Plugin). Exactly one of Handler and Sink is required.
-	Sink Plugin
+	// Plugin applies each batch, with a lifecycle per partition (see Plugin). Exactly one
+	// of Handler and Plugin is required.
+	Plugin Plugin
 	// OnPoison says what happens to a poison record (a *PoisonError from the plugin, or a
 	// data error: SQLSTATE class 22 or 23, or 54000): StopOnPoison stops the partition with
 	// the batch rolled back; DeadLetter isolates the bad records in savepoints, writes them
@@ -209,8 +209,8 @@ func (c *Config) validate() error {
 			return bad(fmt.Sprintf("Topics[%d]", i), "%q is not a topic name (patterns are not supported)", t)
 		}
 	}
-	if (c.Handler == nil) == (c.Sink == nil) {
-		return bad("Handler", "exactly one of Handler and Sink is required")
+	if (c.Handler == nil) == (c.Plugin == nil) {
+		return bad("Handler", "exactly one of Handler and Plugin is required")
 	}
 	if c.OnPoison != StopOnPoison && c.OnPoison != DeadLetter {
 		return bad("OnPoison", "unknown value %d", c.OnPoison)

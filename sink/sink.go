@@ -21,7 +21,7 @@ import (
 // PostgreSQL transaction. Create it with New and start it with Run. A Sink runs once.
 type Sink struct {
 	cfg    Config
-	plugin Plugin // cfg.Sink, or cfg.Handler as a Plugin
+	plugin Plugin // cfg.Plugin, or cfg.Handler as a Plugin
 	tracer trace.Tracer
 	log    *slog.Logger
 	ran    atomic.Bool
@@ -84,7 +84,7 @@ func New(cfg Config) (*Sink, error) {
 		live:         map[partitionKey]*worker{},
 	}
 	s.tracer = newTracer(c.TracerProvider)
-	s.plugin = c.Sink
+	s.plugin = c.Plugin
 	if s.plugin == nil {
 		s.plugin = handlerPlugin(c.Handler)
 	}

@@ -76,9 +76,9 @@ func TestSchemaVersionsAreChecked(t *testing.T) {
 	ctx := context.Background()
 	runErr := func(schema string, pl sink.Plugin, auto bool) error {
 		cfg := sink.Config{Brokers: e.Brokers, GroupID: testbed.Name(t, "g"), Topics: []string{topic},
-			DatabaseURL: e.DatabaseURL, Schema: schema, Sink: pl, AutoMigrate: auto}
+			DatabaseURL: e.DatabaseURL, Schema: schema, Plugin: pl, AutoMigrate: auto}
 		if pl == nil {
-			cfg.Sink, cfg.Handler = nil, nopHandler
+			cfg.Plugin, cfg.Handler = nil, nopHandler
 		}
 		s, err := sink.New(cfg)
 		if err != nil {

@@ -80,7 +80,7 @@ func poisonTable(t *testing.T, p *pipeline) *table.Table {
 func pluginConfig(t *testing.T, p *pipeline, pl sink.Plugin, policy sink.PoisonPolicy) sink.Config {
 	return sink.Config{
 		Brokers: p.Env.Brokers, GroupID: p.Group, Topics: []string{p.Topic},
-		DatabaseURL: p.Env.DatabaseURL, Schema: p.OffsetsSchema, Sink: pl, OnPoison: policy,
+		DatabaseURL: p.Env.DatabaseURL, Schema: p.OffsetsSchema, Plugin: pl, OnPoison: policy,
 		Kafka:           kafka.ConfigMap{"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000},
 		MaxBatchRecords: 40,
 		Logger:          slog.New(slog.NewTextHandler(t.Output(), nil)),

@@ -43,10 +43,10 @@ type Options struct {
 type Pipeline struct {
 	// File is the file's name as given to Load.
 	File string
-	// Config is ready for sink.New (see NewSink), with the plugin in Config.Sink and the
+	// Config is ready for sink.New (see NewSink), with the plugin in Config.Plugin and the
 	// logger in Config.Logger; Registerer is unset. Pipeline and Schema hold their defaults.
 	Config sink.Config
-	// Plugin is the sink section's plugin, the same as Config.Sink.
+	// Plugin is the sink section's plugin, the same as Config.Plugin.
 	Plugin sink.Plugin
 	// SinkType is the sink section's type.
 	SinkType string
@@ -268,7 +268,7 @@ func (l *loader) load(data []byte, logOut io.Writer) *Pipeline {
 
 	// sink, last: the plugin gets the pipeline's name, schema and logger.
 	p.Plugin, p.SinkType = l.plugin(&raw.Sink, c.Pipeline, c.Schema, p.Logger)
-	c.Sink = p.Plugin
+	c.Plugin = p.Plugin
 	p.Config = c
 	return p
 }
@@ -740,7 +740,7 @@ func (p *Pipeline) Redact(s string) string { return p.redact.redact(s) }
 var configFields = map[string]string{
 	"Brokers": "kafka.brokers", "GroupID": "kafka.group", "Topics": "kafka.topics", "Pipeline": "pipeline",
 	"DatabaseURL": "database.url", "Pool": "database.url", "Schema": "database.schema", "AutoMigrate": "database.auto_migrate",
-	"Handler": "sink", "Sink": "sink", "OnPoison": "on_poison", "Kafka": "kafka.properties",
+	"Handler": "sink", "Plugin": "sink", "OnPoison": "on_poison", "Kafka": "kafka.properties",
 	"InitialPosition": "kafka.initial_position", "CommitToKafka": "kafka.commit_to_kafka", "KafkaCommitInterval": "kafka.commit_interval",
 	"MaxBatchRecords": "batch.max_records", "MaxBatchBytes": "batch.max_bytes", "MaxBatchWait": "batch.max_wait",
 	"MaxBufferedBytes": "batch.max_buffered_bytes", "IsolationLevel": "database.isolation",

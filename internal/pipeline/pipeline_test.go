@@ -99,8 +99,8 @@ func TestMinimalFileTakesTheDefaults(t *testing.T) {
 		c.OnPoison != sink.StopOnPoison || c.AutoMigrate || c.CommitToKafka || c.Kafka != nil || c.MaxBatchRecords != 0 || c.MaxBatchWait != 0 {
 		t.Fatalf("config: %+v", c)
 	}
-	if c.Sink == nil || c.Sink != p.Plugin || p.SinkType != "pipelinetest" || c.Logger != p.Logger || p.HTTP != "" {
-		t.Fatalf("plugin %v, type %q, http %q", c.Sink, p.SinkType, p.HTTP)
+	if c.Plugin == nil || c.Plugin != p.Plugin || p.SinkType != "pipelinetest" || c.Logger != p.Logger || p.HTTP != "" {
+		t.Fatalf("plugin %v, type %q, http %q", c.Plugin, p.SinkType, p.HTTP)
 	}
 	tp := p.Plugin.(*testPlugin)
 	if tp.cfg.Path != "sink" || tp.cfg.Pipeline != "orders-sink" || tp.cfg.Schema != "eosink" || tp.cfg.Logger == nil || tp.opts.Table != "events" {
@@ -178,7 +178,7 @@ log: { format: json, level: debug }
 		RevokeTimeout: 20 * time.Second, ShutdownTimeout: time.Minute, InstanceID: "sink-0",
 	}
 	got := c
-	got.Sink, got.Logger = nil, nil
+	got.Plugin, got.Logger = nil, nil
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("config:\n got %+v\nwant %+v", got, want)
 	}

@@ -218,12 +218,12 @@ func runEOS(ctx context.Context, a childArgs) (childResult, error) {
 	}
 	lat := &latencies{pending: map[batchKey][]time.Time{}}
 	cfg := sink.Config{Brokers: a.brokers, GroupID: a.group, Topics: []string{a.topic}, DatabaseURL: a.dbURL(),
-		Schema: a.offsets, Sink: pl, MaxBatchRecords: a.batch, MaxBatchWait: a.wait,
+		Schema: a.offsets, Plugin: pl, MaxBatchRecords: a.batch, MaxBatchWait: a.wait,
 		ShutdownTimeout: 2 * time.Second, // measured already: do not drain a slow queue
 		Kafka:           kafka.ConfigMap{"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000},
 		Logger:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	if a.mode == "latency" {
-		cfg.Sink = &latencyPlugin{Plugin: pl, lat: lat}
+		cfg.Plugin = &latencyPlugin{Plugin: pl, lat: lat}
 		cfg.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(lat))
 	}
 	s, err := sink.New(cfg)

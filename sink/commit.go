@@ -29,7 +29,7 @@ func isRetryable(err error) bool {
 	return pgerr.Classify(err) == pgerr.Transient
 }
 
-// commit applies one batch of w's partition in one transaction:
+// commit applies one batch of the partition in one transaction:
 //
 //  1. the conditional offset update (epoch and expected next offset), which takes the row lock;
 //  2. the plugin's writes through the same transaction; with isolate, in savepoints around
@@ -38,16 +38,17 @@ func isRetryable(err error) bool {
 //
 // A COMMIT that fails on the connection has an unknown outcome and is settled by reading
 // the row back.
-func (s *Sink) commit(w *worker, batch []Record, attempt int, isolate bool) (err error) {
+func (w *worker) commit(batch []Record, attempt int, isolate bool) (err error) {
+	cfg := w.cfg
 	start := w.next.Load()
 	end := batch[len(batch)-1].Offset + 1
 	began := time.Now()
-	span := s.startBatch(w, batch, attempt, isolate)
+	span := w.startBatch(batch, attempt, isolate)
 	defer func() { span.end(err) }()
-	ctx := span.phase(s, "eosink.write")
+	ctx := span.phase(cfg.tracer, "eosink.write")
 	failpoint.Eval(failpoint.AfterFetch)
 
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: s.cfg.IsolationLevel})
+	tx, err := cfg.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: cfg.isolation})
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
@@ -61,9 +62,9 @@ func (s *Sink) commit(w *worker, batch []Record, attempt int, isolate bool) (err
 	}()
 
 	rng := rebalance.Range{Topic: w.topic, Partition: w.partition, Epoch: w.epoch, Start: start, End: end}
-	if err := s.store.Advance(ctx, tx, rng); err != nil {
+	if err := cfg.store.Advance(ctx, tx, rng); err != nil {
 		if errors.Is(err, ErrFenced) {
-			s.m.fenced.add(1)
+			cfg.m.fenced.add(1)
 		}
 		return err
 	}
@@ -76,13 +77,13 @@ func (s *Sink) commit(w *worker, batch []Record, attempt int, isolate bool) (err
 		}
 	}
 
-	res, err := WriteBatch(ctx, tx, s.plugin, Batch{Topic: w.topic, Partition: w.partition, Records: batch},
-		WriteOptions{Isolate: isolate, Schema: s.cfg.Schema, Pipeline: s.cfg.Pipeline})
+	res, err := WriteBatch(ctx, tx, cfg.plugin, Batch{Topic: w.topic, Partition: w.partition, Records: batch},
+		WriteOptions{Isolate: isolate, Schema: cfg.schema, Pipeline: cfg.pipeline})
 	if err != nil {
 		if isRetryable(err) {
 			return err
 		}
-		if !isolate && s.cfg.OnPoison == DeadLetter && IsPoison(err) {
+		if !isolate && cfg.onPoison == DeadLetter && IsPoison(err) {
 			return errIsolate
 		}
 		return &HandlerError{Topic: w.topic, Partition: w.partition, FirstOffset: batch[0].Offset, LastOffset: end - 1, Err: err}
@@ -95,11 +96,11 @@ func (s *Sink) commit(w *worker, batch []Record, attempt int, isolate bool) (err
 
 	failpoint.Eval(failpoint.BeforeCommit)
 	finished = true
-	ctx = span.phase(s, "eosink.commit")
+	ctx = span.phase(cfg.tracer, "eosink.commit")
 	if err := tx.Commit(ctx); err != nil {
 		if !pgerr.IsConnectionError(err) && ctx.Err() == nil {
 			err = fmt.Errorf("commit: %w", err) // the server answered: rolled back
-			if !isolate && s.cfg.OnPoison == DeadLetter && IsPoison(err) {
+			if !isolate && cfg.onPoison == DeadLetter && IsPoison(err) {
 				return errIsolate // a deferred constraint: isolate with immediate checks
 			}
 			if IsPoison(err) {
@@ -110,7 +111,7 @@ func (s *Sink) commit(w *worker, batch []Record, attempt int, isolate bool) (err
 		if ctx.Err() != nil {
 			return ctx.Err() // aborted: the next owner reads the row
 		}
-		if err := s.settle(w, rng, err); err != nil {
+		if err := w.settle(rng, err); err != nil {
 			return err
 		}
 	}
@@ -120,16 +121,16 @@ func (s *Sink) commit(w *worker, batch []Record, attempt int, isolate bool) (err
 	for i := range batch {
 		bytes += recordSize(&batch[i])
 	}
-	s.m.committed(res.Applied, bytes, time.Since(began).Seconds())
+	cfg.m.committed(res.Applied, bytes, time.Since(began).Seconds())
 	if n := len(res.DeadLettered); n > 0 {
-		s.m.deadLetters.add(int64(n))
+		cfg.m.deadLetters.add(int64(n))
 		for _, d := range res.DeadLettered {
-			s.log.Warn("record dead-lettered", "topic", d.Record.Topic, "partition", d.Record.Partition,
+			cfg.log.Warn("record dead-lettered", "topic", d.Record.Topic, "partition", d.Record.Partition,
 				"offset", d.Record.Offset, "err", d.Err)
 		}
 	}
-	if s.kcommit != nil {
-		s.kcommit.note(w.topic, w.partition, end)
+	if cfg.committed != nil {
+		cfg.committed(w.topic, w.partition, end)
 	}
 	return nil
 }
@@ -137,24 +138,25 @@ func (s *Sink) commit(w *worker, batch []Record, attempt int, isolate bool) (err
 // settle resolves a COMMIT whose connection failed: the row says whether it happened.
 // It returns nil if the commit happened, errNotCommitted if it did not, and a
 // *FencedError if the partition has a new owner (whose position is then authoritative).
-func (s *Sink) settle(w *worker, rng rebalance.Range, commitErr error) error {
-	s.log.Warn("commit outcome unknown; reading the offset row back", "topic", w.topic,
+func (w *worker) settle(rng rebalance.Range, commitErr error) error {
+	cfg := w.cfg
+	cfg.log.Warn("commit outcome unknown; reading the offset row back", "topic", w.topic,
 		"partition", w.partition, "start", rng.Start, "end", rng.End, "err", commitErr)
-	s.m.unknownCommits.add(1)
-	backoff := s.cfg.RetryBackoff
+	cfg.m.unknownCommits.add(1)
+	backoff := cfg.retryBackoff
 	for {
-		pos, found, err := s.store.Read(w.ctx, w.topic, w.partition)
+		pos, found, err := cfg.store.Read(w.ctx, w.topic, w.partition)
 		if err == nil {
 			switch {
 			case found && pos.Epoch == rng.Epoch && pos.NextOffset == rng.End:
-				s.log.Info("commit outcome settled: committed", "topic", w.topic, "partition", w.partition, "next_offset", rng.End)
+				cfg.log.Info("commit outcome settled: committed", "topic", w.topic, "partition", w.partition, "next_offset", rng.End)
 				return nil
 			case found && pos.Epoch == rng.Epoch && pos.NextOffset == rng.Start:
-				s.log.Info("commit outcome settled: not committed; retrying", "topic", w.topic, "partition", w.partition)
+				cfg.log.Info("commit outcome settled: not committed; retrying", "topic", w.topic, "partition", w.partition)
 				return errNotCommitted
 			default:
-				s.m.fenced.add(1)
-				return &FencedError{Pipeline: s.cfg.Pipeline, Topic: w.topic, Partition: w.partition, Epoch: rng.Epoch, Start: rng.Start}
+				cfg.m.fenced.add(1)
+				return &FencedError{Pipeline: cfg.pipeline, Topic: w.topic, Partition: w.partition, Epoch: rng.Epoch, Start: rng.Start}
 			}
 		}
 		if err := w.backoff(&backoff); err != nil {

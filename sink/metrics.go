@@ -126,10 +126,7 @@ func (c *partitionCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.s
 	for _, w := range s.liveWorkers() {
 		p := strconv.Itoa(int(w.partition))
-		w.mu.Lock()
-		buffered := w.buffered
-		w.mu.Unlock()
-		ch <- prometheus.MustNewConstMetric(c.m.buffered, prometheus.GaugeValue, float64(buffered), w.topic, p)
+		ch <- prometheus.MustNewConstMetric(c.m.buffered, prometheus.GaugeValue, float64(w.bufferedBytes()), w.topic, p)
 		s.consumerMu.RLock() // Run closes the consumer only under the write lock
 		if cons := s.scraped; cons != nil {
 			if _, high, err := cons.GetWatermarkOffsets(w.topic, w.partition); err == nil && high >= 0 {

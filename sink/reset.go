@@ -89,7 +89,7 @@ func (s *Sink) reclaimIfReset(k partitionKey) {
 		return
 	}
 	s.m.claims.add(1)
-	nw := newWorker(s, k.topic, k.partition, cl.Epoch, cl.NextOffset)
+	nw := newWorker(s.wcfg, k.topic, k.partition, cl.Epoch, cl.NextOffset)
 	s.workers[k] = nw
 	s.setLive(k, nw)
 	if _, ok := s.paused[k]; ok {

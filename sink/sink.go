@@ -2,13 +2,10 @@ package sink
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -27,6 +24,7 @@ type Sink struct {
 	ran    atomic.Bool
 	pool   *pgxpool.Pool
 	store  *rebalance.Store
+	wcfg   *workerConfig // what every partition worker uses; set in Run
 
 	// Owned by the poll goroutine (Run and the rebalance callbacks it serves).
 	consumer *kafka.Consumer
@@ -102,27 +100,6 @@ func (s *Sink) setScraped(c *kafka.Consumer) {
 	s.consumerMu.Unlock()
 }
 
-// setLive records the worker of k for metrics (nil: none).
-func (s *Sink) setLive(k partitionKey, w *worker) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if w == nil {
-		delete(s.live, k)
-	} else {
-		s.live[k] = w
-	}
-}
-
-func (s *Sink) liveWorkers() []*worker {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ws := make([]*worker, 0, len(s.live))
-	for _, w := range s.live {
-		ws = append(ws, w)
-	}
-	return ws
-}
-
 // Stats returns the counters. Safe to call from any goroutine.
 func (s *Sink) Stats() Stats {
 	m := s.m
@@ -177,6 +154,7 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 		s.log.Warn("claim terminated a stalled session of this pipeline holding the offset row",
 			"topic", topic, "partition", partition, "pid", pid, "terminated", ok)
 	}
+	s.wcfg = s.workerConfig()
 
 	c, err := kafka.NewConsumer(ptr(s.cfg.kafkaConfig()))
 	if err != nil {
@@ -197,6 +175,7 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 	}
 	if s.cfg.CommitToKafka {
 		s.kcommit = newKafkaCommitter(c, s.cfg.KafkaCommitInterval, s.log)
+		s.wcfg.committed = s.kcommit.note
 	}
 	s.log.Info("sink started", "topics", s.cfg.Topics, "group", s.cfg.GroupID, "instance", s.cfg.InstanceID)
 
@@ -229,322 +208,15 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 	return err
 }
 
-// poll is the consumer loop: it serves rebalance callbacks, hands records to partition
-// workers, and pauses and resumes partitions to bound memory.
-func (s *Sink) poll(ctx context.Context, bal *rebalance.Balancer) error {
-	c := s.consumer
-	for ctx.Err() == nil {
-		s.polled.Store(time.Now().UnixNano())
-		ev := c.Poll(100)
-		if err := bal.Err(); err != nil {
-			return err
-		}
-		switch e := ev.(type) {
-		case nil:
-		case *kafka.Message:
-			s.dispatch(e)
-		case kafka.Error:
-			if e.IsFatal() {
-				return fmt.Errorf("eosink: kafka fatal error: %w", e)
-			}
-			if e.Code() == kafka.ErrAutoOffsetReset {
-				// auto.offset.reset=error: librdkafka stopped a partition whose position left
-				// the log. Find which, and stop it loudly.
-				s.log.Error("kafka reports an offset out of range", "err", e)
-				s.checkRanges()
-			} else {
-				s.log.Warn("kafka error", "code", e.Code().String(), "err", e)
-			}
-		default:
-			s.log.Debug("kafka event", "event", e.String())
-		}
-		s.resumeDrained()
-		s.serveRechecks()
-	}
-	return nil
-}
-
-func (s *Sink) dispatch(m *kafka.Message) {
-	tp := m.TopicPartition
-	if tp.Error != nil {
-		s.log.Warn("kafka partition error", "topic", *tp.Topic, "partition", tp.Partition, "err", tp.Error)
-		return
-	}
-	k := partitionKey{*tp.Topic, tp.Partition}
-	w := s.workers[k]
-	if w == nil {
-		return // not ours (any more): never committed, never lost
-	}
-	if w.dead.Load() {
-		s.pause(k, w)
-		return
-	}
-	r := Record{
-		Topic: k.topic, Partition: k.partition, Offset: int64(tp.Offset),
-		Key: m.Key, Value: m.Value, Timestamp: m.Timestamp,
-	}
-	if len(m.Headers) > 0 {
-		r.Headers = make([]Header, len(m.Headers))
-		for i, h := range m.Headers {
-			r.Headers[i] = Header{Key: h.Key, Value: h.Value}
-		}
-	}
-	if w.push(r) {
-		s.pause(k, w)
+// workerConfig gathers what the partition workers use, once the pool and the store exist.
+func (s *Sink) workerConfig() *workerConfig {
+	c := &s.cfg
+	return &workerConfig{
+		plugin: s.plugin, db: s.pool, store: s.store,
+		limits:    batchLimits{records: c.MaxBatchRecords, bytes: c.MaxBatchBytes, wait: c.MaxBatchWait, buffered: c.MaxBufferedBytes},
+		isolation: c.IsolationLevel, onPoison: c.OnPoison, schema: c.Schema, pipeline: c.Pipeline,
+		retryBackoff: c.RetryBackoff, maxRetryBackoff: c.MaxRetryBackoff,
+		m: s.m, tracer: s.tracer, log: s.log,
+		failed: s.partitionFailed,
 	}
 }
-
-func (s *Sink) pause(k partitionKey, w *worker) {
-	if _, ok := s.paused[k]; ok {
-		return
-	}
-	if err := s.consumer.Pause([]kafka.TopicPartition{{Topic: &k.topic, Partition: k.partition}}); err != nil {
-		s.log.Warn("pause failed", "topic", k.topic, "partition", k.partition, "err", err)
-		return
-	}
-	s.paused[k] = w
-	s.m.pauses.add(1)
-}
-
-func (s *Sink) resumeDrained() {
-	for k, w := range s.paused {
-		if w.dead.Load() || !w.canResume() {
-			continue
-		}
-		if err := s.consumer.Resume([]kafka.TopicPartition{{Topic: &k.topic, Partition: k.partition}}); err != nil {
-			s.log.Warn("resume failed", "topic", k.topic, "partition", k.partition, "err", err)
-			continue
-		}
-		delete(s.paused, k)
-	}
-}
-
-// checkRanges stops every partition whose stored position is outside its log.
-func (s *Sink) checkRanges() {
-	for k, w := range s.workers {
-		if w.dead.Load() {
-			continue
-		}
-		low, high, err := s.consumer.QueryWatermarkOffsets(k.topic, k.partition, 10000)
-		if err != nil {
-			s.log.Warn("query watermark offsets", "topic", k.topic, "partition", k.partition, "err", err)
-			continue
-		}
-		// librdkafka complains about its fetch position, which may be ahead of the stored one.
-		next, fetch := w.next.Load(), w.fetchNext
-		if next < low || next > high || fetch < low || fetch > high {
-			w.cancel()
-			<-w.done
-			s.partitionFailed(w, &PartitionError{Topic: k.topic, Partition: k.partition,
-				Err: fmt.Errorf("%w: stored next offset %d, fetch position %d, log has %d..%d", ErrOffsetOutOfRange, next, fetch, low, high)})
-			s.pause(k, w)
-		}
-	}
-}
-
-// drain stops every worker, letting queued batches commit within ShutdownTimeout.
-func (s *Sink) drain() {
-	var parts []kafka.TopicPartition
-	for k := range s.workers {
-		parts = append(parts, kafka.TopicPartition{Topic: &k.topic, Partition: k.partition})
-	}
-	if len(parts) > 0 {
-		s.stopWorkers(parts, false, s.cfg.ShutdownTimeout)
-	}
-}
-
-// stopWorkers stops the workers of parts and waits for them: a graceful stop commits what is
-// queued; after timeout, or at once when abort is set, in-flight transactions roll back.
-func (s *Sink) stopWorkers(parts []kafka.TopicPartition, abort bool, timeout time.Duration) {
-	var ws []*worker
-	var paused []kafka.TopicPartition
-	for _, p := range parts {
-		k := partitionKey{*p.Topic, p.Partition}
-		if _, ok := s.paused[k]; ok {
-			// librdkafka keeps an application's pause across unassign and assign: resume
-			// while still assigned, or the partition stays silent if it comes back to us.
-			paused = append(paused, kafka.TopicPartition{Topic: p.Topic, Partition: p.Partition})
-			delete(s.paused, k)
-		}
-		w := s.workers[k]
-		if w == nil {
-			continue
-		}
-		delete(s.workers, k)
-		s.setLive(k, nil)
-		ws = append(ws, w)
-		if abort {
-			w.cancel()
-		} else {
-			close(w.stop)
-		}
-	}
-	if len(paused) > 0 {
-		if err := s.consumer.Resume(paused); err != nil {
-			s.log.Warn("resume before unassign failed", "err", err)
-		}
-	}
-	// Past the timeout, abort what is still running: its transaction rolls back and the
-	// next owner resumes from the stored offset. A handler that ignores its context gets a
-	// grace period more; then it is left behind, and the epoch fences whatever it does later.
-	const grace = 5 * time.Second
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	aborted := abort
-	for _, w := range ws {
-		for waiting := true; waiting; {
-			select {
-			case <-w.done:
-				waiting = false
-			case <-deadline.C:
-				if aborted {
-					s.log.Error("a handler ignored cancellation; leaving it behind (its commits will be fenced)",
-						"topic", w.topic, "partition", w.partition)
-					waiting = false
-					continue
-				}
-				s.log.Warn("in-flight batches did not finish in time; aborting them", "timeout", timeout)
-				for _, w := range ws {
-					w.cancel()
-				}
-				aborted = true
-				deadline.Reset(grace)
-			}
-		}
-		w.cancel() // releases the context
-		s.polled.Store(time.Now().UnixNano())
-	}
-}
-
-func (s *Sink) partitionFailed(w *worker, err error) {
-	s.recordFailure(w.topic, w.partition, err)
-	if errors.Is(err, ErrFenced) {
-		s.log.Warn("partition fenced: another instance or an operator moved it; stopped here", "topic", w.topic, "partition", w.partition, "epoch", w.epoch, "err", err)
-		s.requestRecheck(partitionKey{w.topic, w.partition}) // an operator's reset is claimed again
-		return
-	}
-	s.log.Error("partition stopped", "topic", w.topic, "partition", w.partition, "err", err)
-}
-
-// lifecycle is the Sink seen by the rebalance.Balancer. Its methods run on the poll goroutine.
-type lifecycle Sink
-
-func (l *lifecycle) Start(c rebalance.Claim) {
-	s := (*Sink)(l)
-	s.polled.Store(time.Now().UnixNano()) // a long rebalance is progress, not a hang
-	s.m.claims.add(1)
-	s.m.rebalance("assigned", 1)
-	w := newWorker(s, c.Topic, c.Partition, c.Epoch, c.NextOffset)
-	s.workers[partitionKey{c.Topic, c.Partition}] = w
-	s.setLive(partitionKey{c.Topic, c.Partition}, w)
-	if s.kcommit != nil {
-		s.kcommit.forget(c.Topic, c.Partition)
-	}
-	go w.run()
-}
-
-func (l *lifecycle) Stop(parts []kafka.TopicPartition, lost bool) {
-	s := (*Sink)(l)
-	if lost {
-		s.m.rebalance("lost", len(parts))
-	} else {
-		s.m.rebalance("revoked", len(parts))
-	}
-	s.stopWorkers(parts, lost, s.cfg.RevokeTimeout)
-}
-
-func (l *lifecycle) Failed(err *rebalance.PartitionError) {
-	(*Sink)(l).recordFailure(err.Topic, err.Partition, err)
-}
-
-// checkTopics fails fast, with a clear message, when the broker cannot be reached or a topic
-// does not exist. A topic that is unknown is asked for again for up to topicWait, since a
-// topic created a moment ago may not be in the broker's metadata yet.
-func (s *Sink) checkTopics(ctx context.Context) error {
-	const topicWait = 10 * time.Second
-	deadline := time.Now().Add(topicWait)
-	for _, t := range s.cfg.Topics {
-		for {
-			timeout := time.Until(deadline)
-			if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
-				timeout = time.Until(d)
-			}
-			md, err := s.consumer.GetMetadata(&t, false, int(max(timeout, time.Second).Milliseconds()))
-			if err != nil {
-				return fmt.Errorf("eosink: cannot reach Kafka at %s: %w", s.brokers(), err)
-			}
-			tm, ok := md.Topics[t]
-			if ok && tm.Error.Code() == kafka.ErrNoError {
-				break
-			}
-			unknown := !ok || tm.Error.Code() == kafka.ErrUnknownTopicOrPart || tm.Error.Code() == kafka.ErrUnknownTopic
-			if !unknown {
-				return fmt.Errorf("eosink: topic %q: %w", t, tm.Error)
-			}
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				return fmt.Errorf("eosink: topic %q does not exist on %s", t, s.brokers())
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(500 * time.Millisecond):
-			}
-		}
-	}
-	return nil
-}
-
-func (s *Sink) brokers() string {
-	if s.cfg.Brokers != "" {
-		return s.cfg.Brokers
-	}
-	return fmt.Sprint(s.cfg.Kafka["bootstrap.servers"])
-}
-
-// openDatabase creates the pool (unless the caller gave one), checks the connection,
-// migrates when asked, checks the schema versions and lets the plugin check the database.
-func (s *Sink) openDatabase(ctx context.Context) error {
-	s.pool = s.cfg.Pool
-	if s.pool == nil {
-		pc, err := pgxpool.ParseConfig(s.cfg.DatabaseURL)
-		if err != nil {
-			return &ConfigError{Field: "DatabaseURL", Reason: err.Error()}
-		}
-		rp := pc.ConnConfig.RuntimeParams
-		if _, ok := rp["application_name"]; !ok {
-			rp["application_name"] = "eosink:" + s.cfg.Pipeline
-		}
-		if _, ok := rp["idle_in_transaction_session_timeout"]; !ok {
-			rp["idle_in_transaction_session_timeout"] = strconv.FormatInt(s.cfg.IdleInTransactionTimeout.Milliseconds(), 10)
-		}
-		if s.pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
-			return fmt.Errorf("eosink: database pool: %w", err)
-		}
-	}
-	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	if err := s.pool.Ping(pctx); err != nil {
-		if s.cfg.Pool == nil {
-			s.pool.Close()
-		}
-		return fmt.Errorf("eosink: cannot connect to PostgreSQL at %s: %w", safeDatabaseAddr(s.pool), err)
-	}
-	url := s.cfg.DatabaseURL
-	if url == "" {
-		url = s.cfg.Pool.Config().ConnString()
-	}
-	if err := s.prepareDatabase(ctx, url); err != nil {
-		if s.cfg.Pool == nil {
-			s.pool.Close()
-		}
-		return err
-	}
-	return nil
-}
-
-// safeDatabaseAddr names the server without user or password.
-func safeDatabaseAddr(p *pgxpool.Pool) string {
-	cc := p.Config().ConnConfig
-	return fmt.Sprintf("%s:%d/%s", cc.Host, cc.Port, cc.Database)
-}
-
-func ptr[T any](v T) *T { return &v }

@@ -38,8 +38,9 @@ type batchSpan struct {
 	child trace.Span
 }
 
-func (s *Sink) startBatch(w *worker, batch []Record, attempt int, isolate bool) *batchSpan {
-	ctx, span := s.tracer.Start(w.ctx, "eosink.batch", trace.WithSpanKind(trace.SpanKindConsumer),
+func (w *worker) startBatch(batch []Record, attempt int, isolate bool) *batchSpan {
+	tracer := w.cfg.tracer
+	ctx, span := tracer.Start(w.ctx, "eosink.batch", trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithTimestamp(w.batchWaitStart(attempt)),
 		trace.WithAttributes(
 			attribute.String("messaging.system", "kafka"),
@@ -50,23 +51,23 @@ func (s *Sink) startBatch(w *worker, batch []Record, attempt int, isolate bool) 
 			attribute.Int("messaging.batch.message_count", len(batch)),
 			attribute.Int("eosink.attempt", attempt),
 			attribute.Bool("eosink.isolate", isolate),
-			attribute.String("eosink.pipeline", s.cfg.Pipeline),
+			attribute.String("eosink.pipeline", w.cfg.pipeline),
 		))
 	b := &batchSpan{ctx: ctx, batch: span}
 	if attempt == 1 && !w.waitStart.IsZero() {
-		_, fetch := s.tracer.Start(ctx, "eosink.fetch", trace.WithTimestamp(w.waitStart))
+		_, fetch := tracer.Start(ctx, "eosink.fetch", trace.WithTimestamp(w.waitStart))
 		fetch.End(trace.WithTimestamp(w.formedAt))
 	}
 	return b
 }
 
 // phase ends the current child span and starts the next; it returns the context to use.
-func (b *batchSpan) phase(s *Sink, name string) context.Context {
+func (b *batchSpan) phase(tracer trace.Tracer, name string) context.Context {
 	if b.child != nil {
 		b.child.End()
 	}
 	var ctx context.Context
-	ctx, b.child = s.tracer.Start(b.ctx, name)
+	ctx, b.child = tracer.Start(b.ctx, name)
 	return ctx
 }
 

@@ -4,19 +4,66 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/eosink/eosink/rebalance"
 )
+
+// workerConfig is everything a partition worker uses. The Sink builds one in Run and shares it
+// between its workers; a worker never sees the Sink.
+type workerConfig struct {
+	plugin Plugin
+	db     txStarter        // the pool: one transaction per batch
+	store  *rebalance.Store // the offset fence (Advance) and the row read that settles a COMMIT
+
+	limits    batchLimits
+	isolation pgx.TxIsoLevel
+	onPoison  PoisonPolicy
+	schema    string // of the dead_letters table
+	pipeline  string
+
+	retryBackoff, maxRetryBackoff time.Duration
+
+	m      *metrics
+	tracer trace.Tracer
+	log    *slog.Logger
+
+	// committed is told each stored next offset after its COMMIT (the advisory Kafka
+	// commits); nil for none.
+	committed func(topic string, partition int32, next int64)
+	// failed is told why the partition stopped: fenced, a handler error, a failed Open. It
+	// runs on the worker goroutine.
+	failed func(w *worker, err error)
+}
+
+// txStarter begins the transaction of a batch (*pgxpool.Pool).
+type txStarter interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
+// batchLimits are the batching settings (Config.MaxBatch*, Config.MaxBufferedBytes).
+type batchLimits struct {
+	records  int
+	bytes    int
+	wait     time.Duration
+	buffered int
+}
 
 // worker owns one assigned partition: it collects that partition's records into batches and
 // commits them, one transaction at a time, in offset order. One goroutine per partition, so
 // a slow partition never stalls the others.
 //
 // The poll goroutine pushes records (push) and decides on pause and resume; the worker
-// goroutine (run) takes batches and commits. mu protects queue and buffered.
+// goroutine (run) takes batches and commits them (commit.go). mu protects queue and
+// buffered.
 type worker struct {
-	s         *Sink
+	cfg       *workerConfig
 	topic     string
 	partition int32
 	epoch     int64
@@ -35,18 +82,22 @@ type worker struct {
 	done   chan struct{}      // closed when run returns
 	dead   atomic.Bool        // run returned
 
+	// commitBatch commits one batch: the commit method, or a stand-in in unit tests.
+	commitBatch func(batch []Record, attempt int, isolate bool) error
+
 	// Worker goroutine only, for the eosink.fetch span: when the batch being formed saw
 	// its first record, and when it was complete.
 	waitStart, formedAt time.Time
 }
 
-func newWorker(s *Sink, topic string, partition int32, epoch, next int64) *worker {
+func newWorker(cfg *workerConfig, topic string, partition int32, epoch, next int64) *worker {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &worker{
-		s: s, topic: topic, partition: partition, epoch: epoch, fetchNext: next,
+		cfg: cfg, topic: topic, partition: partition, epoch: epoch, fetchNext: next,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		ctx: ctx, cancel: cancel,
 	}
+	w.commitBatch = w.commit
 	w.next.Store(next)
 	return w
 }
@@ -77,7 +128,7 @@ func (w *worker) push(r Record) (full bool) {
 	w.mu.Lock()
 	w.queue = append(w.queue, r)
 	w.buffered += memSize(&r)
-	full = w.buffered >= w.s.cfg.MaxBufferedBytes
+	full = w.buffered >= w.cfg.limits.buffered
 	w.mu.Unlock()
 	select {
 	case w.wake <- struct{}{}:
@@ -90,7 +141,14 @@ func (w *worker) push(r Record) (full bool) {
 func (w *worker) canResume() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.buffered < w.s.cfg.MaxBufferedBytes/2
+	return w.buffered < w.cfg.limits.buffered/2
+}
+
+// bufferedBytes is the memory held for the partition (any goroutine).
+func (w *worker) bufferedBytes() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buffered
 }
 
 // run is the worker goroutine. It opens the plugin for the partition, commits batches, and
@@ -104,13 +162,13 @@ func (w *worker) run() {
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := w.s.plugin.Close(ctx, p); err != nil {
-			w.s.log.Warn("plugin close failed", "topic", w.topic, "partition", w.partition, "err", err)
+		if err := w.cfg.plugin.Close(ctx, p); err != nil {
+			w.cfg.log.Warn("plugin close failed", "topic", w.topic, "partition", w.partition, "err", err)
 		}
 	}()
-	if err := w.s.plugin.Open(w.ctx, p); err != nil {
+	if err := w.cfg.plugin.Open(w.ctx, p); err != nil {
 		if w.ctx.Err() == nil {
-			w.s.partitionFailed(w, &PartitionError{Topic: w.topic, Partition: w.partition, Err: fmt.Errorf("plugin open: %w", err)})
+			w.cfg.failed(w, &PartitionError{Topic: w.topic, Partition: w.partition, Err: fmt.Errorf("plugin open: %w", err)})
 		}
 		return
 	}
@@ -127,9 +185,9 @@ func (w *worker) run() {
 			w.mu.Unlock()
 			if err != nil {
 				if w.ctx.Err() == nil {
-					w.s.partitionFailed(w, err)
+					w.cfg.failed(w, err)
 				} else { // an abort is not the partition's fault
-					w.s.log.Info("in-flight batch rolled back: partition revoked or lost", "topic", w.topic,
+					w.cfg.log.Info("in-flight batch rolled back: partition revoked or lost", "topic", w.topic,
 						"partition", w.partition, "first_offset", batch[0].Offset, "records", len(batch))
 				}
 				return
@@ -144,7 +202,7 @@ func (w *worker) run() {
 // nextBatch waits for a full batch, MaxBatchWait after the first queued record, or a stop.
 // stopping is true when the worker should exit after committing the returned batch.
 func (w *worker) nextBatch() (batch []Record, stopping bool) {
-	cfg := &w.s.cfg
+	lim := &w.cfg.limits
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -165,15 +223,15 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 		}
 		w.mu.Lock()
 		n, bytes := 0, 0
-		for n < len(w.queue) && n < cfg.MaxBatchRecords {
+		for n < len(w.queue) && n < lim.records {
 			sz := recordSize(&w.queue[n])
-			if n > 0 && bytes+sz > cfg.MaxBatchBytes {
+			if n > 0 && bytes+sz > lim.bytes {
 				break
 			}
 			bytes += sz
 			n++
 		}
-		full := n == cfg.MaxBatchRecords || n < len(w.queue) || bytes >= cfg.MaxBatchBytes
+		full := n == lim.records || n < len(w.queue) || bytes >= lim.bytes
 		if n > 0 && w.waitStart.IsZero() {
 			w.waitStart = time.Now()
 		}
@@ -192,7 +250,7 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 			return nil, true
 		}
 		if n > 0 && timer == nil {
-			timer = time.NewTimer(cfg.MaxBatchWait)
+			timer = time.NewTimer(lim.wait)
 			timeout = timer.C
 		}
 		select {
@@ -208,18 +266,17 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 // apply commits one batch, retrying transient errors with backoff until it commits, the
 // partition is fenced, the handler fails for good, or the worker is aborted.
 func (w *worker) apply(batch []Record) error {
-	cfg := &w.s.cfg
-	backoff := cfg.RetryBackoff
+	backoff := w.cfg.retryBackoff
 	isolate := false
 	for attempt := 1; ; attempt++ {
-		err := w.s.commit(w, batch, attempt, isolate)
+		err := w.commitBatch(batch, attempt, isolate)
 		if err == nil {
 			return nil
 		}
 		if errors.Is(err, errIsolate) && !isolate {
 			// Poison with the DeadLetter policy: at once, again, isolating it. A retry after
 			// a transient error keeps isolating.
-			w.s.log.Info("batch holds a poison record; writing it again in savepoints", "topic", w.topic,
+			w.cfg.log.Info("batch holds a poison record; writing it again in savepoints", "topic", w.topic,
 				"partition", w.partition, "first_offset", batch[0].Offset, "records", len(batch))
 			isolate = true
 			continue
@@ -227,9 +284,9 @@ func (w *worker) apply(batch []Record) error {
 		if !isRetryable(err) || w.ctx.Err() != nil {
 			return err
 		}
-		w.s.log.Warn("batch failed, retrying", "topic", w.topic, "partition", w.partition,
+		w.cfg.log.Warn("batch failed, retrying", "topic", w.topic, "partition", w.partition,
 			"first_offset", batch[0].Offset, "attempt", attempt, "backoff", backoff, "err", err)
-		w.s.m.retry(err)
+		w.cfg.m.retry(err)
 		if err := w.backoff(&backoff); err != nil {
 			return err
 		}
@@ -246,6 +303,6 @@ func (w *worker) backoff(d *time.Duration) error {
 	case <-w.ctx.Done():
 		return w.ctx.Err()
 	}
-	*d = min(2**d, w.s.cfg.MaxRetryBackoff)
+	*d = min(2**d, w.cfg.maxRetryBackoff)
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/eosink/eosink/internal/mapping"
+	"github.com/eosink/eosink/sink/internal/mapping"
 	"github.com/eosink/eosink/sink"
 )
 

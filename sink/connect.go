@@ -1,0 +1,103 @@
+package sink
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// checkTopics fails fast, with a clear message, when the broker cannot be reached or a topic
+// does not exist. A topic that is unknown is asked for again for up to topicWait, since a
+// topic created a moment ago may not be in the broker's metadata yet.
+func (s *Sink) checkTopics(ctx context.Context) error {
+	const topicWait = 10 * time.Second
+	deadline := time.Now().Add(topicWait)
+	for _, t := range s.cfg.Topics {
+		for {
+			timeout := time.Until(deadline)
+			if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
+				timeout = time.Until(d)
+			}
+			md, err := s.consumer.GetMetadata(&t, false, int(max(timeout, time.Second).Milliseconds()))
+			if err != nil {
+				return fmt.Errorf("eosink: cannot reach Kafka at %s: %w", s.brokers(), err)
+			}
+			tm, ok := md.Topics[t]
+			if ok && tm.Error.Code() == kafka.ErrNoError {
+				break
+			}
+			unknown := !ok || tm.Error.Code() == kafka.ErrUnknownTopicOrPart || tm.Error.Code() == kafka.ErrUnknownTopic
+			if !unknown {
+				return fmt.Errorf("eosink: topic %q: %w", t, tm.Error)
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return fmt.Errorf("eosink: topic %q does not exist on %s", t, s.brokers())
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Sink) brokers() string {
+	if s.cfg.Brokers != "" {
+		return s.cfg.Brokers
+	}
+	return fmt.Sprint(s.cfg.Kafka["bootstrap.servers"])
+}
+
+// openDatabase creates the pool (unless the caller gave one), checks the connection,
+// migrates when asked, checks the schema versions and lets the plugin check the database.
+func (s *Sink) openDatabase(ctx context.Context) error {
+	s.pool = s.cfg.Pool
+	if s.pool == nil {
+		pc, err := pgxpool.ParseConfig(s.cfg.DatabaseURL)
+		if err != nil {
+			return &ConfigError{Field: "DatabaseURL", Reason: err.Error()}
+		}
+		rp := pc.ConnConfig.RuntimeParams
+		if _, ok := rp["application_name"]; !ok {
+			rp["application_name"] = "eosink:" + s.cfg.Pipeline
+		}
+		if _, ok := rp["idle_in_transaction_session_timeout"]; !ok {
+			rp["idle_in_transaction_session_timeout"] = strconv.FormatInt(s.cfg.IdleInTransactionTimeout.Milliseconds(), 10)
+		}
+		if s.pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
+			return fmt.Errorf("eosink: database pool: %w", err)
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := s.pool.Ping(pctx); err != nil {
+		if s.cfg.Pool == nil {
+			s.pool.Close()
+		}
+		return fmt.Errorf("eosink: cannot connect to PostgreSQL at %s: %w", safeDatabaseAddr(s.pool), err)
+	}
+	url := s.cfg.DatabaseURL
+	if url == "" {
+		url = s.cfg.Pool.Config().ConnString()
+	}
+	if err := s.prepareDatabase(ctx, url); err != nil {
+		if s.cfg.Pool == nil {
+			s.pool.Close()
+		}
+		return err
+	}
+	return nil
+}
+
+// safeDatabaseAddr names the server without user or password.
+func safeDatabaseAddr(p *pgxpool.Pool) string {
+	cc := p.Config().ConnConfig
+	return fmt.Sprintf("%s:%d/%s", cc.Host, cc.Port, cc.Database)
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -12,8 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/eosink/eosink/sink/internal/mapping"
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/internal/mapping"
 )
 
 // Config configures the table plugin.

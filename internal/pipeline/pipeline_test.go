@@ -398,7 +398,7 @@ sink:
 func TestNewSinkErrorsNameTheFileField(t *testing.T) {
 	for field, want := range map[string]string{
 		"MaxBatchWait": "batch.max_wait", "Kafka[enable.auto.commit]": "kafka.properties[enable.auto.commit]",
-		"Topics[2]": "kafka.topics[2]", "DatabaseURL": "database.url", "Sink": "sink", "Brand": "Config.Brand",
+		"Topics[2]": "kafka.topics[2]", "DatabaseURL": "database.url", "Plugin": "sink", "Brand": "Config.Brand",
 	} {
 		if got := fieldPath(field); got != want {
 			t.Errorf("fieldPath(%q) = %q, want %q", field, got, want)

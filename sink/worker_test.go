@@ -1,0 +1,342 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Unit tests of the partition worker with a stand-in for its commit: batching, retries,
+// isolation, failures and stopping. The commit itself (the fence, the transaction) is tested
+// against the real broker and database in test/.
+
+// call is one call of the stand-in commit.
+type call struct {
+	offsets []int64
+	attempt int
+	isolate bool
+}
+
+// fakeCommit records calls and answers each with the result of answer (nil: success).
+type fakeCommit struct {
+	mu     sync.Mutex
+	calls  []call
+	answer func(c call) error
+	called chan struct{} // one send per call, without blocking
+}
+
+func (f *fakeCommit) commit(batch []Record, attempt int, isolate bool) error {
+	c := call{attempt: attempt, isolate: isolate}
+	for _, r := range batch {
+		c.offsets = append(c.offsets, r.Offset)
+	}
+	f.mu.Lock()
+	f.calls = append(f.calls, c)
+	f.mu.Unlock()
+	select {
+	case f.called <- struct{}{}:
+	default:
+	}
+	if f.answer == nil {
+		return nil
+	}
+	return f.answer(c)
+}
+
+func (f *fakeCommit) snapshot() []call {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
+}
+
+// batchSizes returns the record count of each call.
+func (f *fakeCommit) batchSizes() []int {
+	var n []int
+	for _, c := range f.snapshot() {
+		n = append(n, len(c.offsets))
+	}
+	return n
+}
+
+type testWorker struct {
+	*worker
+	fake     *fakeCommit
+	failures chan error
+	started  bool
+}
+
+// start runs the worker goroutine; the test's cleanup aborts it and waits for it.
+func (tw *testWorker) start() {
+	tw.started = true
+	go tw.run()
+}
+
+func newTestWorker(t *testing.T, lim batchLimits, answer func(call) error) *testWorker {
+	t.Helper()
+	if lim.buffered == 0 {
+		lim.buffered = 1 << 20
+	}
+	failures := make(chan error, 10)
+	cfg := &workerConfig{
+		plugin:       handlerPlugin(func(context.Context, pgx.Tx, Batch) error { return nil }),
+		limits:       lim,
+		retryBackoff: time.Millisecond, maxRetryBackoff: 4 * time.Millisecond,
+		m: &metrics{}, tracer: newTracer(nil), log: slog.New(slog.DiscardHandler),
+		failed: func(_ *worker, err error) { failures <- err },
+	}
+	fake := &fakeCommit{answer: answer, called: make(chan struct{}, 100)}
+	w := newWorker(cfg, "t", 0, 1, 0)
+	w.commitBatch = fake.commit
+	tw := &testWorker{worker: w, fake: fake, failures: failures}
+	t.Cleanup(func() {
+		w.cancel()
+		if tw.started {
+			<-w.done
+		}
+	})
+	return tw
+}
+
+// pushValues queues one record per value length, at consecutive offsets.
+func (tw *testWorker) pushValues(sizes ...int) {
+	for _, n := range sizes {
+		tw.push(Record{Topic: "t", Offset: tw.fetchNext, Value: make([]byte, n)})
+	}
+}
+
+func waitDone(t *testing.T, w *worker) {
+	t.Helper()
+	select {
+	case <-w.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("worker did not stop")
+	}
+}
+
+func TestWorkerBatchesByRecordCountAndCommitsTheRestOnStop(t *testing.T) {
+	tw := newTestWorker(t, batchLimits{records: 3, bytes: 1 << 20, wait: time.Hour}, nil)
+	tw.pushValues(1, 1, 1, 1, 1, 1, 1)
+	tw.start()
+	for range 2 {
+		<-tw.fake.called
+	}
+	close(tw.stop) // the seventh record waits for MaxBatchWait (an hour) or the stop
+	waitDone(t, tw.worker)
+	if got, want := tw.fake.batchSizes(), []int{3, 3, 1}; !slices.Equal(got, want) {
+		t.Fatalf("batch sizes %v, want %v", got, want)
+	}
+	if next := tw.fetchNext; next != 7 {
+		t.Fatalf("fetchNext %d, want 7", next)
+	}
+	if b := tw.bufferedBytes(); b != 0 {
+		t.Fatalf("buffered %d bytes after the last commit, want 0", b)
+	}
+}
+
+func TestWorkerBatchesByBytes(t *testing.T) {
+	// 10 bytes per batch: two 4-byte values fit, a third does not; a record larger than the
+	// limit goes alone.
+	tw := newTestWorker(t, batchLimits{records: 100, bytes: 10, wait: time.Hour}, nil)
+	tw.pushValues(4, 4, 4, 20, 4)
+	tw.start()
+	for range 3 {
+		<-tw.fake.called
+	}
+	close(tw.stop)
+	waitDone(t, tw.worker)
+	if got, want := tw.fake.batchSizes(), []int{2, 1, 1, 1}; !slices.Equal(got, want) {
+		t.Fatalf("batch sizes %v, want %v", got, want)
+	}
+}
+
+func TestWorkerCommitsAPartialBatchAfterMaxBatchWait(t *testing.T) {
+	tw := newTestWorker(t, batchLimits{records: 100, bytes: 1 << 20, wait: 20 * time.Millisecond}, nil)
+	tw.start()
+	tw.pushValues(1, 1)
+	select {
+	case <-tw.fake.called:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a partial batch was not committed after MaxBatchWait")
+	}
+	if got := tw.fake.batchSizes(); !slices.Equal(got, []int{2}) {
+		t.Fatalf("batch sizes %v, want [2]", got)
+	}
+}
+
+func TestWorkerPushReportsAFullBuffer(t *testing.T) {
+	tw := newTestWorker(t, batchLimits{records: 100, bytes: 1 << 20, wait: time.Hour, buffered: 1000}, nil)
+	if full := tw.push(Record{Offset: 0, Value: make([]byte, 500)}); full {
+		t.Fatal("full after 660 of 1000 bytes")
+	}
+	if full := tw.push(Record{Offset: 1, Value: make([]byte, 500)}); !full {
+		t.Fatal("not full after 1320 of 1000 bytes")
+	}
+	if tw.canResume() {
+		t.Fatal("can resume above half the buffer")
+	}
+	if full := tw.push(Record{Offset: 1, Value: make([]byte, 500)}); full || tw.bufferedBytes() != 2*(500+recordOverhead) {
+		t.Fatal("a record below the fetch position was queued")
+	}
+}
+
+func TestWorkerRetriesTransientErrorsWithTheSameBatch(t *testing.T) {
+	serialization := &pgconn.PgError{Code: "40001", Message: "could not serialize access"}
+	tw := newTestWorker(t, batchLimits{records: 2, bytes: 1 << 20, wait: time.Hour}, func(c call) error {
+		if c.attempt < 3 {
+			return serialization
+		}
+		return nil
+	})
+	tw.pushValues(1, 1)
+	tw.start()
+	for range 3 {
+		<-tw.fake.called
+	}
+	close(tw.stop)
+	waitDone(t, tw.worker)
+	calls := tw.fake.snapshot()
+	if len(calls) != 3 {
+		t.Fatalf("%d commit calls, want 3", len(calls))
+	}
+	for i, c := range calls {
+		if c.attempt != i+1 || c.isolate || !slices.Equal(c.offsets, []int64{0, 1}) {
+			t.Fatalf("call %d: %+v, want attempt %d of offsets [0 1] without isolation", i, c, i+1)
+		}
+	}
+	if n := tw.cfg.m.retries.load(); n != 2 {
+		t.Fatalf("retries %d, want 2", n)
+	}
+	if len(tw.failures) != 0 {
+		t.Fatalf("partition failed: %v", <-tw.failures)
+	}
+}
+
+func TestWorkerIsolatesAPoisonBatchAtOnce(t *testing.T) {
+	tw := newTestWorker(t, batchLimits{records: 2, bytes: 1 << 20, wait: time.Hour}, func(c call) error {
+		if !c.isolate {
+			return errIsolate
+		}
+		return nil
+	})
+	tw.pushValues(1, 1)
+	tw.start()
+	<-tw.fake.called
+	<-tw.fake.called
+	close(tw.stop)
+	waitDone(t, tw.worker)
+	want := []call{{offsets: []int64{0, 1}, attempt: 1}, {offsets: []int64{0, 1}, attempt: 2, isolate: true}}
+	if got := tw.fake.snapshot(); !slices.EqualFunc(got, want, func(a, b call) bool {
+		return a.attempt == b.attempt && a.isolate == b.isolate && slices.Equal(a.offsets, b.offsets)
+	}) {
+		t.Fatalf("calls %+v, want %+v", got, want)
+	}
+	if n := tw.cfg.m.retries.load(); n != 0 {
+		t.Fatalf("isolation counted as %d retries", n)
+	}
+}
+
+func TestWorkerStopsThePartitionOnAHandlerError(t *testing.T) {
+	herr := &HandlerError{Topic: "t", Partition: 0, FirstOffset: 0, LastOffset: 0, Err: errors.New("boom")}
+	tw := newTestWorker(t, batchLimits{records: 1, bytes: 1 << 20, wait: time.Hour}, func(call) error { return herr })
+	tw.pushValues(1, 1, 1)
+	tw.start()
+	waitDone(t, tw.worker) // without a stop: the error ends the worker
+	select {
+	case err := <-tw.failures:
+		if !errors.Is(err, herr) {
+			t.Fatalf("failure %v, want the handler error", err)
+		}
+	default:
+		t.Fatal("the handler error was not reported")
+	}
+	if got := tw.fake.batchSizes(); !slices.Equal(got, []int{1}) {
+		t.Fatalf("batch sizes %v: the records after the failed batch were committed", got)
+	}
+	if n := tw.next.Load(); n != 0 {
+		t.Fatalf("position moved to %d after a failed batch", n)
+	}
+}
+
+func TestWorkerFencedIsNotRetried(t *testing.T) {
+	tw := newTestWorker(t, batchLimits{records: 1, bytes: 1 << 20, wait: time.Hour}, func(call) error {
+		return &FencedError{Pipeline: "p", Topic: "t", Partition: 0, Epoch: 1, Start: 0}
+	})
+	tw.pushValues(1)
+	tw.start()
+	waitDone(t, tw.worker)
+	if err := <-tw.failures; !errors.Is(err, ErrFenced) {
+		t.Fatalf("failure %v, want ErrFenced", err)
+	}
+	if n := len(tw.fake.snapshot()); n != 1 {
+		t.Fatalf("%d commit calls, want 1", n)
+	}
+}
+
+func TestWorkerAbortIsNotAPartitionFailure(t *testing.T) {
+	tw := newTestWorker(t, batchLimits{records: 1, bytes: 1 << 20, wait: time.Hour}, nil)
+	tw.fake.answer = func(call) error {
+		<-tw.ctx.Done() // an in-flight transaction until the revoke aborts it
+		return tw.ctx.Err()
+	}
+	tw.pushValues(1)
+	tw.start()
+	<-tw.fake.called
+	tw.cancel()
+	waitDone(t, tw.worker)
+	if len(tw.failures) != 0 {
+		t.Fatalf("an abort was reported as a failure: %v", <-tw.failures)
+	}
+}
+
+func TestAwaitWorkersAbortsPastTheTimeout(t *testing.T) {
+	tw := newTestWorker(t, batchLimits{records: 1, bytes: 1 << 20, wait: time.Hour}, nil)
+	tw.fake.answer = func(call) error {
+		<-tw.ctx.Done()
+		return tw.ctx.Err()
+	}
+	tw.pushValues(1)
+	tw.start()
+	<-tw.fake.called
+	close(tw.stop) // a graceful stop: the in-flight batch may finish within the timeout
+	progress := 0
+	awaitWorkers([]*worker{tw.worker}, false, 20*time.Millisecond, tw.cfg.log, func() { progress++ })
+	select {
+	case <-tw.done:
+	default:
+		t.Fatal("awaitWorkers returned before the aborted worker stopped")
+	}
+	if progress != 1 || tw.ctx.Err() == nil {
+		t.Fatalf("progress %d, context %v: want one worker done, aborted", progress, tw.ctx.Err())
+	}
+	if len(tw.failures) != 0 {
+		t.Fatalf("an abort was reported as a failure: %v", <-tw.failures)
+	}
+}
+
+func TestAwaitWorkersLeavesAWorkerThatIgnoresCancellation(t *testing.T) {
+	defer func(g time.Duration) { stopGrace = g }(stopGrace)
+	stopGrace = 20 * time.Millisecond
+	release := make(chan struct{})
+	tw := newTestWorker(t, batchLimits{records: 1, bytes: 1 << 20, wait: time.Hour}, func(call) error {
+		<-release // ignores its context
+		return nil
+	})
+	tw.pushValues(1)
+	tw.start()
+	<-tw.fake.called
+	close(tw.stop)
+	awaitWorkers([]*worker{tw.worker}, false, 20*time.Millisecond, tw.cfg.log, func() {})
+	select {
+	case <-tw.done:
+		t.Fatal("the worker stopped although its commit never returned")
+	default:
+	}
+	close(release) // let the test's cleanup end it
+}

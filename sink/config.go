@@ -188,18 +188,19 @@ func (c Config) WithDefaults() Config {
 	if d.IsolationLevel == "" {
 		d.IsolationLevel = DefaultIsolationLevel
 	}
-	orDefault(&d.MaxBatchRecords, DefaultMaxBatchRecords)
-	orDefault(&d.MaxBatchBytes, DefaultMaxBatchBytes)
-	orDefault(&d.MaxBufferedBytes, DefaultMaxBufferedBytes)
-	orDefault(&d.MaxBatchWait, DefaultMaxBatchWait)
-	orDefault(&d.KafkaCommitInterval, DefaultKafkaCommitInterval)
-	orDefault(&d.LockTimeout, DefaultLockTimeout)
-	orDefault(&d.IdleInTransactionTimeout, DefaultIdleInTransactionTimeout)
-	orDefault(&d.ClaimTimeout, DefaultClaimTimeout)
-	orDefault(&d.RetryBackoff, DefaultRetryBackoff)
-	orDefault(&d.MaxRetryBackoff, DefaultMaxRetryBackoff)
-	orDefault(&d.RevokeTimeout, DefaultRevokeTimeout)
-	orDefault(&d.ShutdownTimeout, DefaultShutdownTimeout)
+	for p, def := range map[*int]int{
+		&d.MaxBatchRecords: DefaultMaxBatchRecords, &d.MaxBatchBytes: DefaultMaxBatchBytes, &d.MaxBufferedBytes: DefaultMaxBufferedBytes,
+	} {
+		orDefault(p, def)
+	}
+	for p, def := range map[*time.Duration]time.Duration{
+		&d.MaxBatchWait: DefaultMaxBatchWait, &d.KafkaCommitInterval: DefaultKafkaCommitInterval, &d.LockTimeout: DefaultLockTimeout,
+		&d.IdleInTransactionTimeout: DefaultIdleInTransactionTimeout, &d.ClaimTimeout: DefaultClaimTimeout,
+		&d.RetryBackoff: DefaultRetryBackoff, &d.MaxRetryBackoff: DefaultMaxRetryBackoff,
+		&d.RevokeTimeout: DefaultRevokeTimeout, &d.ShutdownTimeout: DefaultShutdownTimeout,
+	} {
+		orDefault(p, def)
+	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}

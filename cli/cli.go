@@ -238,14 +238,14 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintf(stdout, "schema %q: version %d (latest available: %d)\n", *schema, v, latest)
 	}
 	if plugin != nil && sub == "up" {
-		if _, ok := plugin.Plugin.(sink.Migrator); !ok {
-			fmt.Fprintf(stdout, "sink plugin %q: no migrations of its own\n", plugin.SinkType)
+		if _, ok := plugin.Config.Plugin.(sink.Migrator); !ok {
+			fmt.Fprintf(stdout, "sink plugin %q: no migrations of its own\n", plugin.PluginType)
 			return nil
 		}
-		if err := sink.MigratePluginProgress(ctx, *dbURL, plugin.Plugin, stderr); err != nil {
+		if err := sink.MigratePluginProgress(ctx, *dbURL, plugin.Config.Plugin, stderr); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "sink plugin %q: migrations applied\n", plugin.SinkType)
+		fmt.Fprintf(stdout, "sink plugin %q: migrations applied\n", plugin.PluginType)
 	}
 	return nil
 }

@@ -192,7 +192,7 @@ func dlqReplay(ctx context.Context, d *dlqFlags, f ops.DeadLetterFilter, stdout,
 		return printDeadLetters(stdout, list, d.json)
 	}
 	last := time.Now()
-	res, err := c.Replay(ctx, f, p.Plugin, func(done, total int, r ops.ReplayResult) {
+	res, err := c.Replay(ctx, f, p.Config.Plugin, func(done, total int, r ops.ReplayResult) {
 		if done == total || time.Since(last) >= 2*time.Second {
 			last = time.Now()
 			fmt.Fprintf(stderr, "replay: %d/%d done, %d applied, %d failed again, %d gone\n", done, total, r.Replayed, r.FailedAgain, r.Gone)

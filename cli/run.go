@@ -84,7 +84,7 @@ flags:
 			<-served
 		}()
 	}
-	log.Info("pipeline starting", "file", p.File, "pipeline", p.Config.Pipeline, "sink", p.SinkType,
+	log.Info("pipeline starting", "file", p.File, "pipeline", p.Config.Pipeline, "sink", p.PluginType,
 		"topics", p.Config.Topics, "group", p.Config.GroupID, "on_poison", p.Config.OnPoison.String())
 	if err := s.Run(ctx); err != nil {
 		return fmt.Errorf("run %s: %s", p.File, strings.TrimPrefix(p.Redact(err.Error()), "eosink: "))

@@ -1,9 +1,12 @@
 package sink
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -28,8 +31,26 @@ const (
 	KafkaCommitted = rebalance.KafkaCommitted
 )
 
-// Config configures a Sink. Zero values take the documented defaults. New validates it once
-// and names the field of any error.
+// The defaults New applies to unset (zero) fields of Config; WithDefaults applies them too.
+const (
+	DefaultSchema                   = "eosink"
+	DefaultKafkaCommitInterval      = time.Second
+	DefaultMaxBatchRecords          = 500
+	DefaultMaxBatchBytes            = 4 << 20 // 4 MiB
+	DefaultMaxBatchWait             = 100 * time.Millisecond
+	DefaultMaxBufferedBytes         = 8 << 20 // 8 MiB
+	DefaultIsolationLevel           = pgx.ReadCommitted
+	DefaultLockTimeout              = 5 * time.Second
+	DefaultIdleInTransactionTimeout = 30 * time.Second
+	DefaultClaimTimeout             = 60 * time.Second
+	DefaultRetryBackoff             = 100 * time.Millisecond
+	DefaultMaxRetryBackoff          = 5 * time.Second
+	DefaultRevokeTimeout            = 30 * time.Second
+	DefaultShutdownTimeout          = 30 * time.Second
+)
+
+// Config configures a Sink. Zero values take the documented defaults (WithDefaults). New
+// validates it once (Validate) and names the field of any error.
 type Config struct {
 	// Brokers is Kafka's bootstrap.servers, for example "127.0.0.1:9092". Required unless
 	// Kafka contains bootstrap.servers.
@@ -47,7 +68,7 @@ type Config struct {
 	// Pool, when set, is used instead of DatabaseURL. The caller keeps ownership and should
 	// set idle_in_transaction_session_timeout on its sessions itself.
 	Pool *pgxpool.Pool
-	// Schema holds the offsets table. Defaults to "eosink".
+	// Schema holds the offsets table. Defaults to "eosink" (DefaultSchema).
 	Schema string
 	// AutoMigrate applies the framework's migrations on start. Defaults to false: run
 	// `eosink migrate up` or Migrate instead.
@@ -76,52 +97,59 @@ type Config struct {
 	// the background, so that standard lag tools see progress. That value is never read
 	// back. Defaults to false.
 	CommitToKafka bool
-	// KafkaCommitInterval is how often those advisory commits are sent. Defaults to 1s.
+	// KafkaCommitInterval is how often those advisory commits are sent. Defaults to 1s
+	// (DefaultKafkaCommitInterval).
 	KafkaCommitInterval time.Duration
 
-	// MaxBatchRecords caps the records in one transaction. Defaults to 500.
+	// MaxBatchRecords caps the records in one transaction. Defaults to 500
+	// (DefaultMaxBatchRecords).
 	MaxBatchRecords int
-	// MaxBatchBytes caps the key and value bytes in one transaction. Defaults to 4 MiB.
+	// MaxBatchBytes caps the key and value bytes in one transaction. At most
+	// MaxBufferedBytes. Defaults to 4 MiB (DefaultMaxBatchBytes).
 	MaxBatchBytes int
 	// MaxBatchWait is how long a batch waits for more records after its first one.
-	// Defaults to 100ms.
+	// Defaults to 100ms (DefaultMaxBatchWait).
 	MaxBatchWait time.Duration
 	// MaxBufferedBytes caps the memory of fetched but not yet committed records held per
 	// partition (key, value, headers and about 160 bytes of bookkeeping each); past it the
-	// partition is paused until half of it is free. Defaults to 8 MiB. With
+	// partition is paused until half of it is free. At least MaxBatchBytes. With
 	// librdkafka's prefetch queue (queued.max.messages.kbytes, 64 MiB unless set in Kafka),
 	// records in memory are bounded by 64 MiB + MaxBufferedBytes x assigned partitions.
+	// Defaults to 8 MiB (DefaultMaxBufferedBytes).
 	MaxBufferedBytes int
 
 	// IsolationLevel of each batch's transaction. The fence is correct at any level; choose
 	// pgx.Serializable when the handler's own reads need it (serialization failures are then
-	// retried). Defaults to pgx.ReadCommitted.
+	// retried). Defaults to pgx.ReadCommitted (DefaultIsolationLevel).
 	IsolationLevel pgx.TxIsoLevel
 
 	// LockTimeout is lock_timeout for claims, so that a stalled previous owner's row lock
-	// delays a new owner by at most this long per try. Defaults to 5s.
+	// delays a new owner by at most this long per try. Defaults to 5s (DefaultLockTimeout).
 	LockTimeout time.Duration
 	// IdleInTransactionTimeout is idle_in_transaction_session_timeout on the sink's database
-	// sessions: a paused zombie's open transaction is ended by the server after it.
-	// Defaults to 30s. Not applied to a caller-provided Pool.
+	// sessions: a paused zombie's open transaction is ended by the server after it. Not
+	// applied to a caller-provided Pool. Defaults to 30s (DefaultIdleInTransactionTimeout).
 	IdleInTransactionTimeout time.Duration
 	// ClaimTimeout bounds how long a claim retries transient database errors before Run
-	// gives up. Defaults to 60s.
+	// gives up. Defaults to 60s (DefaultClaimTimeout).
 	ClaimTimeout time.Duration
 	// RetryBackoff is the first wait before retrying a batch after a transient error; it
-	// doubles up to MaxRetryBackoff. Defaults to 100ms and 5s.
-	RetryBackoff    time.Duration
+	// doubles up to MaxRetryBackoff. Defaults to 100ms (DefaultRetryBackoff).
+	RetryBackoff time.Duration
+	// MaxRetryBackoff is the longest wait between retries. At least RetryBackoff. Defaults
+	// to 5s (DefaultMaxRetryBackoff).
 	MaxRetryBackoff time.Duration
 	// RevokeTimeout bounds how long a revoke waits for in-flight batches to commit before
-	// aborting them. Defaults to 30s.
+	// aborting them. Defaults to 30s (DefaultRevokeTimeout).
 	RevokeTimeout time.Duration
-	// ShutdownTimeout bounds the drain when Run's context is cancelled. Defaults to 30s.
+	// ShutdownTimeout bounds the drain when Run's context is cancelled. Defaults to 30s
+	// (DefaultShutdownTimeout).
 	ShutdownTimeout time.Duration
 
 	// InstanceID is written as owner on every claim, for operators, and names the instance
 	// an operator's reset fenced, so that only that instance claims the partition again. It
 	// must be unique among running sinks. Defaults to "<hostname>-<pid>-<n>", n counting the
-	// Sinks of the process.
+	// Sinks of the process (assigned by New, not by WithDefaults).
 	InstanceID string
 	// Registerer, when set, receives the sink's Prometheus metrics (all named eosink_*, with
 	// a pipeline label): records and bytes applied, batch sizes, commit latency, retries by
@@ -146,42 +174,32 @@ var managedKafkaKeys = map[string]string{
 	"auto.offset.reset":  "error",
 }
 
-func (c *Config) withDefaults() Config {
-	d := *c
+// WithDefaults returns c with its defaults in the fields left unset (zero): the Default*
+// constants, Pipeline from GroupID and Logger from slog.Default(). It leaves InstanceID
+// alone: New assigns one per Sink.
+func (c Config) WithDefaults() Config {
+	d := c
 	if d.Pipeline == "" {
 		d.Pipeline = d.GroupID
 	}
 	if d.Schema == "" {
-		d.Schema = "eosink"
+		d.Schema = DefaultSchema
 	}
-	setDur := func(p *time.Duration, v time.Duration) {
-		if *p == 0 {
-			*p = v
-		}
-	}
-	setInt := func(p *int, v int) {
-		if *p == 0 {
-			*p = v
-		}
-	}
-	setInt(&d.MaxBatchRecords, 500)
-	setInt(&d.MaxBatchBytes, 4<<20)
-	setInt(&d.MaxBufferedBytes, 8<<20)
-	setDur(&d.MaxBatchWait, 100*time.Millisecond)
-	setDur(&d.KafkaCommitInterval, time.Second)
-	setDur(&d.LockTimeout, 5*time.Second)
-	setDur(&d.IdleInTransactionTimeout, 30*time.Second)
-	setDur(&d.ClaimTimeout, 60*time.Second)
-	setDur(&d.RetryBackoff, 100*time.Millisecond)
-	setDur(&d.MaxRetryBackoff, 5*time.Second)
-	setDur(&d.RevokeTimeout, 30*time.Second)
-	setDur(&d.ShutdownTimeout, 30*time.Second)
 	if d.IsolationLevel == "" {
-		d.IsolationLevel = pgx.ReadCommitted
+		d.IsolationLevel = DefaultIsolationLevel
 	}
-	if d.InstanceID == "" {
-		host, _ := os.Hostname()
-		d.InstanceID = fmt.Sprintf("%s-%d-%d", host, os.Getpid(), instanceSeq.Add(1))
+	for p, def := range map[*int]int{
+		&d.MaxBatchRecords: DefaultMaxBatchRecords, &d.MaxBatchBytes: DefaultMaxBatchBytes, &d.MaxBufferedBytes: DefaultMaxBufferedBytes,
+	} {
+		orDefault(p, def)
+	}
+	for p, def := range map[*time.Duration]time.Duration{
+		&d.MaxBatchWait: DefaultMaxBatchWait, &d.KafkaCommitInterval: DefaultKafkaCommitInterval, &d.LockTimeout: DefaultLockTimeout,
+		&d.IdleInTransactionTimeout: DefaultIdleInTransactionTimeout, &d.ClaimTimeout: DefaultClaimTimeout,
+		&d.RetryBackoff: DefaultRetryBackoff, &d.MaxRetryBackoff: DefaultMaxRetryBackoff,
+		&d.RevokeTimeout: DefaultRevokeTimeout, &d.ShutdownTimeout: DefaultShutdownTimeout,
+	} {
+		orDefault(p, def)
 	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()
@@ -189,80 +207,134 @@ func (c *Config) withDefaults() Config {
 	return d
 }
 
-func (c *Config) validate() error {
-	bad := func(field, reason string, args ...any) error {
-		return &ConfigError{Field: field, Reason: fmt.Sprintf(reason, args...)}
+func orDefault[T int | time.Duration](p *T, def T) {
+	if *p == 0 {
+		*p = def
+	}
+}
+
+// Validate reports every problem New would find in c, each a *ConfigError naming the field,
+// joined with errors.Join (New returns the first); nil when c is valid. Unset fields stand
+// for their defaults, so that rules between fields hold for the values New uses: with the
+// default MaxBufferedBytes, MaxBatchBytes may not exceed 8 MiB.
+func (c Config) Validate() error {
+	problems := c.WithDefaults().problems(c)
+	errs := make([]error, len(problems))
+	for i, p := range problems {
+		errs[i] = p
+	}
+	return errors.Join(errs...)
+}
+
+// build is c as New runs it: with its defaults applied, then validated (the first problem
+// is the error), and with an InstanceID unique in the process unless one is set.
+func (c Config) build() (Config, error) {
+	d := c.WithDefaults()
+	if problems := d.problems(c); len(problems) > 0 {
+		return Config{}, problems[0]
+	}
+	if d.InstanceID == "" {
+		host, _ := os.Hostname()
+		d.InstanceID = fmt.Sprintf("%s-%d-%d", host, os.Getpid(), instanceSeq.Add(1))
+	}
+	return d, nil
+}
+
+// problems checks c, a Config with its defaults applied, in a fixed order, cross-field rules
+// last. given is the Config as the caller set it, to tell defaults apart in messages.
+func (c Config) problems(given Config) []*ConfigError {
+	var errs []*ConfigError
+	bad := func(field, reason string, args ...any) {
+		errs = append(errs, &ConfigError{Field: field, Reason: fmt.Sprintf(reason, args...)})
 	}
 	if c.Brokers == "" {
 		if v, ok := c.Kafka["bootstrap.servers"]; !ok || fmt.Sprint(v) == "" {
-			return bad("Brokers", "required (Kafka bootstrap servers, for example 127.0.0.1:9092)")
+			bad("Brokers", "required (Kafka bootstrap servers, for example 127.0.0.1:9092)")
 		}
 	}
 	if c.GroupID == "" {
-		return bad("GroupID", "required")
+		bad("GroupID", "required")
 	}
 	if len(c.Topics) == 0 {
-		return bad("Topics", "at least one topic is required")
+		bad("Topics", "at least one topic is required")
 	}
 	for i, t := range c.Topics {
 		if strings.TrimSpace(t) == "" || strings.HasPrefix(t, "^") {
-			return bad(fmt.Sprintf("Topics[%d]", i), "%q is not a topic name (patterns are not supported)", t)
+			bad(fmt.Sprintf("Topics[%d]", i), "%q is not a topic name (patterns are not supported)", t)
 		}
 	}
 	if (c.Handler == nil) == (c.Plugin == nil) {
-		return bad("Handler", "exactly one of Handler and Plugin is required")
+		bad("Handler", "exactly one of Handler and Plugin is required")
 	}
 	if c.OnPoison != StopOnPoison && c.OnPoison != DeadLetter {
-		return bad("OnPoison", "unknown value %d", c.OnPoison)
+		bad("OnPoison", "unknown value %d", c.OnPoison)
 	}
 	if c.Pool == nil {
 		if c.DatabaseURL == "" {
-			return bad("DatabaseURL", "required unless Pool is set")
-		}
-		if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
-			return bad("DatabaseURL", "%v", err) // pgx masks the password
+			bad("DatabaseURL", "required unless Pool is set")
+		} else if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
+			bad("DatabaseURL", "%v", err) // pgx masks the password
 		}
 	}
 	if strings.ContainsRune(c.Schema, 0) || len(c.Schema) > 63 {
-		return bad("Schema", "%q is not a valid PostgreSQL identifier (no NUL, at most 63 bytes)", c.Schema)
+		bad("Schema", "%q is not a valid PostgreSQL identifier (no NUL, at most 63 bytes)", c.Schema)
 	}
-	for k, want := range managedKafkaKeys {
-		if v, ok := c.Kafka[k]; ok && fmt.Sprint(v) != want {
-			return bad("Kafka["+k+"]", "is managed by eosink and must be %s (positions come from the database)", want)
+	for _, k := range slices.Sorted(maps.Keys(managedKafkaKeys)) {
+		if v, ok := c.Kafka[k]; ok && fmt.Sprint(v) != managedKafkaKeys[k] {
+			bad("Kafka["+k+"]", "is managed by eosink and must be %s (positions come from the database)", managedKafkaKeys[k])
 		}
 	}
 	if _, ok := c.Kafka["group.id"]; ok {
-		return bad("Kafka[group.id]", "set GroupID instead")
+		bad("Kafka[group.id]", "set GroupID instead")
 	}
 	switch c.IsolationLevel {
-	case "", pgx.ReadCommitted, pgx.RepeatableRead, pgx.Serializable:
+	case pgx.ReadCommitted, pgx.RepeatableRead, pgx.Serializable:
 	default:
-		return bad("IsolationLevel", "%q is not one of read committed, repeatable read, serializable", c.IsolationLevel)
+		bad("IsolationLevel", "%q is not one of read committed, repeatable read, serializable", c.IsolationLevel)
 	}
 	if c.InitialPosition < rebalance.Earliest || c.InitialPosition > rebalance.KafkaCommitted {
-		return bad("InitialPosition", "unknown value %d", c.InitialPosition)
+		bad("InitialPosition", "unknown value %d", c.InitialPosition)
 	}
-	pos := map[string]int{"MaxBatchRecords": c.MaxBatchRecords, "MaxBatchBytes": c.MaxBatchBytes, "MaxBufferedBytes": c.MaxBufferedBytes}
-	for name, v := range pos {
-		if v < 0 {
-			return bad(name, "must be positive, got %d", v)
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"MaxBatchRecords", c.MaxBatchRecords}, {"MaxBatchBytes", c.MaxBatchBytes}, {"MaxBufferedBytes", c.MaxBufferedBytes}} {
+		if f.v < 0 {
+			bad(f.name, "must be positive, got %d", f.v)
 		}
 	}
-	durs := map[string]time.Duration{
-		"MaxBatchWait": c.MaxBatchWait, "KafkaCommitInterval": c.KafkaCommitInterval, "LockTimeout": c.LockTimeout,
-		"IdleInTransactionTimeout": c.IdleInTransactionTimeout, "ClaimTimeout": c.ClaimTimeout,
-		"RetryBackoff": c.RetryBackoff, "MaxRetryBackoff": c.MaxRetryBackoff,
-		"RevokeTimeout": c.RevokeTimeout, "ShutdownTimeout": c.ShutdownTimeout,
-	}
-	for name, v := range durs {
-		if v < 0 {
-			return bad(name, "must not be negative, got %s", v)
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"MaxBatchWait", c.MaxBatchWait}, {"KafkaCommitInterval", c.KafkaCommitInterval}, {"LockTimeout", c.LockTimeout},
+		{"IdleInTransactionTimeout", c.IdleInTransactionTimeout}, {"ClaimTimeout", c.ClaimTimeout},
+		{"RetryBackoff", c.RetryBackoff}, {"MaxRetryBackoff", c.MaxRetryBackoff},
+		{"RevokeTimeout", c.RevokeTimeout}, {"ShutdownTimeout", c.ShutdownTimeout},
+	} {
+		if f.v < 0 {
+			bad(f.name, "must not be negative, got %s", f.v)
 		}
 	}
-	if c.MaxBufferedBytes != 0 && c.MaxBatchBytes != 0 && c.MaxBufferedBytes < c.MaxBatchBytes {
-		return bad("MaxBufferedBytes", "(%d) must be at least MaxBatchBytes (%d)", c.MaxBufferedBytes, c.MaxBatchBytes)
+
+	// Rules between fields, on the effective values.
+	if c.MaxBatchBytes > 0 && c.MaxBufferedBytes > 0 && c.MaxBufferedBytes < c.MaxBatchBytes {
+		bad("MaxBufferedBytes", "%d bytes%s is less than MaxBatchBytes (%d bytes); set it at least as large",
+			c.MaxBufferedBytes, defaultNote(given.MaxBufferedBytes), c.MaxBatchBytes)
 	}
-	return nil
+	if c.RetryBackoff > 0 && c.MaxRetryBackoff > 0 && c.MaxRetryBackoff < c.RetryBackoff {
+		bad("MaxRetryBackoff", "%s%s is less than RetryBackoff (%s)", c.MaxRetryBackoff, defaultNote(given.MaxRetryBackoff), c.RetryBackoff)
+	}
+	return errs
+}
+
+// defaultNote marks a value in a message as the default when the caller left it unset.
+func defaultNote[T comparable](given T) string {
+	var zero T
+	if given == zero {
+		return " (the default)"
+	}
+	return ""
 }
 
 // kafkaConfig builds the librdkafka configuration.

@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +112,77 @@ func TestPluginConfigDecodeHidesValues(t *testing.T) {
 	err = PluginConfig{Path: "sink", Raw: map[string]any{"type": "x", "prot": 1}}.Decode(&v)
 	if err == nil || !strings.Contains(err.Error(), "prot") || !strings.Contains(err.Error(), "sink") {
 		t.Fatalf("Decode of an unknown key = %v, want it named with the section", err)
+	}
+}
+
+func TestCrossFieldRulesUseTheDefaults(t *testing.T) {
+	cases := []struct {
+		name, field, reason string
+		mod                 func(*Config)
+	}{
+		{"batch above the default buffer", "MaxBufferedBytes",
+			"8388608 bytes (the default) is less than MaxBatchBytes (16777216 bytes); set it at least as large",
+			func(c *Config) { c.MaxBatchBytes = 16 << 20 }},
+		{"buffer below the default batch", "MaxBufferedBytes",
+			"1048576 bytes is less than MaxBatchBytes (4194304 bytes); set it at least as large",
+			func(c *Config) { c.MaxBufferedBytes = 1 << 20 }},
+		{"backoff above the default maximum", "MaxRetryBackoff", "5s (the default) is less than RetryBackoff (10s)",
+			func(c *Config) { c.RetryBackoff = 10 * time.Second }},
+		{"maximum below the default backoff", "MaxRetryBackoff", "50ms is less than RetryBackoff (100ms)",
+			func(c *Config) { c.MaxRetryBackoff = 50 * time.Millisecond }},
+	}
+	for _, tc := range cases {
+		c := validConfig()
+		tc.mod(&c)
+		for _, err := range []error{c.Validate(), func() error { _, err := New(c); return err }()} {
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.Field != tc.field || ce.Reason != tc.reason {
+				t.Errorf("%s: got %v, want %s: %s", tc.name, err, tc.field, tc.reason)
+			}
+		}
+	}
+	c := validConfig()
+	c.MaxBatchBytes, c.MaxBufferedBytes, c.RetryBackoff, c.MaxRetryBackoff = 16<<20, 16<<20, time.Second, time.Second
+	if err := c.Validate(); err != nil {
+		t.Fatalf("equal values refused: %v", err)
+	}
+}
+
+func TestValidateReportsEveryProblemAndNewTheFirst(t *testing.T) {
+	c := validConfig()
+	c.GroupID, c.MaxBatchWait, c.RetryBackoff = "", -time.Second, time.Minute
+	var fields []string
+	for _, err := range c.Validate().(interface{ Unwrap() []error }).Unwrap() {
+		fields = append(fields, err.(*ConfigError).Field)
+	}
+	if want := []string{"GroupID", "MaxBatchWait", "MaxRetryBackoff"}; !slices.Equal(fields, want) {
+		t.Fatalf("Validate: fields %v, want %v", fields, want)
+	}
+	_, err := New(c)
+	if ce, ok := err.(*ConfigError); !ok || ce.Field != "GroupID" {
+		t.Fatalf("New: %v, want the first problem, for GroupID", err)
+	}
+	if err := validConfig().Validate(); err != nil {
+		t.Fatalf("a valid config: %v", err)
+	}
+}
+
+func TestWithDefaults(t *testing.T) {
+	c := validConfig()
+	d := c.WithDefaults()
+	if d.Pipeline != "g" || d.Schema != DefaultSchema || d.MaxBatchRecords != DefaultMaxBatchRecords ||
+		d.MaxBatchBytes != DefaultMaxBatchBytes || d.MaxBufferedBytes != DefaultMaxBufferedBytes || d.MaxBatchWait != DefaultMaxBatchWait ||
+		d.KafkaCommitInterval != DefaultKafkaCommitInterval || d.IsolationLevel != DefaultIsolationLevel ||
+		d.LockTimeout != DefaultLockTimeout || d.IdleInTransactionTimeout != DefaultIdleInTransactionTimeout ||
+		d.ClaimTimeout != DefaultClaimTimeout || d.RetryBackoff != DefaultRetryBackoff || d.MaxRetryBackoff != DefaultMaxRetryBackoff ||
+		d.RevokeTimeout != DefaultRevokeTimeout || d.ShutdownTimeout != DefaultShutdownTimeout || d.Logger == nil {
+		t.Fatalf("defaults not applied: %+v", d)
+	}
+	if d.InstanceID != "" || c.Schema != "" || c.MaxBatchRecords != 0 {
+		t.Fatalf("WithDefaults set InstanceID %q or changed its receiver: %+v", d.InstanceID, c)
+	}
+	c.MaxBatchRecords, c.Schema = 7, "s"
+	if d := c.WithDefaults(); d.MaxBatchRecords != 7 || d.Schema != "s" {
+		t.Fatalf("set values replaced: %+v", d)
 	}
 }

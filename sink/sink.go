@@ -66,10 +66,10 @@ type Stats struct {
 // New validates cfg and returns a Sink. It does no I/O; with Config.Registerer it registers
 // the sink's metrics.
 func New(cfg Config) (*Sink, error) {
-	if err := cfg.validate(); err != nil {
+	c, err := cfg.build()
+	if err != nil {
 		return nil, err
 	}
-	c := cfg.withDefaults()
 	s := &Sink{
 		cfg:     c,
 		log:     c.Logger.With("pipeline", c.Pipeline),

@@ -99,10 +99,10 @@ func TestMinimalFileTakesTheDefaults(t *testing.T) {
 		c.OnPoison != sink.StopOnPoison || c.AutoMigrate || c.CommitToKafka || c.Kafka != nil || c.MaxBatchRecords != 0 || c.MaxBatchWait != 0 {
 		t.Fatalf("config: %+v", c)
 	}
-	if c.Plugin == nil || c.Plugin != p.Plugin || p.SinkType != "pipelinetest" || c.Logger != p.Logger || p.HTTP != "" {
-		t.Fatalf("plugin %v, type %q, http %q", c.Plugin, p.SinkType, p.HTTP)
+	if c.Plugin == nil || c.Plugin != p.Config.Plugin || p.PluginType != "pipelinetest" || c.Logger != p.Logger || p.HTTP != "" {
+		t.Fatalf("plugin %v, type %q, http %q", c.Plugin, p.PluginType, p.HTTP)
 	}
-	tp := p.Plugin.(*testPlugin)
+	tp := p.Config.Plugin.(*testPlugin)
 	if tp.cfg.Path != "sink" || tp.cfg.Pipeline != "orders-sink" || tp.cfg.Schema != "eosink" || tp.cfg.Logger == nil || tp.opts.Table != "events" {
 		t.Fatalf("plugin config: %+v", tp.cfg)
 	}
@@ -185,7 +185,7 @@ log: { format: json, level: debug }
 	if p.HTTP != "127.0.0.1:9464" {
 		t.Fatalf("http %q", p.HTTP)
 	}
-	tp := p.Plugin.(*testPlugin)
+	tp := p.Config.Plugin.(*testPlugin)
 	wantRaw := map[string]any{
 		"type": "pipelinetest", "table": "events", "limit": 42, "strict": true, "ratio": 0.5, "label": "42",
 		"nested": map[string]any{"deeper": map[string]any{"key": "value", "number": 3}, "1": "numeric key"},

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -16,79 +15,65 @@ import (
 
 // rawFile is the file's layout. Leaves are yaml.Node values, so that the strict decode only
 // checks keys and sections; each leaf is then expanded and converted with its path.
+//
+// A key that sets a sink.Config field names it in its config tag, with the conversion
+// setFields applies (see fields.go): a new setting is one line here and its Config field.
+// Keys without a conversion are converted by load.
 type rawFile struct {
-	Pipeline   yaml.Node   `yaml:"pipeline"`
-	InstanceID yaml.Node   `yaml:"instance_id"`
+	Pipeline   yaml.Node   `yaml:"pipeline" config:"Pipeline,string"`
+	InstanceID yaml.Node   `yaml:"instance_id" config:"InstanceID,string"`
 	Kafka      rawKafka    `yaml:"kafka"`
 	Database   rawDatabase `yaml:"database"`
 	Batch      rawBatch    `yaml:"batch"`
 	Timeouts   rawTimeouts `yaml:"timeouts"`
 	Retry      rawRetry    `yaml:"retry"`
-	OnPoison   yaml.Node   `yaml:"on_poison"`
-	Sink       yaml.Node   `yaml:"sink"`
+	OnPoison   yaml.Node   `yaml:"on_poison" config:"OnPoison"`
+	Sink       yaml.Node   `yaml:"sink" config:"Plugin"`
 	HTTP       yaml.Node   `yaml:"http"`
-	Log        rawLog      `yaml:"log"`
+	Log        rawLog      `yaml:"log" config:"Logger"`
 }
 
 type rawKafka struct {
-	Brokers         yaml.Node `yaml:"brokers"`
-	Group           yaml.Node `yaml:"group"`
-	Topics          yaml.Node `yaml:"topics"`
-	InitialPosition yaml.Node `yaml:"initial_position"`
-	CommitToKafka   yaml.Node `yaml:"commit_to_kafka"`
-	CommitInterval  yaml.Node `yaml:"commit_interval"`
-	Properties      yaml.Node `yaml:"properties"`
+	Brokers         yaml.Node `yaml:"brokers" config:"Brokers"`
+	Group           yaml.Node `yaml:"group" config:"GroupID"`
+	Topics          yaml.Node `yaml:"topics" config:"Topics"`
+	InitialPosition yaml.Node `yaml:"initial_position" config:"InitialPosition"`
+	CommitToKafka   yaml.Node `yaml:"commit_to_kafka" config:"CommitToKafka,bool"`
+	CommitInterval  yaml.Node `yaml:"commit_interval" config:"KafkaCommitInterval,duration"`
+	Properties      yaml.Node `yaml:"properties" config:"Kafka"`
 }
 
 type rawDatabase struct {
-	URL         yaml.Node `yaml:"url"`
-	Schema      yaml.Node `yaml:"schema"`
-	AutoMigrate yaml.Node `yaml:"auto_migrate"`
-	Isolation   yaml.Node `yaml:"isolation"`
+	URL         yaml.Node `yaml:"url" config:"DatabaseURL"`
+	Schema      yaml.Node `yaml:"schema" config:"Schema,string"`
+	AutoMigrate yaml.Node `yaml:"auto_migrate" config:"AutoMigrate,bool"`
+	Isolation   yaml.Node `yaml:"isolation" config:"IsolationLevel"`
 }
 
 type rawBatch struct {
-	MaxRecords       yaml.Node `yaml:"max_records"`
-	MaxBytes         yaml.Node `yaml:"max_bytes"`
-	MaxWait          yaml.Node `yaml:"max_wait"`
-	MaxBufferedBytes yaml.Node `yaml:"max_buffered_bytes"`
+	MaxRecords       yaml.Node `yaml:"max_records" config:"MaxBatchRecords,count"`
+	MaxBytes         yaml.Node `yaml:"max_bytes" config:"MaxBatchBytes,size"`
+	MaxWait          yaml.Node `yaml:"max_wait" config:"MaxBatchWait,duration"`
+	MaxBufferedBytes yaml.Node `yaml:"max_buffered_bytes" config:"MaxBufferedBytes,size"`
 }
 
 type rawTimeouts struct {
-	Revoke            yaml.Node `yaml:"revoke"`
-	Shutdown          yaml.Node `yaml:"shutdown"`
-	Lock              yaml.Node `yaml:"lock"`
-	IdleInTransaction yaml.Node `yaml:"idle_in_transaction"`
-	Claim             yaml.Node `yaml:"claim"`
+	Revoke            yaml.Node `yaml:"revoke" config:"RevokeTimeout,duration"`
+	Shutdown          yaml.Node `yaml:"shutdown" config:"ShutdownTimeout,duration"`
+	Lock              yaml.Node `yaml:"lock" config:"LockTimeout,duration"`
+	IdleInTransaction yaml.Node `yaml:"idle_in_transaction" config:"IdleInTransactionTimeout,duration"`
+	Claim             yaml.Node `yaml:"claim" config:"ClaimTimeout,duration"`
 }
 
 type rawRetry struct {
-	Backoff    yaml.Node `yaml:"backoff"`
-	MaxBackoff yaml.Node `yaml:"max_backoff"`
+	Backoff    yaml.Node `yaml:"backoff" config:"RetryBackoff,duration"`
+	MaxBackoff yaml.Node `yaml:"max_backoff" config:"MaxRetryBackoff,duration"`
 }
 
 type rawLog struct {
 	Format yaml.Node `yaml:"format"`
 	Level  yaml.Node `yaml:"level"`
 }
-
-// knownKeys maps each section's path ("" for the top level) to its keys, from the yaml tags.
-var knownKeys = func() map[string][]string {
-	m := map[string][]string{}
-	var walk func(path string, t reflect.Type)
-	walk = func(path string, t reflect.Type) {
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-			m[path] = append(m[path], name)
-			if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeFor[yaml.Node]() {
-				walk(name, f.Type)
-			}
-		}
-	}
-	walk("", reflect.TypeFor[rawFile]())
-	return m
-}()
 
 // decodeRaw parses data into the document's top-level mapping and, strictly, into raw. Every
 // problem is reported to l with the path of the key concerned.

@@ -1,0 +1,56 @@
+package pipeline
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/eosink/eosink/sink"
+)
+
+// plugin builds the sink section's plugin.
+func (l *loader) plugin(n *yaml.Node, pipelineName, schema string, logger *slog.Logger) (sink.Plugin, string) {
+	n = deref(n)
+	if isNull(n) {
+		if !l.broken[""] {
+			l.fail("sink", 0, "required: the plugin section, with a type (registered: %s)", strings.Join(sink.Plugins(), ", "))
+		}
+		return nil, ""
+	}
+	if n.Kind != yaml.MappingNode {
+		l.fail("sink", n.Line, "must be a mapping with a type (registered: %s), not %s", strings.Join(sink.Plugins(), ", "), kindName(n))
+		return nil, ""
+	}
+	before := len(l.errs)
+	l.lines["sink"] = n.Line
+	v, _ := l.anyValue("sink", n, 0)
+	if len(l.errs) > before {
+		return nil, "" // the plugin would only see a partial section
+	}
+	cfg := sink.PluginConfig{Path: "sink", Pipeline: pipelineName, Schema: schema, Raw: v.(map[string]any), Logger: logger}
+	plugin, err := sink.BuildPlugin(cfg)
+	if err != nil {
+		var ce *sink.ConfigError
+		if errors.As(err, &ce) {
+			// yaml's decode errors quote the start of the value (`hunter2...`): drop it.
+			l.fail(ce.Field, l.lineOf(ce.Field), "%s", backquotedRE.ReplaceAllString(ce.Reason, "(value not shown)"))
+		} else {
+			l.fail("sink", n.Line, "%v", err)
+		}
+		return nil, cfg.Type()
+	}
+	return plugin, cfg.Type()
+}
+
+// lineOf returns the line of a path in the sink section, or of its nearest parent there.
+func (l *loader) lineOf(path string) int {
+	for path != "" {
+		if line, ok := l.lines[path]; ok {
+			return line
+		}
+		path = path[:max(strings.LastIndexAny(path, ".["), 0)]
+	}
+	return 0
+}

@@ -1,6 +1,6 @@
-// Package ops implements the operator commands on database-owned offsets: listing positions
+// Package admin implements the operator commands on database-owned offsets: listing positions
 // with their lag, and moving them (eosink offsets, eosink lag).
-package ops
+package admin
 
 import (
 	"context"

@@ -66,7 +66,7 @@ func dbClient(ctx context.Context, url, schema string) (*admin.Client, func(), e
 	if err != nil {
 		return nil, nil, err
 	}
-	return &admin.Client{Pool: pool, Schema: schema}, pool.Close, nil
+	return admin.New(pool, schema, nil), pool.Close, nil
 }
 
 // dlqCmd: eosink dlq list|show|replay|discard.

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -55,7 +56,10 @@ func (o *opsFlags) client(ctx context.Context) (*admin.Client, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return &admin.Client{Pool: pool, Schema: o.schema, Brokers: o.brokers, Kafka: kafka.ConfigMap(o.kafkaProps)}, pool.Close, nil
+	kc := kafka.ConfigMap{}
+	maps.Copy(kc, o.kafkaProps)
+	kc["bootstrap.servers"] = o.brokers
+	return admin.New(pool, o.schema, kc), pool.Close, nil
 }
 
 // connectDB opens a pool and checks the connection; errors never show the password.
@@ -159,7 +163,11 @@ flags:
 		if !*dryRun && strings.TrimSpace(*reason) == "" {
 			return usageError{errors.New("offsets set: -reason is required (it goes to the audit table)")}
 		}
-		sel := admin.Selector{Pipeline: *pipeline, Topic: *topic, Partition: int32(*partition)}
+		sel := admin.Selector{Pipeline: *pipeline, Topic: *topic}
+		if *partition >= 0 {
+			p := int32(*partition)
+			sel.Partition = &p
+		}
 		if *dryRun {
 			changes, err := c.Plan(ctx, sel, target)
 			if err != nil {

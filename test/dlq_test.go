@@ -58,7 +58,7 @@ func TestDeadLetterReplay(t *testing.T) {
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	c := &admin.Client{Pool: db, Schema: p.OffsetsSchema, Brokers: p.Env.Brokers}
+	c := p.admin(db)
 	f := admin.DeadLetterFilter{Pipeline: p.Group}
 	list, err := c.DeadLetters(ctx, f)
 	if err != nil || len(list) != len(refused) {

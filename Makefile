@@ -5,6 +5,8 @@ GO ?= go
 # Integration tests run in parallel, each on its own topic, group and schemas.
 TEST_PARALLEL ?= 4
 TEST_TIMEOUT ?= 40m
+# Tests build with failpoints (internal/failpoint); the binaries in bin/ are built without, as shipped.
+TEST_TAGS := -tags failpoints
 
 .PHONY: help
 help: ## Show this help
@@ -23,7 +25,7 @@ services-status: ## Show whether the test bed services run
 	bash test/services/services.sh status
 
 .PHONY: build
-build: ## Build bin/eosink and bin/points
+build: ## Build bin/eosink and bin/points (without failpoints, as shipped)
 	$(GO) build -o bin/eosink ./cmd/eosink
 	$(GO) build -o bin/points ./examples/points
 
@@ -31,14 +33,15 @@ build: ## Build bin/eosink and bin/points
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet $(TEST_TAGS) ./...
 
 .PHONY: test
 test: lint ## Start the services if needed, then run every test with -race against the real broker and database
-	. test/services/use.sh && $(GO) test -race -count=1 -parallel $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
+	. test/services/use.sh && $(GO) test $(TEST_TAGS) -race -count=1 -parallel $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (no services)
-	$(GO) test -race -count=1 ./internal/failpoint ./internal/pgerr ./sink
+	$(GO) test $(TEST_TAGS) -race -count=1 ./internal/failpoint ./internal/pgerr ./sink
 
 # make chaos: every fault scenario with a longer fault phase; make chaos DURATION=30m: a soak.
 CHAOS_SECONDS ?= 60
@@ -47,7 +50,7 @@ DURATION ?=
 .PHONY: chaos
 chaos: ## Fault-injection suite, longer runs; prints a table, JSON to CHAOS_REPORT (default .reports/chaos.json). DURATION=30m soaks
 	. test/services/use.sh && CHAOS_SCENARIO_SECONDS=$(CHAOS_SECONDS) CHAOS_SOAK=$(DURATION) \
-		$(GO) test -count=1 -v -parallel 3 -timeout 24h -run TestChaos ./test/chaos
+		$(GO) test $(TEST_TAGS) -count=1 -v -parallel 3 -timeout 24h -run TestChaos ./test/chaos
 
 # make bench: five contenders side by side, then the curves. BENCH_RECORDS=200000 for a quick run.
 BENCH_REPORT ?= .reports/bench.json

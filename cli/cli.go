@@ -242,7 +242,7 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			fmt.Fprintf(stdout, "sink plugin %q: no migrations of its own\n", plugin.PluginType)
 			return nil
 		}
-		if err := sink.MigratePluginProgress(ctx, *dbURL, plugin.Config.Plugin, stderr); err != nil {
+		if err := sink.MigratePlugin(ctx, *dbURL, plugin.Config.Plugin, &sink.MigrateOptions{Progress: stderr}); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "sink plugin %q: migrations applied\n", plugin.PluginType)

@@ -14,7 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/eosink/eosink/internal/ops"
+	"github.com/eosink/eosink/admin"
 	"github.com/eosink/eosink/internal/pipeline"
 )
 
@@ -41,8 +41,8 @@ type dlqFlags struct {
 	config               string
 }
 
-func (d *dlqFlags) filter() (ops.DeadLetterFilter, error) {
-	f := ops.DeadLetterFilter{Pipeline: d.pipeline, Topic: d.topic, Limit: d.limit}
+func (d *dlqFlags) filter() (admin.DeadLetterFilter, error) {
+	f := admin.DeadLetterFilter{Pipeline: d.pipeline, Topic: d.topic, Limit: d.limit}
 	if d.partition >= 0 {
 		p := int32(d.partition)
 		f.Partition = &p
@@ -60,13 +60,13 @@ func (d *dlqFlags) filter() (ops.DeadLetterFilter, error) {
 	return f, nil
 }
 
-// dbClient is an ops.Client for the database alone.
-func dbClient(ctx context.Context, url, schema string) (*ops.Client, func(), error) {
+// dbClient is an admin.Client for the database alone.
+func dbClient(ctx context.Context, url, schema string) (*admin.Client, func(), error) {
 	pool, err := connectDB(ctx, url)
 	if err != nil {
 		return nil, nil, err
 	}
-	return &ops.Client{Pool: pool, Schema: schema}, pool.Close, nil
+	return admin.New(pool, schema, nil), pool.Close, nil
 }
 
 // dlqCmd: eosink dlq list|show|replay|discard.
@@ -167,7 +167,7 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 }
 
 // dlqReplay builds the pipeline's plugin from its config file and replays.
-func dlqReplay(ctx context.Context, d *dlqFlags, f ops.DeadLetterFilter, stdout, stderr io.Writer) error {
+func dlqReplay(ctx context.Context, d *dlqFlags, f admin.DeadLetterFilter, stdout, stderr io.Writer) error {
 	if d.config == "" {
 		return usageError{errors.New("dlq replay: -config is required: the records go back through the pipeline's sink")}
 	}
@@ -192,7 +192,7 @@ func dlqReplay(ctx context.Context, d *dlqFlags, f ops.DeadLetterFilter, stdout,
 		return printDeadLetters(stdout, list, d.json)
 	}
 	last := time.Now()
-	res, err := c.Replay(ctx, f, p.Config.Plugin, func(done, total int, r ops.ReplayResult) {
+	res, err := c.Replay(ctx, f, p.Config.Plugin, func(done, total int, r admin.ReplayResult) {
 		if done == total || time.Since(last) >= 2*time.Second {
 			last = time.Now()
 			fmt.Fprintf(stderr, "replay: %d/%d done, %d applied, %d failed again, %d gone\n", done, total, r.Replayed, r.FailedAgain, r.Gone)
@@ -211,10 +211,10 @@ func dlqReplay(ctx context.Context, d *dlqFlags, f ops.DeadLetterFilter, stdout,
 	return err
 }
 
-func printDeadLetters(w io.Writer, list []ops.DeadLetter, asJSON bool) error {
+func printDeadLetters(w io.Writer, list []admin.DeadLetter, asJSON bool) error {
 	if asJSON {
 		if list == nil {
-			list = []ops.DeadLetter{}
+			list = []admin.DeadLetter{}
 		}
 		return writeJSON(w, list)
 	}
@@ -246,7 +246,7 @@ func printable(b []byte) string {
 	return "base64:" + base64.StdEncoding.EncodeToString(b)
 }
 
-func printDeadLetter(w io.Writer, d ops.DeadLetter, asJSON bool) error {
+func printDeadLetter(w io.Writer, d admin.DeadLetter, asJSON bool) error {
 	r := d.Record
 	if asJSON {
 		type header struct {
@@ -254,7 +254,7 @@ func printDeadLetter(w io.Writer, d ops.DeadLetter, asJSON bool) error {
 			Value string `json:"value"`
 		}
 		out := struct {
-			ops.DeadLetter
+			admin.DeadLetter
 			Key       string    `json:"key"`
 			Value     string    `json:"value"`
 			Headers   []header  `json:"headers"`

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -17,8 +18,8 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eosink/eosink/admin"
 	"github.com/eosink/eosink/internal/kafkaflag"
-	"github.com/eosink/eosink/internal/ops"
 )
 
 // opsFlags are the connection flags of the offsets and lag commands.
@@ -38,7 +39,7 @@ func (o *opsFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.json, "json", false, "print JSON")
 }
 
-func (o *opsFlags) client(ctx context.Context) (*ops.Client, func(), error) {
+func (o *opsFlags) client(ctx context.Context) (*admin.Client, func(), error) {
 	if o.dbURL == "" {
 		o.dbURL = os.Getenv("DATABASE_URL")
 	}
@@ -55,7 +56,10 @@ func (o *opsFlags) client(ctx context.Context) (*ops.Client, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return &ops.Client{Pool: pool, Schema: o.schema, Brokers: o.brokers, Kafka: kafka.ConfigMap(o.kafkaProps)}, pool.Close, nil
+	kc := kafka.ConfigMap{}
+	maps.Copy(kc, o.kafkaProps)
+	kc["bootstrap.servers"] = o.brokers
+	return admin.New(pool, o.schema, kc), pool.Close, nil
 }
 
 // connectDB opens a pool and checks the connection; errors never show the password.
@@ -146,7 +150,7 @@ flags:
 		if *to == "" {
 			return usageError{errors.New("offsets set: -to is required (earliest, latest, an offset, or an RFC 3339 time)")}
 		}
-		target, err := ops.ParseTarget(*to)
+		target, err := admin.ParseTarget(*to)
 		if err != nil {
 			return usageError{fmt.Errorf("offsets set: -to: %w", err)}
 		}
@@ -159,7 +163,11 @@ flags:
 		if !*dryRun && strings.TrimSpace(*reason) == "" {
 			return usageError{errors.New("offsets set: -reason is required (it goes to the audit table)")}
 		}
-		sel := ops.Selector{Pipeline: *pipeline, Topic: *topic, Partition: int32(*partition)}
+		sel := admin.Selector{Pipeline: *pipeline, Topic: *topic}
+		if *partition >= 0 {
+			p := int32(*partition)
+			sel.Partition = &p
+		}
 		if *dryRun {
 			changes, err := c.Plan(ctx, sel, target)
 			if err != nil {
@@ -182,13 +190,13 @@ flags:
 }
 
 // listPositions parses the flags shared by lag and status and lists the positions.
-func listPositions(ctx context.Context, name string, args []string, stderr io.Writer) ([]ops.Position, bool, error) {
+func listPositions(ctx context.Context, name string, args []string, stderr io.Writer) ([]admin.Position, bool, error) {
 	ps, _, asJSON, err := listPositionsAndDead(ctx, name, args, stderr, false)
 	return ps, asJSON, err
 }
 
 // listPositionsAndDead is listPositions, with the dead letters per pipeline when withDead.
-func listPositionsAndDead(ctx context.Context, name string, args []string, stderr io.Writer, withDead bool) ([]ops.Position, map[string]int64, bool, error) {
+func listPositionsAndDead(ctx context.Context, name string, args []string, stderr io.Writer, withDead bool) ([]admin.Position, map[string]int64, bool, error) {
 	fs := flag.NewFlagSet("eosink "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o opsFlags
@@ -221,7 +229,7 @@ func lagCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return printPositions(stdout, ps, asJSON, true)
 }
 
-func printPositions(w io.Writer, ps []ops.Position, asJSON, lagOnly bool) error {
+func printPositions(w io.Writer, ps []admin.Position, asJSON, lagOnly bool) error {
 	if asJSON {
 		return writeJSON(w, ps)
 	}
@@ -259,7 +267,7 @@ func printPositions(w io.Writer, ps []ops.Position, asJSON, lagOnly bool) error 
 }
 
 // warnDivergence tells when Kafka's committed offsets (advisory) differ from the stored ones.
-func warnDivergence(w io.Writer, ps []ops.Position) {
+func warnDivergence(w io.Writer, ps []admin.Position) {
 	var diverged []string
 	for _, p := range ps {
 		if p.Diverged() {
@@ -272,7 +280,7 @@ func warnDivergence(w io.Writer, ps []ops.Position) {
 	}
 }
 
-func printChanges(w io.Writer, cs []ops.Change, asJSON bool) error {
+func printChanges(w io.Writer, cs []admin.Change, asJSON bool) error {
 	if asJSON {
 		return writeJSON(w, cs)
 	}

@@ -28,11 +28,8 @@ import (
 type rowsPlugin struct{ schema string }
 
 func init() {
-	sink.Register("clitest", func(cfg sink.PluginConfig) (sink.Plugin, error) {
-		var opts struct{} // no options: unknown keys are errors
-		if err := cfg.Decode(&opts); err != nil {
-			return nil, err
-		}
+	// No options: unknown keys are errors.
+	sink.RegisterConfig("clitest", func(cfg sink.PluginConfig, _ struct{}) (*rowsPlugin, error) {
 		return &rowsPlugin{schema: cfg.Schema}, nil
 	})
 }

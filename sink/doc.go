@@ -90,7 +90,8 @@
 // `eosink offsets set` moves a stored position while the sink runs: it bumps the epoch
 // (fencing this instance's next commit on the partition), names this instance as the fenced
 // owner, and notifies the sink over LISTEN/NOTIFY. The sink claims the partition again and
-// seeks to the new position without a restart. See docs/operations.md.
+// seeks to the new position without a restart. Package admin does the same from Go. See
+// docs/operations.md.
 //
 // # Metrics and probes
 //

@@ -30,21 +30,25 @@ func Migrate(ctx context.Context, databaseURL, schema string) error {
 	return nil
 }
 
-// MigratePlugin applies the migrations a plugin ships (see Migrator); it does nothing for a
-// plugin without any. Like Migrate, it is safe to call from several processes at once.
-func MigratePlugin(ctx context.Context, databaseURL string, p Plugin) error {
-	return MigratePluginProgress(ctx, databaseURL, p, nil)
+// MigrateOptions are the options of MigratePlugin. The zero value (or nil) means defaults.
+type MigrateOptions struct {
+	// Progress, when set, receives a line as each migration finishes.
+	Progress io.Writer
 }
 
-// MigratePluginProgress is MigratePlugin writing a line to progress (when not nil) as each
-// migration finishes.
-func MigratePluginProgress(ctx context.Context, databaseURL string, p Plugin, progress io.Writer) error {
+// MigratePlugin applies the migrations a plugin ships (see Migrator); it does nothing for a
+// plugin without any. Like Migrate, it is safe to call from several processes at once. opts
+// may be nil.
+func MigratePlugin(ctx context.Context, databaseURL string, p Plugin, opts *MigrateOptions) error {
+	if opts == nil {
+		opts = &MigrateOptions{}
+	}
 	m, ok := p.(Migrator)
 	if !ok {
 		return nil
 	}
 	for _, set := range m.Migrations() {
-		g, err := migrator.Open(ctx, databaseURL, migrator.Set{FS: set.FS, Schema: set.Schema, Table: set.Table, Progress: progress, Name: set.Name})
+		g, err := migrator.Open(ctx, databaseURL, migrator.Set{FS: set.FS, Schema: set.Schema, Table: set.Table, Progress: opts.Progress, Name: set.Name})
 		if err != nil {
 			return fmt.Errorf("eosink: migrate %s: %w", set.Name, err)
 		}
@@ -108,7 +112,7 @@ func (s *Sink) prepareDatabase(ctx context.Context, url string) error {
 		if err := Migrate(ctx, url, s.cfg.Schema); err != nil {
 			return err
 		}
-		if err := MigratePlugin(ctx, url, s.plugin); err != nil {
+		if err := MigratePlugin(ctx, url, s.plugin, nil); err != nil {
 			return err
 		}
 	}

@@ -44,6 +44,26 @@ func Register(name string, f Factory) {
 	registry.m[name] = f
 }
 
+// RegisterConfig registers name (see Register) with a factory for a plugin configured by a
+// struct C: the factory decodes the plugin's section into a C with PluginConfig.Decode, so
+// that unknown keys are errors, then calls build with the section and the C. BuildPlugin
+// reports an error from build against the section. With it an init function is one line:
+//
+//	func init() { sink.RegisterConfig("table", func(_ sink.PluginConfig, c Config) (*Table, error) { return New(c) }) }
+func RegisterConfig[C any, P Plugin](name string, build func(cfg PluginConfig, c C) (P, error)) {
+	Register(name, func(cfg PluginConfig) (Plugin, error) {
+		var c C
+		if err := cfg.Decode(&c); err != nil {
+			return nil, err
+		}
+		p, err := build(cfg, c)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	})
+}
+
 // registered names the registered plugins for messages.
 func registered() string {
 	if names := Plugins(); len(names) > 0 {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/eosink/eosink/internal/ops"
+	"github.com/eosink/eosink/admin"
 	"github.com/eosink/eosink/internal/testbed"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/table"
@@ -58,8 +58,8 @@ func TestDeadLetterReplay(t *testing.T) {
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	c := &ops.Client{Pool: db, Schema: p.OffsetsSchema, Brokers: p.Env.Brokers}
-	f := ops.DeadLetterFilter{Pipeline: p.Group}
+	c := p.admin(db)
+	f := admin.DeadLetterFilter{Pipeline: p.Group}
 	list, err := c.DeadLetters(ctx, f)
 	if err != nil || len(list) != len(refused) {
 		t.Fatalf("dead letters: %d (%v), want %d", len(list), err, len(refused))
@@ -79,7 +79,7 @@ func TestDeadLetterReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	results := make([]ops.ReplayResult, 2)
+	results := make([]admin.ReplayResult, 2)
 	errs := make([]error, 2)
 	for i := range 2 {
 		wg.Add(1)

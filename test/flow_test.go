@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/examples/points/app"
-	"github.com/eosink/eosink/internal/ops"
 	"github.com/eosink/eosink/internal/testbed"
 	"github.com/eosink/eosink/sink"
 )
@@ -133,7 +132,7 @@ func TestTransactionalProducerGaps(t *testing.T) {
 		}
 	}
 	// Lag is zero although the log end (after the last commit marker) is past next_offset.
-	c := &ops.Client{Pool: testbed.Pool(t, p.Env), Schema: p.OffsetsSchema, Brokers: p.Env.Brokers}
+	c := p.admin(testbed.Pool(t, p.Env))
 	ps, err := c.List(ctx, p.Group)
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,9 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eosink/eosink/admin"
 	"github.com/eosink/eosink/examples/points/app"
 	"github.com/eosink/eosink/sink"
 )
@@ -128,6 +130,11 @@ func (p *pipeline) commitKafkaOffset(t *testing.T, partition int32, offset int64
 	if err != nil || res[0].Error != nil {
 		t.Fatalf("commit Kafka offset: %v %v", err, res)
 	}
+}
+
+// admin returns an admin.Client on the pipeline's schema and broker.
+func (p *pipeline) admin(pool *pgxpool.Pool) *admin.Client {
+	return admin.New(pool, p.OffsetsSchema, kafka.ConfigMap{"bootstrap.servers": p.Env.Brokers})
 }
 
 func (p *pipeline) offsetsTable() string {

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/eosink/eosink/internal/ops"
+	"github.com/eosink/eosink/admin"
 	"github.com/eosink/eosink/internal/testbed"
 	"github.com/eosink/eosink/sink"
 )
@@ -27,9 +27,9 @@ func TestResetWhileRunning(t *testing.T) {
 	ends := p.logEnds(t)
 
 	pool := testbed.Pool(t, p.Env)
-	c := &ops.Client{Pool: pool, Schema: p.OffsetsSchema, Brokers: p.Env.Brokers}
+	c := p.admin(pool)
 	ctx := context.Background()
-	back, err := c.Plan(ctx, ops.Selector{Pipeline: p.Group, Topic: p.Topic, Partition: 0}, ops.Target{Kind: "offset", Offset: 50})
+	back, err := c.Plan(ctx, admin.Selector{Pipeline: p.Group, Topic: p.Topic, Partition: new(int32(0))}, admin.Offset(50))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,9 +99,9 @@ func TestSkipWhileRunning(t *testing.T) {
 		return next >= 100, fmt.Sprint(next)
 	})
 	pool := testbed.Pool(t, p.Env)
-	c := &ops.Client{Pool: pool, Schema: p.OffsetsSchema, Brokers: p.Env.Brokers}
-	changes, err := c.Reset(context.Background(), ops.Selector{Pipeline: p.Group, Topic: p.Topic, Partition: 0},
-		ops.Target{Kind: "latest"}, "test-operator", "skip the backlog", 20)
+	c := p.admin(pool)
+	changes, err := c.Reset(context.Background(), admin.Selector{Pipeline: p.Group, Topic: p.Topic, Partition: new(int32(0))},
+		admin.Latest(), "test-operator", "skip the backlog", 20)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,18 +1,5 @@
-// Package failpoint lets tests make a sink process fail at a named point of the commit
-// protocol: kill itself with SIGKILL, sleep, or exit. Failpoints are configured with the
-// EOSINK_FAILPOINTS environment variable and cost one atomic load when none is set.
-//
-// Syntax: a comma-separated list of name=action, where action is one of
-//
-//	kill            SIGKILL this process
-//	sleep(DUR)      sleep for a Go duration, for example sleep(30s)
-//	exit(CODE)      exit with the code at once, without cleanup
-//
-// An action may be suffixed with @N to fire only on the Nth time the point is reached
-// (1-based), for example after-commit=kill@3. Without @N it fires every time.
-//
-// Each time a failpoint fires it writes one line "failpoint fired: NAME ACTION" to stderr, so
-// that a test can prove that the fault it meant to inject did happen.
+//go:build failpoints
+
 package failpoint
 
 import (
@@ -25,19 +12,6 @@ import (
 	"syscall"
 	"time"
 )
-
-// The points the engine evaluates, in the order a batch passes them.
-const (
-	AfterFetch        = "after-fetch"         // batch collected, before BEGIN
-	AfterOffsetUpdate = "after-offset-update" // conditional offset UPDATE done, before the handler
-	InHandler         = "in-handler"          // handler returned, before COMMIT (its writes are in the open tx)
-	AfterCommit       = "after-commit"        // COMMIT returned, before the in-memory position advances
-	BeforeCommit      = "before-commit"       // just before COMMIT is sent (used to hold an open tx)
-	MidWrite          = "mid-write"           // for handlers in this module: between two of their writes
-)
-
-// EnvVar is the environment variable read by Load.
-const EnvVar = "EOSINK_FAILPOINTS"
 
 type action struct {
 	kind  string // kill, sleep, exit

@@ -1,3 +1,5 @@
+//go:build failpoints
+
 package failpoint
 
 import "testing"

@@ -95,35 +95,33 @@ type Inbox struct {
 	lastPrune atomic.Int64 // unix nanos
 }
 
-func init() {
-	sink.Register("inbox", func(cfg sink.PluginConfig) (sink.Plugin, error) {
-		var c struct {
-			Config `yaml:",inline"`
-			Inner  map[string]any `yaml:"inner"`
-		}
-		if err := cfg.Decode(&c); err != nil {
-			return nil, err
-		}
-		innerCfg, err := cfg.Sub("inner")
-		if err != nil {
-			return nil, err
-		}
-		inner, err := sink.BuildPlugin(innerCfg)
-		if err != nil {
-			return nil, err
-		}
-		if c.Subscriber == "" {
-			c.Subscriber = cfg.Pipeline
-		}
-		if c.Schema == "" {
-			c.Schema = cfg.Schema
-		}
-		ib, err := New(c.Config, inner)
-		if err != nil {
-			return nil, &sink.ConfigError{Field: cfg.Path, Reason: err.Error()}
-		}
-		return ib, nil
-	})
+func init() { sink.RegisterConfig("inbox", fromConfig) }
+
+// section is the inbox's config section: its own keys and the inner plugin's section. It is
+// an alias of an unnamed struct so that yaml's type errors name it as they always have.
+type section = struct {
+	Config `yaml:",inline"`
+	Inner  map[string]any `yaml:"inner"`
+}
+
+// fromConfig builds the inbox and its inner plugin from the section; the subscriber and the
+// schema default to the pipeline's.
+func fromConfig(cfg sink.PluginConfig, c section) (*Inbox, error) {
+	innerCfg, err := cfg.Sub("inner")
+	if err != nil {
+		return nil, err
+	}
+	inner, err := sink.BuildPlugin(innerCfg)
+	if err != nil {
+		return nil, err
+	}
+	if c.Subscriber == "" {
+		c.Subscriber = cfg.Pipeline
+	}
+	if c.Schema == "" {
+		c.Schema = cfg.Schema
+	}
+	return New(c.Config, inner)
 }
 
 // New returns an Inbox applying events through inner.

@@ -32,7 +32,7 @@ func newInbox(t *testing.T, db *pgxpool.Pool, schema string) *inbox.Inbox {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sink.MigratePlugin(context.Background(), os.Getenv("DATABASE_URL"), ib); err != nil {
+	if err := sink.MigratePlugin(context.Background(), os.Getenv("DATABASE_URL"), ib, nil); err != nil {
 		t.Fatal(err)
 	}
 	return ib

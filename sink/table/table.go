@@ -68,17 +68,7 @@ func (c *Column) UnmarshalYAML(unmarshal func(any) error) error {
 }
 
 func init() {
-	sink.Register("table", func(cfg sink.PluginConfig) (sink.Plugin, error) {
-		var c Config
-		if err := cfg.Decode(&c); err != nil {
-			return nil, err
-		}
-		p, err := New(c)
-		if err != nil {
-			return nil, &sink.ConfigError{Field: cfg.Path, Reason: err.Error()}
-		}
-		return p, nil
-	})
+	sink.RegisterConfig("table", func(_ sink.PluginConfig, c Config) (*Table, error) { return New(c) })
 }
 
 // Table is the insert plugin.

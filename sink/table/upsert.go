@@ -29,17 +29,7 @@ type UpsertConfig struct {
 }
 
 func init() {
-	sink.Register("upsert", func(cfg sink.PluginConfig) (sink.Plugin, error) {
-		var c UpsertConfig
-		if err := cfg.Decode(&c); err != nil {
-			return nil, err
-		}
-		p, err := NewUpsert(c)
-		if err != nil {
-			return nil, &sink.ConfigError{Field: cfg.Path, Reason: err.Error()}
-		}
-		return p, nil
-	})
+	sink.RegisterConfig("upsert", func(_ sink.PluginConfig, c UpsertConfig) (*Upsert, error) { return NewUpsert(c) })
 }
 
 // Upsert is the insert-or-update plugin.

@@ -32,17 +32,15 @@ type Config struct {
 	Schema string `yaml:"schema"`
 }
 
-func init() {
-	sink.Register("ledger", func(cfg sink.PluginConfig) (sink.Plugin, error) {
-		var c Config
-		if err := cfg.Decode(&c); err != nil {
-			return nil, err
-		}
-		if c.Schema == "" {
-			c.Schema = cfg.Schema
-		}
-		return New(c), nil
-	})
+func init() { sink.RegisterConfig("ledger", fromConfig) }
+
+// fromConfig builds the plugin from its config section; the schema defaults to the
+// pipeline's.
+func fromConfig(cfg sink.PluginConfig, c Config) (*Ledger, error) {
+	if c.Schema == "" {
+		c.Schema = cfg.Schema
+	}
+	return New(c), nil
 }
 
 // Ledger is the plugin.

@@ -20,7 +20,7 @@ func TestConformance(t *testing.T) {
 	sinktest.Run(t, sinktest.Harness{
 		New: func(t *testing.T, db *pgxpool.Pool, schema string) sink.Plugin {
 			l := ledger.New(ledger.Config{Schema: schema})
-			if err := sink.MigratePlugin(context.Background(), os.Getenv("DATABASE_URL"), l); err != nil {
+			if err := sink.MigratePlugin(context.Background(), os.Getenv("DATABASE_URL"), l, nil); err != nil {
 				t.Fatal(err)
 			}
 			return l

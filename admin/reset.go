@@ -1,4 +1,4 @@
-package ops
+package admin
 
 import (
 	"context"
@@ -15,39 +15,57 @@ import (
 	"github.com/eosink/eosink/rebalance"
 )
 
-// Target is where to move positions.
+// Target is where Plan moves positions: Earliest, Latest, Offset or Time; ParseTarget reads
+// one from text. The zero Target is invalid.
 type Target struct {
-	Kind   string // earliest, latest, offset, time
-	Offset int64
-	Time   time.Time
+	kind   string // earliest, latest, offset, time
+	offset int64
+	time   time.Time
 }
+
+// Earliest targets each partition's log start: the oldest record the broker still keeps.
+func Earliest() Target { return Target{kind: "earliest"} }
+
+// Latest targets each partition's log end (its last stable offset): what is not yet applied
+// is skipped.
+func Latest() Target { return Target{kind: "latest"} }
+
+// Offset targets offset n in each partition; Plan refuses it where it is outside the log.
+func Offset(n int64) Target { return Target{kind: "offset", offset: n} }
+
+// Time targets, in each partition, the first record whose timestamp is at or after t (the
+// log end when there is none), as the broker's offsets-for-times finds it.
+func Time(t time.Time) Target { return Target{kind: "time", time: t} }
 
 // ParseTarget parses earliest, latest, an offset, or an RFC 3339 time.
 func ParseTarget(s string) (Target, error) {
 	switch strings.ToLower(s) {
-	case "earliest", "latest":
-		return Target{Kind: strings.ToLower(s)}, nil
+	case "earliest":
+		return Earliest(), nil
+	case "latest":
+		return Latest(), nil
 	}
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 		if n < 0 {
 			return Target{}, fmt.Errorf("offset %d is negative", n)
 		}
-		return Target{Kind: "offset", Offset: n}, nil
+		return Offset(n), nil
 	}
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return Target{Kind: "time", Time: t}, nil
+		return Time(t), nil
 	}
 	return Target{}, fmt.Errorf("%q is not earliest, latest, an offset or an RFC 3339 time (2026-11-30T06:00:00Z)", s)
 }
 
-// Selector names the partitions to move: a whole pipeline, one topic of it, or one partition.
+// Selector names the partitions to move: a whole pipeline, one topic of it, or one partition
+// of that topic.
 type Selector struct {
-	Pipeline  string
+	Pipeline  string // required
 	Topic     string // empty: every topic the pipeline has rows for
-	Partition int32  // -1: every partition
+	Partition *int32 // nil: every partition
 }
 
-// Change is one planned move.
+// Change is one move of a partition's position, as planned by Plan or made by Apply.
 type Change struct {
 	Pipeline  string `json:"pipeline"`
 	Topic     string `json:"topic"`
@@ -68,9 +86,13 @@ func (c *Client) Plan(ctx context.Context, sel Selector, target Target) ([]Chang
 	if sel.Pipeline == "" {
 		return nil, errors.New("a pipeline is required")
 	}
+	partition := int32(-1) // every partition
+	if sel.Partition != nil {
+		partition = *sel.Partition
+	}
 	current := map[key]int64{}
-	rows, err := c.Pool.Query(ctx, `SELECT topic, partition, next_offset FROM `+c.table("offsets")+
-		` WHERE pipeline = $1 AND ($2 = '' OR topic = $2) AND ($3 < 0 OR partition = $3)`, sel.Pipeline, sel.Topic, sel.Partition)
+	rows, err := c.pool.Query(ctx, `SELECT topic, partition, next_offset FROM `+c.table("offsets")+
+		` WHERE pipeline = $1 AND ($2 = '' OR topic = $2) AND ($3 < 0 OR partition = $3)`, sel.Pipeline, sel.Topic, partition)
 	if err != nil {
 		return nil, fmt.Errorf("read offsets: %w", err)
 	}
@@ -92,12 +114,12 @@ func (c *Client) Plan(ctx context.Context, sel Selector, target Target) ([]Chang
 			return nil, err
 		}
 		for _, p := range parts {
-			if sel.Partition < 0 || p == sel.Partition {
+			if partition < 0 || p == partition {
 				tps = append(tps, kafka.TopicPartition{Topic: &sel.Topic, Partition: p})
 			}
 		}
 		if len(tps) == 0 {
-			return nil, fmt.Errorf("topic %q has no partition %d", sel.Topic, sel.Partition)
+			return nil, fmt.Errorf("topic %q has no partition %d", sel.Topic, partition)
 		}
 	} else {
 		for k := range current {
@@ -113,8 +135,8 @@ func (c *Client) Plan(ctx context.Context, sel Selector, target Target) ([]Chang
 		return nil, err
 	}
 	var times map[key]int64
-	if target.Kind == "time" {
-		if times, err = c.offsetsForTime(ctx, tps, target.Time); err != nil {
+	if target.kind == "time" {
+		if times, err = c.offsetsForTime(ctx, tps, target.time); err != nil {
 			return nil, err
 		}
 	}
@@ -129,17 +151,17 @@ func (c *Client) Plan(ctx context.Context, sel Selector, target Target) ([]Chang
 		if n, ok := current[k]; ok {
 			ch.From = &n
 		}
-		switch target.Kind {
+		switch target.kind {
 		case "earliest":
 			ch.To = rg.start
 		case "latest":
 			ch.To = rg.end
 		case "offset":
-			ch.To = target.Offset
+			ch.To = target.offset
 		case "time":
 			ch.To = times[k]
 		default:
-			return nil, fmt.Errorf("unknown target %q", target.Kind)
+			return nil, fmt.Errorf("unknown target %q", target.kind)
 		}
 		if ch.To < rg.start || ch.To > rg.end {
 			return nil, fmt.Errorf("refusing to move %s[%d] to %d: outside the log, which holds %d..%d", k.topic, k.partition, ch.To, rg.start, rg.end)
@@ -162,7 +184,7 @@ func (c *Client) Apply(ctx context.Context, changes []Change, operator, reason s
 	}
 	out := make([]Change, len(changes))
 	copy(out, changes)
-	err := pgx.BeginFunc(ctx, c.Pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '10s'"); err != nil {
 			return err
 		}
@@ -228,7 +250,7 @@ func (c *Client) partitions(topic string) ([]int32, error) {
 	}
 	tm, ok := md.Topics[topic]
 	if !ok || tm.Error.Code() != kafka.ErrNoError {
-		return nil, fmt.Errorf("topic %q does not exist on %s", topic, c.Brokers)
+		return nil, fmt.Errorf("topic %q does not exist on %s", topic, c.brokers())
 	}
 	var out []int32
 	for _, p := range tm.Partitions {

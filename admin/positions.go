@@ -1,6 +1,4 @@
-// Package ops implements the operator commands on database-owned offsets: listing positions
-// with their lag, and moving them (eosink offsets, eosink lag).
-package ops
+package admin
 
 import (
 	"context"
@@ -9,22 +7,22 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Position is one stored row with what the broker says of its partition.
+// Position is one row of the offsets table with what the broker says of its partition. The
+// JSON names are those of `eosink offsets list -json`.
 type Position struct {
 	Pipeline   string    `json:"pipeline"`
 	Topic      string    `json:"topic"`
 	Partition  int32     `json:"partition"`
-	NextOffset int64     `json:"next_offset"`
-	Epoch      int64     `json:"epoch"`
-	Owner      string    `json:"owner"`
-	UpdatedAt  time.Time `json:"last_commit"`
+	NextOffset int64     `json:"next_offset"` // the offset of the next record to apply
+	Epoch      int64     `json:"epoch"`       // bumped by each claim and each move
+	Owner      string    `json:"owner"`       // the sink instance that claimed it, or who moved it
+	UpdatedAt  time.Time `json:"last_commit"` // the last commit or move
 	LogStart   int64     `json:"log_start"`
-	LogEnd     int64     `json:"log_end"` // last stable offset (read_committed)
-	Lag        int64     `json:"lag"`     // committed records at or after next_offset; 0 when only markers remain
-	Error      string    `json:"error,omitempty"`
+	LogEnd     int64     `json:"log_end"`         // last stable offset (read_committed)
+	Lag        int64     `json:"lag"`             // committed records at or after next_offset; 0 when only markers remain
+	Error      string    `json:"error,omitempty"` // the broker's error for the partition; Lag is then 0
 	// KafkaCommitted is the offset the consumer group named like the pipeline has committed
 	// in Kafka (advisory: written with CommitToKafka, never read by the sink); nil if none.
 	KafkaCommitted *int64 `json:"kafka_committed"`
@@ -37,29 +35,10 @@ func (p Position) Diverged() bool {
 	return p.KafkaCommitted != nil && *p.KafkaCommitted != p.NextOffset
 }
 
-// Client reads the offsets table and the broker.
-type Client struct {
-	Pool    *pgxpool.Pool
-	Schema  string
-	Brokers string
-	Kafka   kafka.ConfigMap // extra librdkafka properties (TLS, SASL) for the admin client
-}
-
-func (c *Client) table(name string) string { return pgx.Identifier{c.Schema, name}.Sanitize() }
-
-func (c *Client) kafkaConfig() *kafka.ConfigMap {
-	m := kafka.ConfigMap{}
-	for k, v := range c.Kafka {
-		m[k] = v
-	}
-	m["bootstrap.servers"] = c.Brokers
-	return &m
-}
-
 // List returns the stored positions of pipeline (all pipelines when empty), with the log's
 // range and the lag of each partition.
 func (c *Client) List(ctx context.Context, pipeline string) ([]Position, error) {
-	rows, err := c.Pool.Query(ctx, `SELECT pipeline, topic, partition, next_offset, epoch, coalesce(owner, ''), updated_at
+	rows, err := c.pool.Query(ctx, `SELECT pipeline, topic, partition, next_offset, epoch, coalesce(owner, ''), updated_at
 		FROM `+c.table("offsets")+` WHERE $1 = '' OR pipeline = $1 ORDER BY pipeline, topic, partition`, pipeline)
 	if err != nil {
 		return nil, fmt.Errorf("read offsets: %w", err)
@@ -186,7 +165,7 @@ func (c *Client) logRanges(ctx context.Context, tps []kafka.TopicPartition) (map
 		res, err := a.ListOffsets(qctx, req, kafka.SetAdminIsolationLevel(kafka.IsolationLevelReadCommitted))
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("list offsets on %s: %w", c.Brokers, err)
+			return nil, fmt.Errorf("list offsets on %s: %w", c.brokers(), err)
 		}
 		for tp, info := range res.ResultInfos {
 			k := key{*tp.Topic, tp.Partition}

@@ -1,4 +1,4 @@
-package ops
+package admin
 
 import (
 	"context"
@@ -12,20 +12,22 @@ import (
 	"github.com/eosink/eosink/sink"
 )
 
-// DeadLetter is one row of the dead-letter table.
+// DeadLetter is one row of the dead-letter table: a record the sink refused as poison under
+// the sink.DeadLetter policy. The JSON names are those of `eosink dlq list -json`.
 type DeadLetter struct {
 	ID            int64     `json:"id"`
 	Pipeline      string    `json:"pipeline"`
 	Topic         string    `json:"topic"`
 	Partition     int32     `json:"partition"`
 	Offset        int64     `json:"offset"`
-	Error         string    `json:"error"`
-	Failures      int       `json:"failures"`
+	Error         string    `json:"error"`    // the last failure's error
+	Failures      int       `json:"failures"` // how often it failed: once when dead-lettered, then per failed replay or redelivery
 	FirstFailedAt time.Time `json:"first_failed_at"`
 	LastFailedAt  time.Time `json:"last_failed_at"`
 	KeyBytes      int       `json:"key_bytes"`
 	ValueBytes    int       `json:"value_bytes"`
-	// The record, filled by Show and Replay only.
+	// Record is the record itself (key, value, headers, timestamp), filled by ShowDeadLetter
+	// only.
 	Record *sink.Record `json:"-"`
 }
 
@@ -33,9 +35,9 @@ type DeadLetter struct {
 type DeadLetterFilter struct {
 	Pipeline  string
 	Topic     string
-	Partition *int32
-	IDs       []int64
-	Limit     int // 0: no limit
+	Partition *int32  // nil: every partition
+	IDs       []int64 // empty: every id
+	Limit     int     // 0: no limit
 }
 
 func (f DeadLetterFilter) where() (string, []any) {
@@ -56,7 +58,7 @@ func (c *Client) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLet
 	if f.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", f.Limit)
 	}
-	rows, err := c.Pool.Query(ctx, q, args...)
+	rows, err := c.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read dead letters: %w", err)
 	}
@@ -75,7 +77,7 @@ func (c *Client) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLet
 
 // CountDeadLetters returns the number of dead letters per pipeline.
 func (c *Client) CountDeadLetters(ctx context.Context) (map[string]int64, error) {
-	rows, err := c.Pool.Query(ctx, "SELECT pipeline, count(*) FROM "+c.table("dead_letters")+" GROUP BY pipeline")
+	rows, err := c.pool.Query(ctx, "SELECT pipeline, count(*) FROM "+c.table("dead_letters")+" GROUP BY pipeline")
 	if err != nil {
 		return nil, fmt.Errorf("count dead letters: %w", err)
 	}
@@ -113,7 +115,7 @@ const dlRecordColumns = dlColumns + `, key, value, header_keys, header_values, "
 
 // ShowDeadLetter returns one dead letter with its record.
 func (c *Client) ShowDeadLetter(ctx context.Context, id int64) (DeadLetter, error) {
-	d, err := scanRecord(c.Pool.QueryRow(ctx, "SELECT "+dlRecordColumns+" FROM "+c.table("dead_letters")+" WHERE id = $1", id))
+	d, err := scanRecord(c.pool.QueryRow(ctx, "SELECT "+dlRecordColumns+" FROM "+c.table("dead_letters")+" WHERE id = $1", id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, fmt.Errorf("no dead letter with id %d", id)
 	}
@@ -122,10 +124,10 @@ func (c *Client) ShowDeadLetter(ctx context.Context, id int64) (DeadLetter, erro
 
 // ReplayResult counts what Replay did.
 type ReplayResult struct {
-	Replayed    int     `json:"replayed"`     // applied, and their dead letters removed
-	FailedAgain int     `json:"failed_again"` // still poison: the dead letter stays, with the new error
-	Gone        int     `json:"gone"`         // removed by someone else meanwhile
-	FailedIDs   []int64 `json:"failed_ids,omitempty"`
+	Replayed    int     `json:"replayed"`             // applied, and their dead letters removed
+	FailedAgain int     `json:"failed_again"`         // still poison: the dead letter stays, with the new error
+	Gone        int     `json:"gone"`                 // removed by someone else meanwhile
+	FailedIDs   []int64 `json:"failed_ids,omitempty"` // the ids counted in FailedAgain
 }
 
 // Replay sends dead letters of f (whose Pipeline is required) back through plugin, one
@@ -152,7 +154,7 @@ func (c *Client) Replay(ctx context.Context, f DeadLetterFilter, plugin sink.Plu
 		}
 	}()
 	if p, ok := plugin.(sink.Preparer); ok {
-		if err := p.Prepare(ctx, c.Pool); err != nil {
+		if err := p.Prepare(ctx, c.pool); err != nil {
 			return res, fmt.Errorf("plugin: %w", err)
 		}
 	}
@@ -173,7 +175,7 @@ func (c *Client) Replay(ctx context.Context, f DeadLetterFilter, plugin sink.Plu
 		case werr != nil:
 			res.FailedAgain++
 			res.FailedIDs = append(res.FailedIDs, d.ID)
-			if _, err := c.Pool.Exec(ctx, "UPDATE "+c.table("dead_letters")+
+			if _, err := c.pool.Exec(ctx, "UPDATE "+c.table("dead_letters")+
 				" SET error = $2, failures = failures + 1, last_failed_at = now() WHERE id = $1", d.ID, werr.Error()); err != nil {
 				return res, fmt.Errorf("record the failure of dead letter %d: %w", d.ID, err)
 			}
@@ -190,7 +192,7 @@ func (c *Client) Replay(ctx context.Context, f DeadLetterFilter, plugin sink.Plu
 // replayOne applies one dead letter. werr is the plugin's error (or pgx.ErrNoRows if the
 // dead letter is gone); err is a failure of the replay itself.
 func (c *Client) replayOne(ctx context.Context, id int64, plugin sink.Plugin) (werr, err error) {
-	tx, err := c.Pool.Begin(ctx)
+	tx, err := c.pool.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +221,7 @@ func (c *Client) DiscardDeadLetters(ctx context.Context, f DeadLetterFilter) (in
 		return 0, errors.New("discard needs the pipeline")
 	}
 	where, args := f.where()
-	tag, err := c.Pool.Exec(ctx, "DELETE FROM "+c.table("dead_letters")+" "+where, args...)
+	tag, err := c.pool.Exec(ctx, "DELETE FROM "+c.table("dead_letters")+" "+where, args...)
 	if err != nil {
 		return 0, fmt.Errorf("discard dead letters: %w", err)
 	}

@@ -1,0 +1,46 @@
+package admin
+
+import (
+	"maps"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Client runs the operator commands on one schema of eosink tables and, for positions, lag
+// and moves, on the Kafka cluster. It is safe for concurrent use. Create it with New.
+type Client struct {
+	pool   *pgxpool.Pool
+	schema string
+	kafka  kafka.ConfigMap
+}
+
+// New returns a Client on pool for the eosink tables in schema ("" means "eosink", the
+// default of sink.Config.Schema). kafkaConfig configures the Kafka admin client and consumer
+// that List, Plan and Reset open for the duration of a call: bootstrap.servers, plus TLS or
+// SASL properties as needed. It may be nil for a Client used for dead letters only. New
+// copies kafkaConfig and connects to nothing; the caller keeps owning pool.
+func New(pool *pgxpool.Pool, schema string, kafkaConfig kafka.ConfigMap) *Client {
+	if schema == "" {
+		schema = "eosink"
+	}
+	m := kafka.ConfigMap{}
+	maps.Copy(m, kafkaConfig)
+	return &Client{pool: pool, schema: schema, kafka: m}
+}
+
+func (c *Client) table(name string) string { return pgx.Identifier{c.schema, name}.Sanitize() }
+
+// kafkaConfig returns a copy of the Kafka configuration, for a client to add to.
+func (c *Client) kafkaConfig() *kafka.ConfigMap {
+	m := kafka.ConfigMap{}
+	maps.Copy(m, c.kafka)
+	return &m
+}
+
+// brokers names the cluster in messages.
+func (c *Client) brokers() string {
+	s, _ := c.kafka["bootstrap.servers"].(string)
+	return s
+}

@@ -1,0 +1,68 @@
+// Package admin is the operator API of eosink, for Go programs: it reads the positions a
+// sink has stored and their lag, moves those positions while sinks run, and lists, replays
+// and discards dead letters. The eosink command's offsets, lag, status and dlq commands are
+// built on it, as kadm is built on kgo in franz-go.
+//
+// A sink keeps its positions in PostgreSQL, in the offsets table of its schema (see package
+// sink), not in Kafka. Kafka's own tools therefore cannot move them, and show a lag that is
+// only advisory; this package works on the table itself.
+//
+// # Connecting
+//
+// New takes a pgx pool, the schema of the eosink tables ("eosink" unless sink.Config.Schema
+// says otherwise) and the librdkafka configuration for reading the brokers:
+//
+//	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+//	if err != nil {
+//		return err
+//	}
+//	defer pool.Close()
+//	c := admin.New(pool, "eosink", kafka.ConfigMap{"bootstrap.servers": "localhost:9092"})
+//
+//	positions, err := c.List(ctx, "orders") // one pipeline; "" for all
+//	if err != nil {
+//		return err
+//	}
+//	for _, p := range positions {
+//		fmt.Printf("%s[%d] next %d, lag %d\n", p.Topic, p.Partition, p.NextOffset, p.Lag)
+//	}
+//
+//	// Replay partition 3 of orders from the first record of 06:00, while the sinks run.
+//	changes, err := c.Reset(ctx,
+//		admin.Selector{Pipeline: "orders", Topic: "orders", Partition: new(int32(3))},
+//		admin.Time(time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)),
+//		"alice", "replay after bug 123", 5)
+//
+// The Client opens Kafka clients for the duration of a call only; it never joins the
+// pipeline's consumer group and never commits offsets to Kafka.
+//
+// # Positions and lag
+//
+// List returns one Position per stored row, with the partition's log start and end. The log
+// end is the last stable offset, as a read_committed consumer sees it, and Lag counts the
+// committed records between the stored next offset and that end: a partition whose remaining
+// offsets hold only transaction markers or aborted records has no lag. Position.Diverged
+// tells when the consumer group's committed offset in Kafka, which a sink writes only as
+// advice (sink.Config.CommitToKafka), differs from the stored position.
+//
+// # Moving positions
+//
+// Plan computes the moves for a Selector (a pipeline, one of its topics, or one partition)
+// and a Target (Earliest, Latest, Offset, Time, or ParseTarget's text) without writing
+// anything, and refuses a target outside a partition's log. Apply makes planned moves in one
+// transaction: it locks each row, bumps its epoch, which fences the owner's next commit,
+// writes one row per move to the offsets_audit table with the operator and the reason, and
+// notifies the running sinks, which claim the partition again at its new position without a
+// restart. Reset is Plan then Apply, planning again when a sink claimed a new partition in
+// between (ErrMoved).
+//
+// # Dead letters
+//
+// A sink whose poison policy is sink.DeadLetter writes each record it refuses to the
+// dead_letters table. DeadLetters lists them and CountDeadLetters counts them per pipeline;
+// ShowDeadLetter returns one with its record. Replay sends them through a plugin again, each
+// in the transaction that deletes its dead letter, so a record is applied at most once
+// however many replays run at the same time; DiscardDeadLetters deletes them.
+//
+// docs/operations.md describes the same operations from the command line.
+package admin

@@ -1,0 +1,14 @@
+package failpoint
+
+// The points the engine evaluates, in the order a batch passes them.
+const (
+	AfterFetch        = "after-fetch"         // batch collected, before BEGIN
+	AfterOffsetUpdate = "after-offset-update" // conditional offset UPDATE done, before the handler
+	InHandler         = "in-handler"          // handler returned, before COMMIT (its writes are in the open tx)
+	AfterCommit       = "after-commit"        // COMMIT returned, before the in-memory position advances
+	BeforeCommit      = "before-commit"       // just before COMMIT is sent (used to hold an open tx)
+	MidWrite          = "mid-write"           // for handlers in this module: between two of their writes
+)
+
+// EnvVar is the environment variable a build with the failpoints tag loads at start.
+const EnvVar = "EOSINK_FAILPOINTS"

@@ -17,6 +17,9 @@
 #   EOSINK_SERVICES_ONLY  "pg" or "kafka": up/down only that one (private beds for chaos tests)
 #   EOSINK_PG_DIR         PostgreSQL's data, socket and log.   Default: /tmp/eosink-pg-<hash of state folder>
 #
+# PostgreSQL runs with wal_level=logical, max_replication_slots=32 and max_wal_senders=32. A
+# running cluster made by an older version of this script is reconfigured and restarted by `up`.
+#
 # Fault injection on a running bed (used by the chaos tests on a private bed):
 #   services.sh kafka-kill              SIGKILL the broker
 #   services.sh kafka-start             start the broker again (same data)
@@ -73,11 +76,36 @@ pg_as_owner() {
 
 pg_ready() { "$(pg_bindir)/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" -d postgres -U postgres; }
 
+pg_sql() { psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -X -tAc "$1"; }
+
+# pg_logical DATA: makes sure the cluster's postgresql.conf turns on logical decoding, for
+# change data capture sources (Debezium, pgoutput) in this cluster. Clusters made by older
+# versions of this script lack it. Returns 0 when it changed the file (a restart is needed).
+pg_logical() {
+  local conf=$1/postgresql.conf
+  grep -q '^wal_level = logical' "$conf" && return 1
+  cat >>"$conf" <<EOF
+# eosink test bed: logical decoding for CDC sources (Debezium) in this cluster
+wal_level = logical
+max_replication_slots = 32
+max_wal_senders = 32
+EOF
+  return 0
+}
+
 pg_up() {
   pg_install
   local bin data=$PGDIR/data sock=$PGDIR/sock pglog=$PGDIR/postgres.log
   bin=$(pg_bindir)
   if [ -f "$data/postmaster.pid" ] && kill -0 "$(head -1 "$data/postmaster.pid")" 2>/dev/null && pg_ready; then
+    if [ "$(pg_sql 'SHOW wal_level')" != logical ]; then
+      pg_logical "$data" || true
+      log "PostgreSQL on 127.0.0.1:$PG_PORT runs without wal_level=logical (made by an older services.sh); restarting it"
+      pg_as_owner "$bin/pg_ctl" -D "$data" -l "$pglog" -m fast -w -t 60 restart >/dev/null ||
+        die "PostgreSQL: restart for wal_level=logical failed; see $LOGS/postgres.log"
+      pg_ready || die "PostgreSQL: not accepting connections on 127.0.0.1:$PG_PORT after the restart; see $LOGS/postgres.log"
+      [ "$(pg_sql 'SHOW wal_level')" = logical ] || die "PostgreSQL: wal_level is still not logical after the restart; see $data/postgresql.conf"
+    fi
     log "PostgreSQL already running on 127.0.0.1:$PG_PORT"; return 0
   fi
   mkdir -p "$PGDIR" "$sock"
@@ -98,11 +126,13 @@ log_min_messages = warning
 log_line_prefix = '%m [%p] %a '
 EOF
   fi
+  pg_logical "$data" || true
   touch "$pglog"
   [ "$(id -u)" -eq 0 ] && chown -R postgres:postgres "$PGDIR"
   pg_as_owner "$bin/pg_ctl" -D "$data" -l "$pglog" -w -t 60 start >/dev/null ||
     die "PostgreSQL: did not start on 127.0.0.1:$PG_PORT; see $LOGS/postgres.log"
   pg_ready || die "PostgreSQL: started but not accepting connections on 127.0.0.1:$PG_PORT; see $LOGS/postgres.log"
+  [ "$(pg_sql 'SHOW wal_level')" = logical ] || die "PostgreSQL: wal_level is not logical; see $data/postgresql.conf"
   if ! psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='eosink'" | grep -q 1; then
     psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -qc "CREATE DATABASE eosink" ||
       die "PostgreSQL: could not create database eosink"
@@ -239,7 +269,7 @@ case "$cmd" in
     ;;
   status)
     if alive "$STATE/kafka/kafka.pid"; then echo "kafka: running pid $(cat "$STATE/kafka/kafka.pid") on 127.0.0.1:$KAFKA_PORT"; else echo "kafka: stopped"; fi
-    if pg_ready 2>/dev/null; then echo "postgres: running on 127.0.0.1:$PG_PORT"; else echo "postgres: stopped"; fi
+    if pg_ready 2>/dev/null; then echo "postgres: running on 127.0.0.1:$PG_PORT (wal_level=$(pg_sql 'SHOW wal_level' 2>/dev/null))"; else echo "postgres: stopped"; fi
     ;;
   kafka-kill)
     alive "$STATE/kafka/kafka.pid" || die "Kafka: not running"

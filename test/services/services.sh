@@ -499,8 +499,8 @@ case "$cmd" in
     if want kafka; then kafka_down; fi
     if want registry; then registry_down; fi
     if want pg; then pg_down; fi
-    # All stopped: no env file. Some (EOSINK_SERVICES_ONLY): the env file without the registry if it stopped.
-    if [ -z "$ONLY" ]; then rm -f "$STATE/env"; elif [ -f "$STATE/env" ]; then write_env; fi
+    # The env file goes with PostgreSQL or Kafka; when only the registry stopped, it loses that line.
+    if want pg || want kafka; then rm -f "$STATE/env"; elif [ -f "$STATE/env" ]; then write_env; fi
     log "stopped"
     ;;
   status)

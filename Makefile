@@ -13,8 +13,12 @@ help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: services
-services: ## Start Kafka (KRaft, from Maven Central jars) and PostgreSQL on loopback; writes .services/env
+services: ## Start Kafka (KRaft, from Maven Central jars), PostgreSQL (wal_level=logical) and the Apicurio Schema Registry on loopback; writes .services/env
 	bash test/services/services.sh up
+
+.PHONY: debezium-fetch
+debezium-fetch: ## Fetch Kafka Connect, the Debezium PostgreSQL source and the Apicurio converter (tests start them) into ~/.cache/eosink
+	bash test/services/debezium.sh fetch
 
 .PHONY: services-down
 services-down: ## Stop the test bed services and delete their data

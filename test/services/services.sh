@@ -1,28 +1,53 @@
 #!/usr/bin/env bash
 # Test bed services for eosink: a real Apache Kafka broker (KRaft, single node) run from the
-# broker jars on Maven Central, and a throwaway PostgreSQL cluster from Debian's packages.
-# Both listen on 127.0.0.1 only.
+# broker jars on Maven Central, a throwaway PostgreSQL cluster from Debian's packages (with
+# logical decoding on, so a database in it can be a Debezium source), and an Apicurio Schema
+# Registry (Confluent-compatible API, in-memory storage) from Maven Central. All listen on
+# 127.0.0.1 only.
 #
-#   services.sh up      start both (idempotent), wait until ready, write $STATE/env
+#   services.sh up      start all three (idempotent), wait until ready, write $STATE/env
 #   services.sh down    stop what `up` started (by the pids it recorded) and remove the data
 #   services.sh status  print what is running
 #   services.sh env     print the exports for the running services
 #
+# The env file exports KAFKA_BOOTSTRAP_SERVERS, DATABASE_URL and, when the registry runs,
+# EOSINK_REGISTRY_URL=http://127.0.0.1:<port>/apis/ccompat/v7 (the Confluent-compatible API;
+# Apicurio's own v2 API, used by its Kafka Connect converter, is at /apis/registry/v2).
+# Debezium on Kafka Connect is not started here: tests start it (internal/testbed/debezium.go),
+# with the jars from test/services/debezium.sh fetch.
+#
 # Settings (environment):
 #   EOSINK_SERVICES_DIR   state folder: data, logs, pids, env.  Default: <repo>/.services
-#   EOSINK_KAFKA_PORT     broker port.                          Default: 19092
+#   EOSINK_KAFKA_PORT     broker port (controller: port+1).     Default: 19092
 #   EOSINK_PG_PORT        PostgreSQL port.                      Default: 15432
+#   EOSINK_REGISTRY_PORT  registry HTTP port.                   Default: 18080
+#   EOSINK_REGISTRY_MANAGEMENT_PORT  registry management port (health, metrics). Default: registry port+10
+#   EOSINK_REGISTRY_VERSION  Apicurio Registry version.  Default: 3.3.3 when a Java 21+ runtime is
+#                         found (EOSINK_REGISTRY_JAVA_HOME when set; else
+#                         /usr/lib/jvm/temurin-25-jdk-amd64, any /usr/lib/jvm/*, then `java`),
+#                         else 2.6.13.Final on Java 17+ (3.x needs Java 21; 2.6 runs on 17)
+#   EOSINK_REGISTRY_JAVA_HOME  JDK to run the registry with.    Default: found as above
+#   EOSINK_REGISTRY_JAVA_OPTS  JVM flags for the registry.      Default: -Xmx512m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
+#   EOSINK_REGISTRY_AOT   1: on Java 25+, the registry's first run records an AOT class cache
+#                         (JEP 514), saved by `down` next to the registry in the cache folder;
+#                         later starts use it (about 3 s instead of 6). 0: off. Default: 1
+#   EOSINK_REGISTRY_TIMEOUT    seconds to wait for the registry. Default: 180
 #   EOSINK_KAFKA_VERSION  Apache Kafka version from Maven.      Default: the one in kafka/pom.xml
-#   EOSINK_CACHE_DIR      where the broker jars are kept.       Default: ~/.cache/eosink
-#   EOSINK_SERVICES_ONLY  "pg" or "kafka": up/down only that one (private beds for chaos tests)
+#   EOSINK_CACHE_DIR      where the jars and the registry are kept.  Default: ~/.cache/eosink
+#   EOSINK_SERVICES_ONLY  "pg", "kafka" or "registry", or a comma list: up/down only those
+#                         (private beds for chaos tests)
 #   EOSINK_PG_DIR         PostgreSQL's data, socket and log.   Default: /tmp/eosink-pg-<hash of state folder>
+#
+# PostgreSQL runs with wal_level=logical, max_replication_slots=32 and max_wal_senders=32. A
+# running cluster made by an older version of this script is reconfigured and restarted by `up`.
 #
 # Fault injection on a running bed (used by the chaos tests on a private bed):
 #   services.sh kafka-kill              SIGKILL the broker
 #   services.sh kafka-start             start the broker again (same data)
 #   services.sh pg-restart fast|immediate
 #
-# Logs are kept in $STATE/logs: kafka.log, postgres.log (a link into EOSINK_PG_DIR), maven.log, apt.log.
+# Logs are kept in $STATE/logs: kafka.log, postgres.log (a link into EOSINK_PG_DIR), registry.log,
+# maven.log, registry-maven.log, apt.log.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -31,6 +56,10 @@ STATE=${EOSINK_SERVICES_DIR:-$repo/.services}
 KAFKA_PORT=${EOSINK_KAFKA_PORT:-19092}
 CONTROLLER_PORT=$((KAFKA_PORT + 1))
 PG_PORT=${EOSINK_PG_PORT:-15432}
+REGISTRY_PORT=${EOSINK_REGISTRY_PORT:-18080}
+REGISTRY_MGMT_PORT=${EOSINK_REGISTRY_MANAGEMENT_PORT:-$((REGISTRY_PORT + 10))}
+CACHE=${EOSINK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/eosink}
+ONLY=${EOSINK_SERVICES_ONLY:-}
 LOGS=$STATE/logs
 # PostgreSQL's files live under /tmp, not in the checkout: the server runs as the postgres
 # user when we are root, and it must be able to reach them wherever the repository is cloned.
@@ -40,6 +69,16 @@ log() { printf 'services: %s\n' "$*" >&2; }
 die() { printf 'services: FAILED: %s\n' "$*" >&2; exit 1; }
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# want NAME: whether EOSINK_SERVICES_ONLY (empty: all) includes the service NAME.
+want() {
+  [ -z "$ONLY" ] && return 0
+  case ",$ONLY," in *",$1,"*) return 0 ;; esac
+  return 1
+}
+for _s in ${ONLY//,/ }; do
+  case "$_s" in pg|kafka|registry) ;; *) die "EOSINK_SERVICES_ONLY: unknown service '$_s' (pg, kafka, registry, or a comma list)" ;; esac
+done
 
 # ---------------------------------------------------------------- PostgreSQL
 pg_bindir() {
@@ -73,11 +112,36 @@ pg_as_owner() {
 
 pg_ready() { "$(pg_bindir)/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" -d postgres -U postgres; }
 
+pg_sql() { psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -X -tAc "$1"; }
+
+# pg_logical DATA: makes sure the cluster's postgresql.conf turns on logical decoding, for
+# change data capture sources (Debezium, pgoutput) in this cluster. Clusters made by older
+# versions of this script lack it. Returns 0 when it changed the file (a restart is needed).
+pg_logical() {
+  local conf=$1/postgresql.conf
+  grep -q '^wal_level = logical' "$conf" && return 1
+  cat >>"$conf" <<EOF
+# eosink test bed: logical decoding for CDC sources (Debezium) in this cluster
+wal_level = logical
+max_replication_slots = 32
+max_wal_senders = 32
+EOF
+  return 0
+}
+
 pg_up() {
   pg_install
   local bin data=$PGDIR/data sock=$PGDIR/sock pglog=$PGDIR/postgres.log
   bin=$(pg_bindir)
   if [ -f "$data/postmaster.pid" ] && kill -0 "$(head -1 "$data/postmaster.pid")" 2>/dev/null && pg_ready; then
+    if [ "$(pg_sql 'SHOW wal_level')" != logical ]; then
+      pg_logical "$data" || true
+      log "PostgreSQL on 127.0.0.1:$PG_PORT runs without wal_level=logical (made by an older services.sh); restarting it"
+      pg_as_owner "$bin/pg_ctl" -D "$data" -l "$pglog" -m fast -w -t 60 restart >/dev/null ||
+        die "PostgreSQL: restart for wal_level=logical failed; see $LOGS/postgres.log"
+      pg_ready || die "PostgreSQL: not accepting connections on 127.0.0.1:$PG_PORT after the restart; see $LOGS/postgres.log"
+      [ "$(pg_sql 'SHOW wal_level')" = logical ] || die "PostgreSQL: wal_level is still not logical after the restart; see $data/postgresql.conf"
+    fi
     log "PostgreSQL already running on 127.0.0.1:$PG_PORT"; return 0
   fi
   mkdir -p "$PGDIR" "$sock"
@@ -98,11 +162,13 @@ log_min_messages = warning
 log_line_prefix = '%m [%p] %a '
 EOF
   fi
+  pg_logical "$data" || true
   touch "$pglog"
   [ "$(id -u)" -eq 0 ] && chown -R postgres:postgres "$PGDIR"
   pg_as_owner "$bin/pg_ctl" -D "$data" -l "$pglog" -w -t 60 start >/dev/null ||
     die "PostgreSQL: did not start on 127.0.0.1:$PG_PORT; see $LOGS/postgres.log"
   pg_ready || die "PostgreSQL: started but not accepting connections on 127.0.0.1:$PG_PORT; see $LOGS/postgres.log"
+  [ "$(pg_sql 'SHOW wal_level')" = logical ] || die "PostgreSQL: wal_level is not logical; see $data/postgresql.conf"
   if ! psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='eosink'" | grep -q 1; then
     psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -qc "CREATE DATABASE eosink" ||
       die "PostgreSQL: could not create database eosink"
@@ -212,6 +278,198 @@ kafka_down() {
   rm -f "$dir/kafka.pid"; rm -rf "$dir/data" "$dir/server.properties"
 }
 
+# ---------------------------------------------------------------- Schema Registry (Apicurio)
+REGISTRY_V3=3.3.3          # needs Java 21+
+REGISTRY_V2=2.6.13.Final   # runs on Java 17
+
+# java_major BIN: the feature version (17, 21, 25) of a java binary, from its JDK's release
+# file when there is one (no JVM start), else from the JVM itself.
+java_major() {
+  local bin home v=""
+  bin=$(readlink -f "$1") || return 1
+  home=$(dirname "$(dirname "$bin")")
+  if [ -f "$home/release" ]; then
+    v=$(sed -n 's/^JAVA_VERSION="\([^"]*\)".*/\1/p' "$home/release")
+  fi
+  [ -n "$v" ] || v=$("$bin" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')
+  v=${v#1.}
+  echo "${v%%.*}"
+}
+
+# registry_java21: prints a java binary of version 21 or newer, if there is one: only
+# EOSINK_REGISTRY_JAVA_HOME's when it is set, else the first found.
+registry_java21() {
+  local j m candidates
+  if [ -n "${EOSINK_REGISTRY_JAVA_HOME:-}" ]; then
+    candidates=("$EOSINK_REGISTRY_JAVA_HOME/bin/java")
+  else
+    candidates=(/usr/lib/jvm/temurin-25-jdk-amd64/bin/java /usr/lib/jvm/*/bin/java "$(command -v java || true)")
+  fi
+  for j in "${candidates[@]}"; do
+    [ -x "$j" ] || continue
+    m=$(java_major "$j")
+    if [ -n "$m" ] && [ "$m" -ge 21 ] 2>/dev/null; then echo "$j"; return 0; fi
+  done
+  return 1
+}
+
+# registry_select: sets REG_VERSION and REG_JAVA. Apicurio Registry 3.x needs Java 21+; without
+# one (or with EOSINK_REGISTRY_VERSION=2.x) the 2.6 line runs on Java 17.
+registry_select() {
+  local j21=""
+  j21=$(registry_java21) || true
+  REG_VERSION=${EOSINK_REGISTRY_VERSION:-}
+  if [ -z "$REG_VERSION" ]; then
+    if [ -n "$j21" ]; then REG_VERSION=$REGISTRY_V3; else
+      REG_VERSION=$REGISTRY_V2
+      log "no Java 21+ runtime (EOSINK_REGISTRY_JAVA_HOME, else /usr/lib/jvm/*, java): using Apicurio Registry $REGISTRY_V2 on Java 17+"
+    fi
+  fi
+  case "$REG_VERSION" in
+    2.*)
+      if [ -n "${EOSINK_REGISTRY_JAVA_HOME:-}" ]; then REG_JAVA=$EOSINK_REGISTRY_JAVA_HOME/bin/java; else REG_JAVA=$(command -v java || true); fi
+      [ -x "$REG_JAVA" ] || die "Registry: java not found (Apicurio Registry $REG_VERSION needs Java 17 or newer)"
+      ;;
+    *)
+      [ -n "$j21" ] || die "Registry: Apicurio Registry $REG_VERSION needs Java 21 or newer and none was found (set EOSINK_REGISTRY_JAVA_HOME, or EOSINK_REGISTRY_VERSION=$REGISTRY_V2 for Java 17)"
+      REG_JAVA=$j21
+      ;;
+  esac
+}
+
+# registry_fetch VERSION: prints the folder holding the unpacked registry app, fetching
+# io.apicurio:apicurio-registry-app:VERSION:tar.gz:all from Maven Central the first time.
+registry_fetch() {
+  local v=$1 dir stage tgz
+  dir=$CACHE/apicurio-registry-$v
+  if [ -f "$dir/.complete" ]; then echo "$dir"; return 0; fi
+  mkdir -p "$CACHE"
+  exec 8>"$CACHE/.apicurio-registry-$v.lock"
+  flock 8   # another bed fetching the same version at the same time
+  if [ -f "$dir/.complete" ]; then echo "$dir"; return 0; fi
+  command -v mvn >/dev/null || die "Registry: mvn not found; Maven fetches Apicurio Registry from Maven Central"
+  log "fetching Apicurio Registry $v (io.apicurio:apicurio-registry-app:$v:tar.gz:all, about 150 MB) with Maven (log: $LOGS/registry-maven.log)"
+  # Maven does not retry a failed download for a day while these markers exist.
+  rm -f "$HOME/.m2/repository/io/apicurio/apicurio-registry-app/$v/"*.lastUpdated 2>/dev/null || true
+  stage=$CACHE/.apicurio-registry-$v.download
+  rm -rf "$stage" "$dir"; mkdir -p "$stage" "$dir"
+  # settings.xml: one mirror to Maven Central for every repository (Apicurio's POMs name others).
+  mvn -B -q -s "$here/registry/settings.xml" dependency:copy \
+    -Dartifact="io.apicurio:apicurio-registry-app:$v:tar.gz:all" -DoutputDirectory="$stage" \
+    >"$LOGS/registry-maven.log" 2>&1 ||
+    die "Registry: Maven could not fetch io.apicurio:apicurio-registry-app:$v:tar.gz:all; see $LOGS/registry-maven.log"
+  tgz=$(ls "$stage"/*.tar.gz 2>/dev/null | head -1)
+  [ -n "$tgz" ] || die "Registry: Maven ran but no archive in $stage; see $LOGS/registry-maven.log"
+  tar -xzf "$tgz" -C "$dir" || die "Registry: unpacking $tgz failed"
+  rm -rf "$stage"
+  [ -f "$dir/quarkus-run.jar" ] || [ -f "$dir/apicurio-registry-app-$v-runner.jar" ] ||
+    die "Registry: no quarkus-run.jar or runner jar in $dir"
+  touch "$dir/.complete"
+  echo "$dir"
+}
+
+# registry_http PATH: prints the HTTP status code of GET PATH on the registry (bash only, no curl).
+registry_http() {
+  local line
+  line=$(timeout 5 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0" || exit 1
+    printf "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n" "$1" >&3
+    head -1 <&3' "$REGISTRY_PORT" "$1" 2>/dev/null) || return 1
+  set -- $line
+  echo "${2:-}"
+}
+
+registry_ready() { [ "$(registry_http /apis/ccompat/v7/subjects)" = 200 ]; }
+
+# registry_start: launches the registry in the background (registry_wait waits for it), so
+# that it starts while Kafka does.
+REG_STARTED=""
+
+registry_start() {
+  local dir=$STATE/registry home jar opts="" aot
+  mkdir -p "$dir"
+  if alive "$dir/registry.pid"; then return 0; fi
+  REG_STARTED=1
+  if (exec 3<>"/dev/tcp/127.0.0.1/$REGISTRY_PORT") 2>/dev/null; then
+    die "Registry: port 127.0.0.1:$REGISTRY_PORT is already in use by another process (set EOSINK_REGISTRY_PORT)"
+  fi
+  registry_select
+  home=$(registry_fetch "$REG_VERSION")
+  rm -f "$dir/registry.aot" "$dir/aot-target"
+  case "$REG_VERSION" in
+    2.*) jar=$home/apicurio-registry-app-$REG_VERSION-runner.jar ;;
+    *)
+      jar=$home/quarkus-run.jar
+      # 3.x keeps its data in an in-memory H2 database; a small JDBC pool starts faster.
+      opts="-Dapicurio.datasource.jdbc.initial-size=2 -Dapicurio.datasource.jdbc.min-size=2"
+      # Java 25+ (JEP 514): the first run records an ahead-of-time class cache, written when
+      # the registry stops (`down`); later runs load it and start about twice as fast.
+      if [ "${EOSINK_REGISTRY_AOT:-1}" = 1 ] && [ "$(java_major "$REG_JAVA")" -ge 25 ] 2>/dev/null; then
+        aot=$home/aot-$(registry_java_runtime).aot
+        if [ -s "$aot" ]; then
+          opts="$opts -XX:AOTCache=$aot"
+        else
+          opts="$opts -XX:AOTCacheOutput=$dir/registry.aot"
+          echo "$aot" >"$dir/aot-target"
+        fi
+      fi
+      ;;
+  esac
+  : >"$LOGS/registry.log"
+  echo "$REG_VERSION" >"$dir/version"
+  date +%s%N >"$dir/started"
+  # shellcheck disable=SC2086
+  (cd "$dir" && exec nohup "$REG_JAVA" ${EOSINK_REGISTRY_JAVA_OPTS:--Xmx512m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC} \
+    -Djava.awt.headless=true \
+    -Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$REGISTRY_PORT" \
+    -Dquarkus.management.host=127.0.0.1 -Dquarkus.management.port="$REGISTRY_MGMT_PORT" \
+    $opts -jar "$jar" >>"$LOGS/registry.log" 2>&1) &
+  echo $! >"$dir/registry.pid"
+  log "Apicurio Registry $REG_VERSION starting on 127.0.0.1:$REGISTRY_PORT (pid $(cat "$dir/registry.pid"), $REG_JAVA$([ -f "$dir/aot-target" ] && echo ", recording an AOT cache"))"
+}
+
+# registry_java_runtime: the full runtime version of REG_JAVA (names its AOT cache file).
+registry_java_runtime() {
+  local home
+  home=$(dirname "$(dirname "$(readlink -f "$REG_JAVA")")")
+  sed -n 's/^JAVA_RUNTIME_VERSION="\([^"]*\)".*/\1/p' "$home/release" 2>/dev/null | tr -c 'A-Za-z0-9.\n' '_' | grep . ||
+    "$REG_JAVA" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.runtime.version = //p' | tr -c 'A-Za-z0-9.\n' '_'
+}
+
+registry_wait() {
+  local dir=$STATE/registry i n t0
+  n=$(( ${EOSINK_REGISTRY_TIMEOUT:-180} * 4 ))
+  for i in $(seq 1 "$n"); do
+    if registry_ready; then
+      alive "$dir/registry.pid" || die "Registry: something answers on 127.0.0.1:$REGISTRY_PORT, but not the registry this bed started; see $LOGS/registry.log"
+      if [ -n "$REG_STARTED" ]; then
+        t0=$(cat "$dir/started")
+        log "Apicurio Registry $(cat "$dir/version") ready at http://127.0.0.1:$REGISTRY_PORT/apis/ccompat/v7 (pid $(cat "$dir/registry.pid"), started in $(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN{printf "%.1f", (b-a)/1e9}')s)"
+      else
+        log "Apicurio Registry already running at http://127.0.0.1:$REGISTRY_PORT/apis/ccompat/v7"
+      fi
+      return 0
+    fi
+    alive "$dir/registry.pid" || die "Registry: Apicurio Registry exited during start-up; see $LOGS/registry.log"
+    sleep 0.25
+  done
+  die "Registry: Apicurio Registry not ready (GET http://127.0.0.1:$REGISTRY_PORT/apis/ccompat/v7/subjects != 200) after ${EOSINK_REGISTRY_TIMEOUT:-180}s; see $LOGS/registry.log"
+}
+
+registry_down() {
+  local dir=$STATE/registry aot
+  if alive "$dir/registry.pid"; then
+    kill "$(cat "$dir/registry.pid")"
+    # A run that records the AOT cache writes it on the way out (10 to 30 s).
+    for _ in $(seq 1 120); do alive "$dir/registry.pid" || break; sleep 0.5; done
+    alive "$dir/registry.pid" && kill -9 "$(cat "$dir/registry.pid")"
+  fi
+  if [ -f "$dir/aot-target" ] && [ -s "$dir/registry.aot" ] && grep -q 'AOTCache creation is complete' "$LOGS/registry.log"; then
+    aot=$(cat "$dir/aot-target")
+    cp "$dir/registry.aot" "$aot.$$" && mv -f "$aot.$$" "$aot" && log "Apicurio Registry: AOT cache saved to $aot (faster starts)"
+  fi
+  rm -rf "$dir"
+}
+
 write_env() {
   cat >"$STATE/env" <<EOF
 export KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$KAFKA_PORT
@@ -220,26 +478,38 @@ export EOSINK_SERVICES_DIR=$STATE
 export EOSINK_PG_BINDIR=$(pg_bindir 2>/dev/null || true)
 export EOSINK_PG_DATA=$PGDIR/data
 EOF
+  if alive "$STATE/registry/registry.pid"; then
+    echo "export EOSINK_REGISTRY_URL=http://127.0.0.1:$REGISTRY_PORT/apis/ccompat/v7" >>"$STATE/env"
+  fi
 }
 
 cmd=${1:-up}
 mkdir -p "$LOGS"
 case "$cmd" in
   up)
-    [ "${EOSINK_SERVICES_ONLY:-}" = kafka ] || pg_up
-    [ "${EOSINK_SERVICES_ONLY:-}" = pg ] || kafka_up
+    # The registry's JVM starts in the background while PostgreSQL and Kafka come up.
+    if want registry; then registry_start; fi
+    if want pg; then pg_up; fi
+    if want kafka; then kafka_up; fi
+    if want registry; then registry_wait; fi
     write_env
     log "env written to $STATE/env"
     ;;
   down)
-    [ "${EOSINK_SERVICES_ONLY:-}" = pg ] || kafka_down
-    [ "${EOSINK_SERVICES_ONLY:-}" = kafka ] || pg_down
-    rm -f "$STATE/env"
+    if want kafka; then kafka_down; fi
+    if want registry; then registry_down; fi
+    if want pg; then pg_down; fi
+    # The env file goes with PostgreSQL or Kafka; when only the registry stopped, it loses that line.
+    if want pg || want kafka; then rm -f "$STATE/env"; elif [ -f "$STATE/env" ]; then write_env; fi
     log "stopped"
     ;;
   status)
     if alive "$STATE/kafka/kafka.pid"; then echo "kafka: running pid $(cat "$STATE/kafka/kafka.pid") on 127.0.0.1:$KAFKA_PORT"; else echo "kafka: stopped"; fi
-    if pg_ready 2>/dev/null; then echo "postgres: running on 127.0.0.1:$PG_PORT"; else echo "postgres: stopped"; fi
+    if pg_ready 2>/dev/null; then echo "postgres: running on 127.0.0.1:$PG_PORT (wal_level=$(pg_sql 'SHOW wal_level' 2>/dev/null))"; else echo "postgres: stopped"; fi
+    if alive "$STATE/registry/registry.pid"; then
+      if registry_ready; then r=ready; else r="not answering"; fi
+      echo "registry: running pid $(cat "$STATE/registry/registry.pid") Apicurio Registry $(cat "$STATE/registry/version" 2>/dev/null) on http://127.0.0.1:$REGISTRY_PORT/apis/ccompat/v7 ($r)"
+    else echo "registry: stopped"; fi
     ;;
   kafka-kill)
     alive "$STATE/kafka/kafka.pid" || die "Kafka: not running"

@@ -1,0 +1,612 @@
+package testbed
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Converter names how Kafka Connect writes the change events' keys and values.
+type Converter string
+
+const (
+	// JSONWithSchemas is Connect's JsonConverter with schemas.enable=true: every key and value
+	// is {"schema":{...},"payload":{...}}.
+	JSONWithSchemas Converter = "json"
+	// JSONPlain is the JsonConverter with schemas.enable=false: the payload alone.
+	JSONPlain Converter = "json-plain"
+	// Avro is Apicurio's AvroConverter (io.apicurio:apicurio-registry-utils-converter) through
+	// the test bed's registry: Confluent wire format (magic byte 0, 4-byte id), subjects
+	// <topic>-key and <topic>-value.
+	Avro Converter = "avro"
+)
+
+// DebeziumOptions configure one Debezium PostgreSQL source connector on its own Kafka Connect
+// standalone worker.
+type DebeziumOptions struct {
+	Brokers   string // Kafka bootstrap servers (KAFKA_BOOTSTRAP_SERVERS)
+	SourceURL string // postgres:// URL of the database to capture; its cluster needs wal_level=logical
+	// Tables is table.include.list: schema.table names (regular expressions, as Debezium reads them).
+	Tables []string
+	// TopicPrefix is topic.prefix: the events of schema.table go to <TopicPrefix>.<schema>.<table>.
+	// It also names the connector, and the slot and publication unless they are given.
+	TopicPrefix string
+	// Slot and Publication are the replication slot and publication names (slot.name,
+	// publication.name). Default: dbz_<TopicPrefix>, made a valid PostgreSQL name. They must be
+	// unique per test: two connectors on one slot fail.
+	Slot, Publication string
+	Converter         Converter // default JSONWithSchemas
+	// RegistryURL is the registry for Avro: EOSINK_REGISTRY_URL (…/apis/ccompat/v7) or the
+	// registry's base URL. The converter talks to Apicurio's v2 API on the same server.
+	RegistryURL     string
+	SnapshotMode    string // snapshot.mode; default "initial" (rows present at start arrive as op "r")
+	Partitions      int    // topic.creation.default.partitions; default 1
+	DecimalHandling string // decimal.handling.mode: "precise" (Debezium's default), "string" or "double"
+	// Connector holds more connector properties; they override the ones above.
+	Connector map[string]string
+	// Worker holds more worker properties (producer.*, ...); they override the defaults.
+	Worker      map[string]string
+	RESTPort    int           // Connect REST API port on 127.0.0.1. Default: a free port
+	Dir         string        // configs, offsets and connect.log. Default: a new temporary folder
+	Java        string        // java binary. Default: EOSINK_DEBEZIUM_JAVA, else java on PATH (17+)
+	Heap        string        // JVM -Xmx. Default: 512m
+	StopTimeout time.Duration // wait after SIGTERM before SIGKILL. Default: 30s
+}
+
+// Debezium is a running Kafka Connect standalone worker with one Debezium PostgreSQL source
+// connector, started by StartDebezium.
+type Debezium struct {
+	Name        string // connector name
+	Dir         string // worker.properties, connector.properties, connect.offsets, connect.log
+	Log         string // the worker's stdout and stderr
+	RESTURL     string // Connect REST API, http://127.0.0.1:<free port>
+	Slot        string
+	Publication string
+	TopicPrefix string
+	StartedIn   time.Duration // from launch to task RUNNING with the slot in place
+
+	opts     DebeziumOptions
+	tempDir  bool // Dir was made by StartDebezium
+	cmd      *exec.Cmd
+	logFile  *os.File
+	done     chan struct{}
+	waitErr  error
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Topic returns the topic of a captured table, schemaTable being "schema.table".
+func (d *Debezium) Topic(schemaTable string) string { return d.TopicPrefix + "." + schemaTable }
+
+var (
+	dbzJarsOnce sync.Once
+	dbzJars     map[string]string
+	dbzJarsErr  error
+)
+
+// DebeziumJars fetches the Connect and Debezium jars once per process with
+// test/services/debezium.sh fetch (idempotent, fast when cached) and returns its
+// EOSINK_DEBEZIUM_LIBS, EOSINK_DEBEZIUM_PLUGINS and EOSINK_DEBEZIUM_LOG4J.
+func DebeziumJars() (libs, plugins, log4j string, err error) {
+	dbzJarsOnce.Do(func() {
+		script := filepath.Join(repoRoot(), "test", "services", "debezium.sh")
+		cmd := exec.Command("bash", script, "fetch")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			dbzJarsErr = fmt.Errorf("%s fetch: %v\n%s", script, err, strings.TrimSpace(stderr.String()))
+			return
+		}
+		dbzJars = map[string]string{}
+		sc := bufio.NewScanner(bytes.NewReader(out))
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), "="); ok {
+				dbzJars[k] = v
+			}
+		}
+		for _, k := range []string{"EOSINK_DEBEZIUM_LIBS", "EOSINK_DEBEZIUM_PLUGINS", "EOSINK_DEBEZIUM_LOG4J"} {
+			if dbzJars[k] == "" {
+				dbzJarsErr = fmt.Errorf("%s fetch printed no %s:\n%s", script, k, out)
+				return
+			}
+		}
+	})
+	if dbzJarsErr != nil {
+		return "", "", "", dbzJarsErr
+	}
+	return dbzJars["EOSINK_DEBEZIUM_LIBS"], dbzJars["EOSINK_DEBEZIUM_PLUGINS"], dbzJars["EOSINK_DEBEZIUM_LOG4J"], nil
+}
+
+var notPgName = regexp.MustCompile(`[^a-z0-9_]+`)
+
+// pgName makes s a valid slot or publication name: lower case letters, digits and _, at most
+// 63 bytes.
+func pgName(s string) string {
+	s = notPgName.ReplaceAllString(strings.ToLower(s), "_")
+	if len(s) > 63 {
+		s = s[:63]
+	}
+	return s
+}
+
+// RegistryV2URL turns the registry URL of the test bed (EOSINK_REGISTRY_URL,
+// http://host:port/apis/ccompat/v7) or a base URL into Apicurio's v2 API URL, which its Kafka
+// Connect converter uses.
+func RegistryV2URL(registryURL string) string {
+	u := strings.TrimRight(registryURL, "/")
+	if i := strings.Index(u, "/apis/"); i >= 0 {
+		u = u[:i]
+	}
+	return u + "/apis/registry/v2"
+}
+
+// StartDebezium writes worker.properties and connector.properties, runs
+// java -cp 'libs/*' org.apache.kafka.connect.cli.ConnectStandalone as a child process (its
+// output in Dir/connect.log) and returns once the connector's task is RUNNING and the
+// replication slot and publication exist, so that every change committed afterwards is
+// captured. ctx bounds the start (give it a minute or two). Call Stop to end it.
+func StartDebezium(ctx context.Context, o DebeziumOptions) (*Debezium, error) {
+	if o.Brokers == "" || o.SourceURL == "" || o.TopicPrefix == "" || len(o.Tables) == 0 {
+		return nil, errors.New("debezium: Brokers, SourceURL, TopicPrefix and Tables are required")
+	}
+	if o.Converter == "" {
+		o.Converter = JSONWithSchemas
+	}
+	if o.Converter == Avro && o.RegistryURL == "" {
+		return nil, errors.New("debezium: the Avro converter needs RegistryURL (EOSINK_REGISTRY_URL)")
+	}
+	if o.Slot == "" {
+		o.Slot = pgName("dbz_" + o.TopicPrefix)
+	}
+	if o.Publication == "" {
+		o.Publication = pgName("dbz_" + o.TopicPrefix)
+	}
+	if o.SnapshotMode == "" {
+		o.SnapshotMode = "initial"
+	}
+	if o.Partitions <= 0 {
+		o.Partitions = 1
+	}
+	if o.Heap == "" {
+		o.Heap = "512m"
+	}
+	if o.StopTimeout <= 0 {
+		o.StopTimeout = 30 * time.Second
+	}
+	if o.Java == "" {
+		o.Java = os.Getenv("EOSINK_DEBEZIUM_JAVA")
+	}
+	if o.Java == "" {
+		o.Java = "java"
+	}
+	src, err := pgx.ParseConfig(o.SourceURL)
+	if err != nil {
+		return nil, fmt.Errorf("debezium: source URL: %v", err)
+	}
+	libs, plugins, log4j, err := DebeziumJars()
+	if err != nil {
+		return nil, fmt.Errorf("debezium: jars: %v", err)
+	}
+	tempDir := o.Dir == ""
+	if tempDir {
+		if o.Dir, err = os.MkdirTemp("", "debezium-"+pgName(o.TopicPrefix)+"-"); err != nil {
+			return nil, err
+		}
+	}
+	port := o.RESTPort
+	if port == 0 {
+		if port, err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	d := &Debezium{
+		Name: "dbz-" + o.TopicPrefix, Dir: o.Dir, Log: filepath.Join(o.Dir, "connect.log"),
+		RESTURL: "http://127.0.0.1:" + strconv.Itoa(port), Slot: o.Slot, Publication: o.Publication,
+		TopicPrefix: o.TopicPrefix, opts: o, tempDir: tempDir, done: make(chan struct{}),
+	}
+
+	worker := map[string]string{
+		"bootstrap.servers":            o.Brokers,
+		"offset.storage.file.filename": filepath.Join(o.Dir, "connect.offsets"),
+		"offset.flush.interval.ms":     "1000",
+		"listeners":                    d.RESTURL,
+		"rest.advertised.host.name":    "127.0.0.1",
+		"rest.advertised.port":         strconv.Itoa(port),
+		// Everything is on the classpath and the connector ships a ServiceLoader manifest.
+		"plugin.discovery": "service_load",
+	}
+	switch o.Converter {
+	case JSONWithSchemas, JSONPlain:
+		schemas := strconv.FormatBool(o.Converter == JSONWithSchemas)
+		for _, side := range []string{"key", "value"} {
+			worker[side+".converter"] = "org.apache.kafka.connect.json.JsonConverter"
+			worker[side+".converter.schemas.enable"] = schemas
+		}
+	case Avro:
+		// The Apicurio converter lives in plugin.path. It ships no ServiceLoader manifest;
+		// debezium.sh adds one when it can, else Connect must scan the jars (slower).
+		worker["plugin.path"] = plugins
+		if _, err := os.Stat(filepath.Join(plugins, "apicurio-converter", "eosink-converter-service-manifest.jar")); err != nil {
+			worker["plugin.discovery"] = "hybrid_warn"
+		}
+		for _, side := range []string{"key", "value"} {
+			p := side + ".converter"
+			worker[p] = "io.apicurio.registry.utils.converter.AvroConverter"
+			worker[p+".apicurio.registry.url"] = RegistryV2URL(o.RegistryURL)
+			worker[p+".apicurio.registry.auto-register"] = "true"
+			worker[p+".apicurio.registry.find-latest"] = "true"
+			worker[p+".apicurio.registry.as-confluent"] = "true"
+			worker[p+".apicurio.registry.use-id"] = "contentId"
+			worker[p+".apicurio.registry.headers.enabled"] = "false"
+		}
+	default:
+		return nil, fmt.Errorf("debezium: unknown converter %q", o.Converter)
+	}
+	for k, v := range o.Worker {
+		worker[k] = v
+	}
+	host, dbPort := src.Host, src.Port
+	if host == "" || strings.HasPrefix(host, "/") {
+		host = "127.0.0.1"
+	}
+	conn := map[string]string{
+		"name":                        d.Name,
+		"connector.class":             "io.debezium.connector.postgresql.PostgresConnector",
+		"tasks.max":                   "1",
+		"plugin.name":                 "pgoutput",
+		"database.hostname":           host,
+		"database.port":               strconv.Itoa(int(dbPort)),
+		"database.user":               src.User,
+		"database.dbname":             src.Database,
+		"topic.prefix":                o.TopicPrefix,
+		"table.include.list":          strings.Join(o.Tables, ","),
+		"slot.name":                   o.Slot,
+		"publication.name":            o.Publication,
+		"publication.autocreate.mode": "filtered",
+		"snapshot.mode":               o.SnapshotMode,
+		// The broker has auto.create.topics.enable=false: Connect creates the topics.
+		"topic.creation.default.replication.factor": "1",
+		"topic.creation.default.partitions":         strconv.Itoa(o.Partitions),
+	}
+	if src.Password != "" {
+		conn["database.password"] = src.Password
+	}
+	if o.DecimalHandling != "" {
+		conn["decimal.handling.mode"] = o.DecimalHandling
+	}
+	for k, v := range o.Connector {
+		conn[k] = v
+	}
+	workerPath, connPath := filepath.Join(o.Dir, "worker.properties"), filepath.Join(o.Dir, "connector.properties")
+	if err := writeProperties(workerPath, worker); err != nil {
+		return nil, err
+	}
+	if err := writeProperties(connPath, conn); err != nil {
+		return nil, err
+	}
+
+	if d.logFile, err = os.Create(d.Log); err != nil {
+		return nil, err
+	}
+	d.cmd = exec.Command(o.Java, "-Xmx"+o.Heap, "-Djava.awt.headless=true", "-Dlog4j2.configurationFile="+log4j,
+		"-cp", filepath.Join(libs, "*"), "org.apache.kafka.connect.cli.ConnectStandalone", workerPath, connPath)
+	d.cmd.Dir = o.Dir
+	d.cmd.Stdout, d.cmd.Stderr = d.logFile, d.logFile
+	t0 := time.Now()
+	if err := d.cmd.Start(); err != nil {
+		d.logFile.Close()
+		return nil, fmt.Errorf("debezium: start %s: %v", o.Java, err)
+	}
+	go func() {
+		d.waitErr = d.cmd.Wait()
+		d.logFile.Close()
+		close(d.done)
+	}()
+	if err := d.waitRunning(ctx); err != nil {
+		if serr := d.Stop(); serr != nil {
+			err = fmt.Errorf("%v; and stopping it: %v", err, serr)
+		}
+		return nil, err
+	}
+	d.StartedIn = time.Since(t0)
+	return d, nil
+}
+
+func writeProperties(path string, m map[string]string) error {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		v := strings.ReplaceAll(m[k], `\`, `\\`)
+		fmt.Fprintf(&b, "%s=%s\n", k, v)
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// ConnectorStatus is the Connect REST API's /connectors/<name>/status.
+type ConnectorStatus struct {
+	Connector struct {
+		State string `json:"state"`
+		Trace string `json:"trace"`
+	} `json:"connector"`
+	Tasks []struct {
+		ID    int    `json:"id"`
+		State string `json:"state"`
+		Trace string `json:"trace"`
+	} `json:"tasks"`
+}
+
+// Status asks the worker's REST API for the connector's and its tasks' states.
+func (d *Debezium) Status(ctx context.Context) (ConnectorStatus, error) {
+	var st ConnectorStatus
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.RESTURL+"/connectors/"+d.Name+"/status", nil)
+	if err != nil {
+		return st, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("GET %s: %s: %s", req.URL, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return st, json.Unmarshal(body, &st)
+}
+
+// Exited reports whether the worker process has ended.
+func (d *Debezium) Exited() bool {
+	select {
+	case <-d.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (d *Debezium) waitRunning(ctx context.Context) error {
+	last := "no answer from the REST API yet"
+	for {
+		if d.Exited() {
+			return fmt.Errorf("debezium: Kafka Connect exited during start-up (%v); see %s\n%s", d.waitErr, d.Log, d.LogTail(30))
+		}
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		st, err := d.Status(sctx)
+		cancel()
+		switch {
+		case err != nil:
+			last = err.Error()
+		case st.Connector.State == "FAILED":
+			return fmt.Errorf("debezium: connector %s FAILED: %s; see %s", d.Name, firstLines(st.Connector.Trace, 8), d.Log)
+		case len(st.Tasks) == 0:
+			last = "connector " + st.Connector.State + ", no task yet"
+		case st.Tasks[0].State == "FAILED":
+			return fmt.Errorf("debezium: task of %s FAILED: %s; see %s", d.Name, firstLines(st.Tasks[0].Trace, 8), d.Log)
+		case st.Tasks[0].State != "RUNNING":
+			last = "task " + st.Tasks[0].State
+		default:
+			ok, why, err := d.slotReady(ctx)
+			if err != nil {
+				last = err.Error()
+			} else if ok {
+				return nil
+			} else {
+				last = "task RUNNING, " + why
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("debezium: connector %s not running (%s) before %v; see %s\n%s", d.Name, last, ctx.Err(), d.Log, d.LogTail(30))
+		case <-d.done:
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// slotReady reports whether the replication slot and the publication exist in the source database.
+func (d *Debezium) slotReady(ctx context.Context) (bool, string, error) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(cctx, d.opts.SourceURL)
+	if err != nil {
+		return false, "", err
+	}
+	defer c.Close(context.Background())
+	var slot, pub bool
+	if err := c.QueryRow(cctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()),
+		EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $2)`, d.Slot, d.Publication).Scan(&slot, &pub); err != nil {
+		return false, "", err
+	}
+	switch {
+	case !slot:
+		return false, "replication slot " + d.Slot + " not created yet", nil
+	case !pub:
+		return false, "publication " + d.Publication + " not created yet", nil
+	}
+	return true, "", nil
+}
+
+// Stop ends the worker it started (SIGTERM, then SIGKILL after StopTimeout), then drops the
+// replication slot (so that the source cluster does not keep WAL for it) and the publication.
+// It is safe to call more than once. The source database must still exist.
+func (d *Debezium) Stop() error {
+	d.stopOnce.Do(func() { d.stopErr = d.stop() })
+	return d.stopErr
+}
+
+func (d *Debezium) stop() error {
+	var errs []error
+	if !d.Exited() {
+		_ = d.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-d.done:
+		case <-time.After(d.opts.StopTimeout):
+			_ = d.cmd.Process.Kill()
+			<-d.done
+			errs = append(errs, fmt.Errorf("debezium: Kafka Connect ignored SIGTERM for %s, killed; see %s", d.opts.StopTimeout, d.Log))
+		}
+	}
+	if err := d.dropSlot(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Debezium) dropSlot() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, d.opts.SourceURL)
+	if err != nil {
+		return fmt.Errorf("debezium: drop slot %s: %v", d.Slot, err)
+	}
+	defer c.Close(context.Background())
+	for {
+		var active *int32
+		err := c.QueryRow(ctx, "SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1", d.Slot).Scan(&active)
+		if errors.Is(err, pgx.ErrNoRows) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("debezium: drop slot %s: %v", d.Slot, err)
+		}
+		if active != nil {
+			// The worker is gone; its walsender ends a moment later (or is ended here).
+			_, _ = c.Exec(ctx, "SELECT pg_terminate_backend($1)", *active)
+		} else if _, err := c.Exec(ctx, "SELECT pg_drop_replication_slot($1)", d.Slot); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("debezium: replication slot %s still there after 30s", d.Slot)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if _, err := c.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{d.Publication}.Sanitize()); err != nil {
+		return fmt.Errorf("debezium: drop publication %s: %v", d.Publication, err)
+	}
+	return nil
+}
+
+// LogTail returns the last n lines of the worker's log.
+func (d *Debezium) LogTail(n int) string {
+	b, err := os.ReadFile(d.Log)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// RunDebezium starts Debezium for a test (StartDebezium, at most 3 minutes) and stops it,
+// dropping its slot, when the test ends. Register it after the source database's cleanup, so
+// that it runs first. The worker's log is shown when the test failed; its folder is removed
+// when the test passed, unless EOSINK_DEBEZIUM_KEEP is set.
+func RunDebezium(t testing.TB, o DebeziumOptions) *Debezium {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	d, err := StartDebezium(ctx, o)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	t.Cleanup(func() {
+		if err := d.Stop(); err != nil {
+			t.Errorf("%v", err)
+		}
+		if t.Failed() {
+			t.Logf("---- last lines of %s ----\n%s", d.Log, d.LogTail(60))
+		} else if d.tempDir && os.Getenv("EOSINK_DEBEZIUM_KEEP") == "" {
+			_ = os.RemoveAll(d.Dir)
+		}
+	})
+	return d
+}
+
+// SourceDatabase creates a database named <prefix>_<random> in the cluster of DATABASE_URL,
+// to be captured by Debezium, and drops it (WITH FORCE) when the test ends. It returns the
+// database's URL. The cluster of the test bed has wal_level=logical.
+func SourceDatabase(t testing.TB, e Env, prefix string) (dbURL, name string) {
+	t.Helper()
+	name = pgName(fmt.Sprintf("%s_%d_%d", prefix, time.Now().UnixNano()%1e9, counter.Add(1)))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn := adminConn(t, ctx, e)
+	defer conn.Close(ctx)
+	var level string
+	if err := conn.QueryRow(ctx, "SHOW wal_level").Scan(&level); err != nil {
+		t.Fatalf("SHOW wal_level: %v", err)
+	}
+	if level != "logical" {
+		t.Fatalf("testbed: the PostgreSQL cluster at DATABASE_URL has wal_level=%s; a CDC source needs logical "+
+			"(test/services/services.sh up turns it on, restarting a cluster made by an older version)", level)
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn := adminConn(t, ctx, e)
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	return withDatabase(t, e.DatabaseURL, name), name
+}
+
+func adminConn(t testing.TB, ctx context.Context, e Env) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(ctx, e.DatabaseURL)
+	if err != nil {
+		t.Fatalf("connect to DATABASE_URL: %v", err)
+	}
+	return c
+}
+
+// withDatabase returns the postgres:// URL dbURL naming database db instead.
+func withDatabase(t testing.TB, dbURL, db string) string {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		t.Fatalf("testbed: DATABASE_URL must be a postgres:// URL to derive a source database's URL from it (got %q)", dbURL)
+	}
+	u.Path = "/" + db
+	u.RawPath = ""
+	return u.String()
+}

@@ -49,8 +49,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/eosink/eosink/cli/internal/pipeline"
 	"github.com/eosink/eosink/internal/migrator"
-	"github.com/eosink/eosink/internal/pipeline"
 	"github.com/eosink/eosink/migrations"
 	"github.com/eosink/eosink/sink"
 )

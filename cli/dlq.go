@@ -15,7 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/eosink/eosink/admin"
-	"github.com/eosink/eosink/internal/pipeline"
+	"github.com/eosink/eosink/cli/internal/pipeline"
 )
 
 const dlqUsage = `usage: eosink dlq <command> [flags]

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/eosink/eosink/internal/pipeline"
+	"github.com/eosink/eosink/cli/internal/pipeline"
 )
 
 // runCmd: eosink run -config FILE [-validate].

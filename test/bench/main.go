@@ -32,7 +32,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,55 +61,6 @@ func envStr(name, def string) string {
 		return v
 	}
 	return def
-}
-
-// Measurement is one contender's numbers.
-type Measurement struct {
-	Name             string  `json:"name"`
-	Description      string  `json:"description"`
-	Records          int64   `json:"records"`
-	Seconds          float64 `json:"seconds"`
-	RecordsPerSecond float64 `json:"records_per_second"`
-	CPUSecondsPerM   float64 `json:"cpu_seconds_per_million"` // all processes: the contender, the broker, PostgreSQL
-	CPU              struct {
-		Contender float64 `json:"contender"`
-		Kafka     float64 `json:"kafka"`
-		Postgres  float64 `json:"postgres"`
-	} `json:"cpu_seconds"`
-	PeakRSSMiB float64 `json:"peak_rss_mib"`
-	P50ms      float64 `json:"p50_ms,omitempty"`
-	P99ms      float64 `json:"p99_ms,omitempty"`
-	Note       string  `json:"note,omitempty"`
-}
-
-// Point is one point of a curve.
-type Point struct {
-	X                float64 `json:"x"`
-	Label            string  `json:"label"`
-	RecordsPerSecond float64 `json:"records_per_second"`
-}
-
-// Report is what BENCH_REPORT receives.
-type Report struct {
-	Started          time.Time               `json:"started"`
-	Command          string                  `json:"command"`
-	Machine          string                  `json:"machine"`
-	Records          int64                   `json:"records"`
-	Partitions       int                     `json:"partitions"`
-	Batch            int                     `json:"batch"`
-	RecordsPerSecond map[string]float64      `json:"records_per_second"`
-	Ratios           map[string]float64      `json:"ratios"`
-	Measurements     map[string]*Measurement `json:"measurements"`
-	Latency          *Measurement            `json:"latency_at_half_peak,omitempty"`
-	Curves           map[string][]Point      `json:"curves,omitempty"`
-	Targets          []Target                `json:"targets"`
-}
-
-// Target is one of the goals in the benchmark issue, with whether this run met it.
-type Target struct {
-	Goal   string `json:"goal"`
-	Actual string `json:"actual"`
-	Met    bool   `json:"met"`
 }
 
 type bench struct {
@@ -306,13 +256,6 @@ func (b *bench) child(ctx context.Context, name, desc, kind string, args ...stri
 	return m, nil
 }
 
-func latencyText(m *Measurement) string {
-	if m.P99ms == 0 {
-		return ""
-	}
-	return fmt.Sprintf(", latency p50 %.0f ms p99 %.0f ms", m.P50ms, m.P99ms)
-}
-
 var peerLine = regexp.MustCompile(`rows=(\d+) duplicates=(\d+).*first-to-last row ([0-9.]+)s -> `)
 
 // peer runs the Debezium JDBC sink on Kafka Connect over a topic holding the same records in
@@ -433,102 +376,6 @@ func (b *bench) curves(ctx context.Context) error {
 	return nil
 }
 
-func (b *bench) summarize() {
-	ms := b.rep.Measurements
-	for _, k := range []string{"copy", "eos", "at_least_once", "per_message", "peer", "eos_envelope", "kafka_consume"} {
-		if m := ms[k]; m != nil {
-			b.rep.RecordsPerSecond[k] = m.RecordsPerSecond
-		}
-	}
-	ratio := func(name, a, c string) {
-		if ms[a] != nil && ms[c] != nil && ms[c].RecordsPerSecond > 0 {
-			b.rep.Ratios[name] = ms[a].RecordsPerSecond / ms[c].RecordsPerSecond
-		}
-	}
-	ratio("eos_vs_copy", "eos", "copy")
-	ratio("eos_vs_at_least_once", "eos", "at_least_once")
-	ratio("eos_vs_per_message", "eos", "per_message")
-	ratio("eos_vs_peer", "eos_envelope", "peer")
-	ratio("eos_vs_kafka_consume", "eos", "kafka_consume")
-	r := b.rep.Ratios
-	add := func(goal, actual string, met bool) {
-		b.rep.Targets = append(b.rep.Targets, Target{Goal: goal, Actual: actual, Met: met})
-	}
-	add("eosink / raw COPY >= 0.8", fmt.Sprintf("%.2f", r["eos_vs_copy"]), r["eos_vs_copy"] >= 0.8)
-	add("eosink / at-least-once >= 0.97", fmt.Sprintf("%.2f", r["eos_vs_at_least_once"]), r["eos_vs_at_least_once"] >= 0.97)
-	add("eosink / per-message >= 50x", fmt.Sprintf("%.0fx", r["eos_vs_per_message"]), r["eos_vs_per_message"] >= 50)
-	if _, ok := r["eos_vs_peer"]; ok {
-		add("eosink / peer >= 10x", fmt.Sprintf("%.1fx", r["eos_vs_peer"]), r["eos_vs_peer"] >= 10)
-	}
-	eos := ms["eos"]
-	add("insert of narrow rows >= 150,000 records/s", fmt.Sprintf("%.0f (normal rows: %.0f)", curveValue(b.rep, "row_width", "narrow"), eos.RecordsPerSecond),
-		curveValue(b.rep, "row_width", "narrow") >= 150_000)
-	add("upsert >= 50,000 records/s", fmt.Sprintf("%.0f", curveValue(b.rep, "insert_vs_upsert", "upsert")), curveValue(b.rep, "insert_vs_upsert", "upsert") >= 50_000)
-	if l := b.rep.Latency; l != nil {
-		add("p99 latency at half peak <= 2x max wait (200 ms)", fmt.Sprintf("p50 %.0f ms, p99 %.0f ms", l.P50ms, l.P99ms), l.P99ms <= 200)
-	}
-	add("peak RSS <= 256 MiB", fmt.Sprintf("%.0f MiB", eos.PeakRSSMiB), eos.PeakRSSMiB <= 256)
-}
-
-func curveValue(r *Report, curve, label string) float64 {
-	for _, p := range r.Curves[curve] {
-		if p.Label == label {
-			return p.RecordsPerSecond
-		}
-	}
-	return 0
-}
-
-func (b *bench) write() error {
-	tw := tabwriter.NewWriter(os.Stdout, 2, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "contender\trecords/s\tCPU s per 1M (all)\tpeak RSS MiB\trecords\tseconds")
-	for _, k := range []string{"copy", "kafka_consume", "eos", "at_least_once", "per_message", "eos_envelope", "peer"} {
-		if m := b.rep.Measurements[k]; m != nil {
-			fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%.0f\t%d\t%.2f\n", k, m.RecordsPerSecond, m.CPUSecondsPerM, m.PeakRSSMiB, m.Records, m.Seconds)
-		}
-	}
-	tw.Flush()
-	fmt.Println()
-	for _, k := range []string{"eos_vs_copy", "eos_vs_at_least_once", "eos_vs_per_message", "eos_vs_peer", "eos_vs_kafka_consume"} {
-		if v, ok := b.rep.Ratios[k]; ok {
-			fmt.Printf("%-22s %.2f\n", k, v)
-		}
-	}
-	fmt.Println()
-	for _, t := range b.rep.Targets {
-		mark := "MET    "
-		if !t.Met {
-			mark = "NOT MET"
-		}
-		fmt.Printf("%s  %-50s %s\n", mark, t.Goal, t.Actual)
-	}
-	path := envStr("BENCH_REPORT", filepath.Join(repoRoot(), ".reports", "bench.json"))
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	data, _ := json.MarshalIndent(b.rep, "", "  ")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		return err
-	}
-	fmt.Println("bench: report written to", path)
-	png := strings.TrimSuffix(path, filepath.Ext(path)) + ".png"
-	if err := chart(b.rep, png); err != nil {
-		return fmt.Errorf("chart: %w", err)
-	}
-	fmt.Println("bench: chart written to", png)
-	if envInt("BENCH_DOCS", 0) == 1 {
-		data, err := os.ReadFile(png)
-		if err == nil {
-			err = os.WriteFile(filepath.Join(repoRoot(), "docs", "benchmarks.png"), data, 0o644)
-		}
-		if err != nil {
-			return err
-		}
-		fmt.Println("bench: chart copied to docs/benchmarks.png")
-	}
-	return nil
-}
-
 func repoRoot() string {
 	out, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
 	if err != nil {
@@ -536,18 +383,6 @@ func repoRoot() string {
 		return wd
 	}
 	return strings.TrimSpace(string(out))
-}
-
-func machine() string {
-	cpus := 0
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		cpus = bytes.Count(data, []byte("processor\t:"))
-	}
-	mem := ""
-	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
-		mem = strings.Fields(strings.SplitN(string(data), "\n", 2)[0])[1] + " kB"
-	}
-	return fmt.Sprintf("%d CPUs, %s RAM; broker, PostgreSQL and the contender on the same machine", cpus, mem)
 }
 
 func tail(s string, n int) string {

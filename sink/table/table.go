@@ -97,14 +97,8 @@ func (t *Table) Close(context.Context, sink.Partition) error { return nil }
 
 // Write copies one row per record into the table.
 func (t *Table) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
-	if len(b.Records) == 0 {
-		return nil
-	}
-	if err := t.w.load(ctx, tx); err != nil {
-		return err
-	}
-	buf, err := t.w.encode(b.Records, t.row)
-	if err != nil {
+	buf, err := t.w.rows(ctx, tx, b.Records, t.row)
+	if err != nil || buf == nil {
 		return err
 	}
 	return copyIn(ctx, tx, buf, t.w.copySQL)
@@ -240,6 +234,17 @@ WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped`, w.tabl
 
 // rowFunc maps one record to its row values, appending to row.
 type rowFunc func(r *sink.Record, row []any) ([]any, error)
+
+// rows loads the table's columns (once) and encodes recs as COPY text rows; nil for no records.
+func (w *writer) rows(ctx context.Context, tx pgx.Tx, recs []sink.Record, rowFn rowFunc) ([]byte, error) {
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	if err := w.load(ctx, tx); err != nil {
+		return nil, err
+	}
+	return w.encode(recs, rowFn)
+}
 
 // encode maps each record to a COPY text row with rowFn. A record that cannot be mapped is
 // returned as a *sink.PoisonError.

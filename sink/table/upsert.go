@@ -185,14 +185,8 @@ func (u *Upsert) Close(context.Context, sink.Partition) error { return nil }
 
 // Write stages the batch with COPY and merges it into the table.
 func (u *Upsert) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
-	if len(b.Records) == 0 {
-		return nil
-	}
-	if err := u.w.load(ctx, tx); err != nil {
-		return err
-	}
-	buf, err := u.w.encode(b.Records, u.row)
-	if err != nil {
+	buf, err := u.w.rows(ctx, tx, b.Records, u.row)
+	if err != nil || buf == nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, u.stageSQL); err != nil {

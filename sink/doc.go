@@ -34,6 +34,23 @@
 //	if err != nil { ... }
 //	err = s.Run(ctx) // until ctx is cancelled; drains on the way out
 //
+// # Configuration
+//
+// Config's zero values take documented defaults, exported as the Default* constants. New
+// applies them (Config.WithDefaults), then validates (Config.Validate), so rules between
+// fields are checked against the values in effect; every error is a *ConfigError naming the
+// field. New does no I/O.
+//
+// # Plugins
+//
+// A Handler is one function per batch. A Plugin (Config.Plugin) adds a lifecycle per
+// claimed partition (Open, Write, Close), and optionally Preparer (checks at start) and
+// Migrator (its own migrations). Register, or RegisterConfig for a typed config section,
+// makes a plugin available by name to pipeline config files (`eosink run`); the built-in
+// plugins are in sink/table (table, upsert) and sink/inbox. Package sinktest is the
+// conformance suite every plugin should pass. See ExamplePlugin, ExampleRegister and
+// docs/plugins.md.
+//
 // # The offsets table
 //
 // The framework's migrations (package migrations, applied by Migrate, AutoMigrate or

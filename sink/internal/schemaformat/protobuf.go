@@ -239,4 +239,3 @@ func protoWellKnown(m protoreflect.Message) (any, bool, error) {
 	}
 	return nil, false, nil
 }
-

@@ -116,6 +116,7 @@ type proxy struct {
 	srv      *http.Server
 	requests atomic.Int64
 	mode     atomic.Value // "", "503", "hang"
+	auth     atomic.Value // the last Authorization header
 }
 
 func startProxy(t *testing.T) *proxy {
@@ -146,6 +147,7 @@ func (p *proxy) start(addr string) {
 	rp := httputil.NewSingleHostReverseProxy(p.target)
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.requests.Add(1)
+		p.auth.Store(r.Header.Get("Authorization"))
 		switch p.mode.Load().(string) {
 		case "503":
 			http.Error(w, "<html>service unavailable</html>", http.StatusServiceUnavailable)

@@ -219,7 +219,7 @@ func (r *avroReader) value(s avro.Schema, depth int) (any, error) {
 		if dec, ok := s.(avro.LogicalTypeSchema).Logical().(*avro.DecimalLogicalSchema); ok {
 			return decimalText(twosComplement(b), dec.Scale()), nil
 		}
-		return append([]byte(nil), b...), nil
+		return cloneBytes(b), nil
 	case avro.Fixed:
 		fs := s.(*avro.FixedSchema)
 		b, err := r.fixed(fs.Size())
@@ -229,7 +229,7 @@ func (r *avroReader) value(s avro.Schema, depth int) (any, error) {
 		if dec, ok := fs.Logical().(*avro.DecimalLogicalSchema); ok {
 			return decimalText(twosComplement(b), dec.Scale()), nil
 		}
-		return append([]byte(nil), b...), nil
+		return cloneBytes(b), nil
 	case avro.Enum:
 		es := s.(*avro.EnumSchema)
 		i, err := r.int()

@@ -189,7 +189,7 @@ func protoScalar(fd protoreflect.FieldDescriptor, v protoreflect.Value, depth in
 	case protoreflect.StringKind:
 		return v.String(), nil
 	case protoreflect.BytesKind:
-		return append([]byte(nil), v.Bytes()...), nil
+		return cloneBytes(v.Bytes()), nil
 	case protoreflect.EnumKind:
 		if ev := fd.Enum().Values().ByNumber(v.Enum()); ev != nil {
 			return string(ev.Name()), nil

@@ -106,3 +106,8 @@ func float32Value(f float32) float64 {
 	}
 	return v
 }
+
+// cloneBytes copies b; empty bytes give an empty, non-nil slice (an empty bytea, not NULL).
+func cloneBytes(b []byte) []byte {
+	return append(make([]byte, 0, len(b)), b...)
+}

@@ -61,7 +61,7 @@ func (d *Decoder) parseAvroReferences(id int, info schemaregistry.SchemaInfo, ca
 
 // decode decodes body, the Avro binary encoding of one value of s.
 func (s *avroSchema) decode(body []byte) (any, error) {
-	r := avroReader{buf: body}
+	r := avroReader{buf: body, items: len(body) + 1<<16}
 	v, err := r.value(s.schema, 0)
 	if err != nil {
 		return nil, err
@@ -72,7 +72,13 @@ func (s *avroSchema) decode(body []byte) (any, error) {
 	return v, nil
 }
 
-type avroReader struct{ buf []byte }
+type avroReader struct {
+	buf []byte
+	// items is what is left of the record's budget of array and map items. An item
+	// takes at least one byte unless it is null or an empty record, so the budget (the
+	// body's length plus 65536) only stops counts that no real record has.
+	items int
+}
 
 func (r *avroReader) long() (int64, error) {
 	u, n := binary.Uvarint(r.buf)
@@ -127,11 +133,10 @@ func (r *avroReader) blockCount() (int, error) {
 			return 0, err
 		}
 	}
-	// Each item takes at least one byte unless it is null or empty; a count above the
-	// bytes left is only believed while small.
-	if n > int64(len(r.buf)) && n > 1<<16 {
-		return 0, malformed("Avro block of %d items, %d bytes left", n, len(r.buf))
+	if n > int64(r.items) {
+		return 0, malformed("Avro block of %d items in a body of %d bytes", n, len(r.buf))
 	}
+	r.items -= int(n)
 	return int(n), nil
 }
 

@@ -1,8 +1,10 @@
 package schemaformat
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -65,7 +67,8 @@ func (c *Config) Validate() error {
 // sets InsecureSkipVerify (SslDisableEndpointVerification only logs a warning in
 // v2.11.1). And it decodes every error answer as JSON, so that a 5xx page in HTML from a
 // proxy would surface as a JSON syntax error, which could not be told from a bad record;
-// our transport turns such statuses into errors before the client reads them.
+// our transport turns such answers into errors, with their status, before the client reads
+// them.
 func (c *Config) clientConfig() (*schemaregistry.Config, error) {
 	var conf *schemaregistry.Config
 	switch {
@@ -123,7 +126,7 @@ func (t TLSConfig) tlsConfig() (*tls.Config, error) {
 	return conf, nil
 }
 
-// statusError is an answer whose status means "try again later".
+// statusError is a failed answer that is not a registry's JSON error.
 type statusError struct {
 	status int
 	body   string
@@ -137,7 +140,9 @@ func (e *statusError) Error() string {
 	return s
 }
 
-// statusTransport turns 5xx, 408 and 429 answers into a *statusError, whatever their body.
+// statusTransport turns failed answers into a *statusError before the client reads them:
+// 5xx, 408 and 429 always (whatever their body), other 4xx unless their body is a
+// registry's JSON error (such as {"error_code":40403,...}), which the client then decodes.
 type statusTransport struct{ base http.RoundTripper }
 
 func (t statusTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -145,10 +150,26 @@ func (t statusTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s := resp.StatusCode; s >= 500 || s == 408 || s == 429 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
-		resp.Body.Close()
-		return nil, &statusError{status: s, body: strings.TrimSpace(string(b))}
+	s := resp.StatusCode
+	if s < 400 {
+		return resp, nil
 	}
-	return resp, nil
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	if s < 500 && s != 408 && s != 429 {
+		var e struct {
+			Code *int `json:"error_code"`
+		}
+		if json.Unmarshal(b, &e) == nil && e.Code != nil {
+			resp.Body = io.NopCloser(bytes.NewReader(b))
+			return resp, nil
+		}
+	}
+	if len(b) > 200 {
+		b = b[:200]
+	}
+	return nil, &statusError{status: s, body: strings.TrimSpace(string(b))}
 }

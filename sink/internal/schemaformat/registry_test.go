@@ -115,7 +115,7 @@ type proxy struct {
 	addr     string
 	srv      *http.Server
 	requests atomic.Int64
-	mode     atomic.Value // "", "503", "hang"
+	mode     atomic.Value // "", "503", "401", "hang"
 	auth     atomic.Value // the last Authorization header
 }
 
@@ -151,6 +151,9 @@ func (p *proxy) start(addr string) {
 		switch p.mode.Load().(string) {
 		case "503":
 			http.Error(w, "<html>service unavailable</html>", http.StatusServiceUnavailable)
+			return
+		case "401":
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
 			return
 		case "hang":
 			select {

@@ -3,6 +3,7 @@ package schemaformat
 import (
 	"errors"
 	"net"
+	"net/url"
 	"testing"
 	"time"
 )
@@ -161,4 +162,35 @@ func TestRegistryAuthHeaders(t *testing.T) {
 			t.Errorf("Authorization %q, want %q", got, tc.want)
 		}
 	}
+}
+
+// Answers that mean a wrong configuration are neither poison nor temporary: a URL that
+// is the registry's host but not its Confluent-compatible API (the real registry answers
+// 404 there), and a 401 in plain text.
+func TestRegistryMisconfigured(t *testing.T) {
+	c := newClient(t)
+	topic := uniqueTopic("avro-misconf")
+	id := register(t, c, topic+"-value", "AVRO", tinySchema)
+	r := avroSerialize(t, c, topic, id, map[string]any{"id": int64(1)})
+
+	u, err := url.Parse(registryURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDecoder(t, "http://"+u.Host) // without /apis/ccompat/v7
+	_, err = d.Decode(Avro, r)
+	var re *RegistryError
+	if !errors.As(err, &re) || re.Temporary() || IsPoison(err) || errors.Is(err, ErrRegistryUnavailable) {
+		t.Fatalf("wrong path: err = %v, want a permanent *RegistryError", err)
+	}
+	t.Logf("wrong path: %v", err)
+
+	p := startProxy(t)
+	p.mode.Store("401")
+	d = newDecoder(t, p.url())
+	_, err = d.Decode(Avro, r)
+	if !errors.As(err, &re) || re.Temporary() || re.Status != 401 || IsPoison(err) {
+		t.Fatalf("401: err = %v, want a permanent *RegistryError with status 401", err)
+	}
+	t.Logf("401: %v", err)
 }

@@ -192,6 +192,7 @@ func (b *Balancer) claim(c *kafka.Consumer, p kafka.TopicPartition, topicID stri
 			err := watermarks()
 			return low, err
 		case Latest:
+			// The "high" of a read_committed consumer is the last stable offset.
 			err := watermarks()
 			return high, err
 		}

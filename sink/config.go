@@ -94,8 +94,8 @@ type Config struct {
 	// InitialPosition applies when a partition has no stored row. Defaults to Earliest.
 	InitialPosition InitialPosition
 	// CommitToKafka also commits each stored offset to Kafka after the database commit, in
-	// the background, so that standard lag tools see progress. That value is never read
-	// back. Defaults to false.
+	// the background, so that standard lag tools see progress. Positions never come from
+	// that value; it is read back only to warn when it diverges from the stored one. Defaults to false.
 	CommitToKafka bool
 	// KafkaCommitInterval is how often those advisory commits are sent. Defaults to 1s
 	// (DefaultKafkaCommitInterval).

@@ -107,5 +107,6 @@
 // isolation.level defaults to read_committed. Every other librdkafka property, including
 // security.protocol, ssl.* and sasl.*, passes through Config.Kafka unchanged. With
 // CommitToKafka the stored offsets are also committed to Kafka after the database commit,
-// for lag tools; eosink never reads them back.
+// for lag tools; positions never come from them (they are read back only to warn when they
+// diverge from the stored ones).
 package sink

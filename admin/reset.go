@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -320,14 +321,13 @@ func (c *Client) topicIDs(ctx context.Context, tps []kafka.TopicPartition) (map[
 		return nil, err
 	}
 	defer a.Close()
-	ids := map[string]string{}
-	var names []string
+	names := make([]string, 0, len(tps))
 	for _, tp := range tps {
-		if _, ok := ids[*tp.Topic]; !ok {
-			ids[*tp.Topic] = ""
-			names = append(names, *tp.Topic)
-		}
+		names = append(names, *tp.Topic)
 	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	ids := make(map[string]string, len(names))
 	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	res, err := a.DescribeTopics(qctx, kafka.NewTopicCollectionOfTopicNames(names))

@@ -93,9 +93,9 @@ func (s *Sink) rangeChecks() {
 		rc.admin = a
 	}
 	rc.busy = true
-	go func(c *kafka.Consumer, a *kafka.AdminClient) {
-		rc.results <- probeRanges(c, a, probes)
-	}(s.consumer, rc.admin)
+	go func(c *kafka.Consumer, a *kafka.AdminClient, results chan<- []rangeProbe) {
+		results <- probeRanges(c, a, probes)
+	}(s.consumer, rc.admin, rc.results)
 }
 
 // probeRanges asks the broker (any goroutine).

@@ -89,7 +89,11 @@ func (s *Sink) recordFailure(topic string, partition int32, err error) {
 	if again && prev.reason == reason {
 		return
 	}
-	s.log.Error("partition stopped", "topic", topic, "partition", partition, "reason", reason, "err", err, "remedy", StopRemedy(reason))
+	msg := "partition stopped"
+	if reason == StopFenced {
+		msg = "partition fenced: another instance or an operator moved it; stopped here"
+	}
+	s.log.Error(msg, "topic", topic, "partition", partition, "reason", reason, "err", err, "remedy", StopRemedy(reason))
 	s.persistStop(k, &stopInfo{reason: reason, err: err}, 0)
 }
 

@@ -48,11 +48,12 @@ type rangeChecker struct {
 
 // rangeProbe is one partition's range as the broker told it.
 type rangeProbe struct {
-	k         partitionKey
-	w         *worker
-	low, high int64
-	topicID   string // the broker's; "" when unknown
-	err       error
+	k           partitionKey
+	w           *worker
+	next, fetch int64 // the positions before the broker was asked
+	low, high   int64
+	topicID     string // the broker's; "" when unknown
+	err         error
 }
 
 // requestRangeCheck makes the next turn of the poll loop check every partition.
@@ -78,7 +79,7 @@ func (s *Sink) rangeChecks() {
 	var probes []rangeProbe
 	for k, w := range s.workers {
 		if !w.dead.Load() {
-			probes = append(probes, rangeProbe{k: k, w: w})
+			probes = append(probes, rangeProbe{k: k, w: w, next: w.next.Load(), fetch: w.fetchNext})
 		}
 	}
 	rc.last, rc.due = time.Now(), false
@@ -135,15 +136,17 @@ func (s *Sink) applyRanges(probes []rangeProbe) {
 		if s.workers[p.k] != w || w.dead.Load() {
 			continue // revoked, claimed again or stopped meanwhile
 		}
+		// The log grows while the broker is asked: compare the positions from before the
+		// query with its high watermark, and the latest fetch position with its log start.
 		var cause error
-		next, fetch := w.next.Load(), w.fetchNext
+		next, fetch := p.next, w.fetchNext
 		switch {
 		case p.topicID != "" && w.topicID != "" && p.topicID != w.topicID:
 			cause = fmt.Errorf("%w: stored topic id %s, broker has %s", ErrTopicRecreated, w.topicID, p.topicID)
 		case p.err != nil:
 			s.log.Warn("query watermark offsets failed; checking again shortly", "topic", p.k.topic, "partition", p.k.partition, "err", p.err)
 			continue
-		case fetch < p.low || next > p.high || fetch > p.high:
+		case fetch < p.low || p.next > p.high || p.fetch > p.high:
 			cause = fmt.Errorf("%w: stored next offset %d, fetch position %d, log has %d..%d", ErrOffsetOutOfRange, next, fetch, p.low, p.high)
 		default:
 			continue

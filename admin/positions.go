@@ -7,7 +7,13 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/eosink/eosink/sink"
 )
+
+// aliveWithin is how recent an instance's heartbeat must be for it to count as alive: three
+// of the sink's heartbeats.
+const aliveWithin = "10 seconds"
 
 // Position is one row of the offsets table with what the broker says of its partition. The
 // JSON names are those of `eosink offsets list -json`.
@@ -24,8 +30,24 @@ type Position struct {
 	Lag        int64     `json:"lag"`             // committed records at or after next_offset; 0 when only markers remain
 	Error      string    `json:"error,omitempty"` // the broker's error for the partition; Lag is then 0
 	// KafkaCommitted is the offset the consumer group named like the pipeline has committed
-	// in Kafka (advisory: written with CommitToKafka, never read by the sink); nil if none.
+	// in Kafka (advisory: written with CommitToKafka; the sink reads it only to create a
+	// missing row under the kafka-committed policy); nil if none.
 	KafkaCommitted *int64 `json:"kafka_committed"`
+	// OwnerAlive says whether the owner is a sink instance running now: its heartbeat in the
+	// instances table is recent (three heartbeats) and it has not shut down.
+	OwnerAlive bool `json:"owner_alive"`
+	// Stopped is set while the partition is stopped: why (a sink.Stop* word, the label of
+	// eosink_partition_stopped), since when, by which instance, and what to do.
+	Stopped *Stop `json:"stopped,omitempty"`
+}
+
+// Stop is why a partition stopped, as the sink that stopped it recorded.
+type Stop struct {
+	Reason string    `json:"reason"`
+	Error  string    `json:"error"`
+	At     time.Time `json:"at"`
+	By     string    `json:"by"`
+	Remedy string    `json:"remedy"`
 }
 
 // Diverged reports whether Kafka's committed offset for the group differs from the stored
@@ -38,14 +60,28 @@ func (p Position) Diverged() bool {
 // List returns the stored positions of pipeline (all pipelines when empty), with the log's
 // range and the lag of each partition.
 func (c *Client) List(ctx context.Context, pipeline string) ([]Position, error) {
-	rows, err := c.pool.Query(ctx, `SELECT pipeline, topic, partition, next_offset, epoch, coalesce(owner, ''), updated_at
-		FROM `+c.table("offsets")+` WHERE $1 = '' OR pipeline = $1 ORDER BY pipeline, topic, partition`, pipeline)
+	rows, err := c.pool.Query(ctx, `SELECT o.pipeline, o.topic, o.partition, o.next_offset, o.epoch, coalesce(o.owner, ''), o.updated_at,
+			coalesce(i.heartbeat_at > now() - $2::interval AND NOT i.stopped, false),
+			o.stopped_reason, coalesce(o.stopped_error, ''), o.stopped_at, coalesce(o.stopped_by, '')
+		FROM `+c.table("offsets")+` o LEFT JOIN `+c.table("instances")+` i ON i.pipeline = o.pipeline AND i.instance = o.owner
+		WHERE $1 = '' OR o.pipeline = $1 ORDER BY o.pipeline, o.topic, o.partition`, pipeline, aliveWithin)
 	if err != nil {
 		return nil, fmt.Errorf("read offsets: %w", err)
 	}
 	ps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Position, error) {
 		var p Position
-		err := r.Scan(&p.Pipeline, &p.Topic, &p.Partition, &p.NextOffset, &p.Epoch, &p.Owner, &p.UpdatedAt)
+		var reason *string
+		var st Stop
+		var at *time.Time
+		err := r.Scan(&p.Pipeline, &p.Topic, &p.Partition, &p.NextOffset, &p.Epoch, &p.Owner, &p.UpdatedAt,
+			&p.OwnerAlive, &reason, &st.Error, &at, &st.By)
+		if reason != nil {
+			st.Reason, st.Remedy = *reason, sink.StopRemedy(*reason)
+			if at != nil {
+				st.At = *at
+			}
+			p.Stopped = &st
+		}
 		return p, err
 	})
 	if err != nil {

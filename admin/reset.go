@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -63,6 +64,10 @@ type Selector struct {
 	Pipeline  string // required
 	Topic     string // empty: every topic the pipeline has rows for
 	Partition *int32 // nil: every partition
+	// AcceptNewTopic stores each selected topic's current id with the move: after a topic
+	// was deleted and created again, the claim refuses the partition (ErrTopicRecreated)
+	// until an operator accepts the new topic this way. The audit row keeps both ids.
+	AcceptNewTopic bool
 }
 
 // Change is one move of a partition's position, as planned by Plan or made by Apply.
@@ -74,6 +79,7 @@ type Change struct {
 	To        int64  `json:"to"`
 	LogStart  int64  `json:"log_start"`
 	LogEnd    int64  `json:"log_end"`
+	TopicID   string `json:"topic_id,omitempty"` // with Selector.AcceptNewTopic: the id stored with the move
 }
 
 // ErrMoved means a row appeared or vanished between planning and applying (a sink claimed
@@ -140,6 +146,12 @@ func (c *Client) Plan(ctx context.Context, sel Selector, target Target) ([]Chang
 			return nil, err
 		}
 	}
+	var ids map[string]string
+	if sel.AcceptNewTopic {
+		if ids, err = c.topicIDs(ctx, tps); err != nil {
+			return nil, err
+		}
+	}
 	var out []Change
 	for _, tp := range tps {
 		k := key{*tp.Topic, tp.Partition}
@@ -147,7 +159,7 @@ func (c *Client) Plan(ctx context.Context, sel Selector, target Target) ([]Chang
 		if rg.err != "" {
 			return nil, fmt.Errorf("%s[%d]: %s", k.topic, k.partition, rg.err)
 		}
-		ch := Change{Pipeline: sel.Pipeline, Topic: k.topic, Partition: k.partition, LogStart: rg.start, LogEnd: rg.end}
+		ch := Change{Pipeline: sel.Pipeline, Topic: k.topic, Partition: k.partition, LogStart: rg.start, LogEnd: rg.end, TopicID: ids[k.topic]}
 		if n, ok := current[k]; ok {
 			ch.From = &n
 		}
@@ -175,7 +187,8 @@ func (c *Client) Plan(ctx context.Context, sel Selector, target Target) ([]Chang
 // Apply writes the changes in one transaction and returns them with From set to the
 // position each partition really had: it locks each row (waiting for a running sink's batch
 // in flight, at most 10s) and moves it from wherever it is then. Each epoch is bumped so
-// that the current owner is fenced; one audit row is written per change;
+// that the current owner is fenced; a change with a TopicID stores it as the topic's id; a
+// recorded stop (stopped_*) is cleared; one audit row is written per change;
 // rebalance.NotifyChannel is notified. A row created by a sink between Plan and Apply makes
 // it return ErrMoved.
 func (c *Client) Apply(ctx context.Context, changes []Change, operator, reason string) ([]Change, error) {
@@ -193,15 +206,17 @@ func (c *Client) Apply(ctx context.Context, changes []Change, operator, reason s
 			ch := &out[i]
 			var from int64
 			var owner string
-			err := tx.QueryRow(ctx, `SELECT next_offset, coalesce(owner, '') FROM `+c.table("offsets")+`
-				WHERE pipeline = $1 AND topic = $2 AND partition = $3 FOR UPDATE`, ch.Pipeline, ch.Topic, ch.Partition).Scan(&from, &owner)
+			var fromID *string
+			err := tx.QueryRow(ctx, `SELECT next_offset, coalesce(owner, ''), topic_id FROM `+c.table("offsets")+`
+				WHERE pipeline = $1 AND topic = $2 AND partition = $3 FOR UPDATE`, ch.Pipeline, ch.Topic, ch.Partition).Scan(&from, &owner, &fromID)
 			switch {
 			case errors.Is(err, pgx.ErrNoRows):
 				if ch.From != nil {
 					return fmt.Errorf("%s[%d]: the row was deleted: %w", ch.Topic, ch.Partition, ErrMoved)
 				}
-				t, err := tx.Exec(ctx, `INSERT INTO `+c.table("offsets")+` (pipeline, topic, partition, next_offset, owner)
-					VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, ch.Pipeline, ch.Topic, ch.Partition, ch.To, rebalance.ResetOwner(operator, ""))
+				t, err := tx.Exec(ctx, `INSERT INTO `+c.table("offsets")+` (pipeline, topic, partition, next_offset, owner, topic_id)
+					VALUES ($1, $2, $3, $4, $5, NULLIF($6, '')) ON CONFLICT DO NOTHING`, ch.Pipeline, ch.Topic, ch.Partition, ch.To,
+					rebalance.ResetOwner(operator, ""), ch.TopicID)
 				if err != nil {
 					return err
 				}
@@ -212,15 +227,18 @@ func (c *Client) Apply(ctx context.Context, changes []Change, operator, reason s
 				return fmt.Errorf("%s[%d]: lock the offset row: %w", ch.Topic, ch.Partition, err)
 			default:
 				ch.From = &from
-				if _, err := tx.Exec(ctx, `UPDATE `+c.table("offsets")+` SET next_offset = $4, epoch = epoch + 1, owner = $5, updated_at = now()
+				if _, err := tx.Exec(ctx, `UPDATE `+c.table("offsets")+` SET next_offset = $4, epoch = epoch + 1, owner = $5, updated_at = now(),
+					topic_id = coalesce(NULLIF($6, ''), topic_id),
+					stopped_reason = NULL, stopped_error = NULL, stopped_at = NULL, stopped_by = NULL
 					WHERE pipeline = $1 AND topic = $2 AND partition = $3`,
-					ch.Pipeline, ch.Topic, ch.Partition, ch.To, rebalance.ResetOwner(operator, owner)); err != nil {
+					ch.Pipeline, ch.Topic, ch.Partition, ch.To, rebalance.ResetOwner(operator, owner), ch.TopicID); err != nil {
 					return err
 				}
 			}
 			if _, err := tx.Exec(ctx, `INSERT INTO `+c.table("offsets_audit")+
-				` (operator, reason, pipeline, topic, partition, from_offset, to_offset) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-				operator, reason, ch.Pipeline, ch.Topic, ch.Partition, ch.From, ch.To); err != nil {
+				` (operator, reason, pipeline, topic, partition, from_offset, to_offset, from_topic_id, to_topic_id)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULLIF($9, ''))`,
+				operator, reason, ch.Pipeline, ch.Topic, ch.Partition, ch.From, ch.To, fromID, ch.TopicID); err != nil {
 				return err
 			}
 			pipelines[ch.Pipeline] = true
@@ -294,6 +312,35 @@ func (c *Client) offsetsForTime(ctx context.Context, tps []kafka.TopicPartition,
 		}
 	}
 	return out, nil
+}
+
+// topicIDs returns the current id of each topic in tps.
+func (c *Client) topicIDs(ctx context.Context, tps []kafka.TopicPartition) (map[string]string, error) {
+	a, err := kafka.NewAdminClient(c.kafkaConfig())
+	if err != nil {
+		return nil, err
+	}
+	defer a.Close()
+	names := make([]string, 0, len(tps))
+	for _, tp := range tps {
+		names = append(names, *tp.Topic)
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	ids := make(map[string]string, len(names))
+	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	res, err := a.DescribeTopics(qctx, kafka.NewTopicCollectionOfTopicNames(names))
+	if err != nil {
+		return nil, fmt.Errorf("describe topics %v: %w", names, err)
+	}
+	for _, d := range res.TopicDescriptions {
+		if d.Error.Code() != kafka.ErrNoError {
+			return nil, fmt.Errorf("describe topic %q: %s", d.Name, d.Error)
+		}
+		ids[d.Name] = d.TopicID.String()
+	}
+	return ids, nil
 }
 
 func sortChanges(cs []Change) {

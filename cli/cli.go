@@ -63,7 +63,7 @@ commands:
   offsets list                            stored positions, owners, epochs, log range and lag
   offsets set|reset                       move positions (earliest, latest, offset, time); audited
   lag                                     lag per partition (-json for JSON)
-  status                                  one line per pipeline: partitions, owners, epochs, last commit, lag, dead letters
+  status                                  one line per pipeline: partitions, owners (alive or gone), epochs, last commit, lag, stopped partitions (reason, remedy), dead letters
   dlq list|show|replay|discard            dead letters: inspect, apply again through the sink, or delete
 
 Run 'eosink <command> -h' for flags.

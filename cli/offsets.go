@@ -104,16 +104,20 @@ func offsetsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	operator := fs.String("operator", os.Getenv("USER"), "set: who makes the change, for the audit table (env USER)")
 	reason := fs.String("reason", "", "set: why, for the audit table")
 	dryRun := fs.Bool("dry-run", false, "set: print the changes without making them")
+	acceptNewTopic := fs.Bool("accept-new-topic", false, "set: store the topic's current id (after it was deleted and created again)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage:
   eosink offsets list [-pipeline P] [-json]
-  eosink offsets set  -pipeline P [-topic T [-partition N]] -to earliest|latest|OFFSET|TIME -reason TEXT [-operator NAME] [-dry-run]
+  eosink offsets set  -pipeline P [-topic T [-partition N]] -to earliest|latest|OFFSET|TIME -reason TEXT [-operator NAME] [-accept-new-topic] [-dry-run]
   (reset is the same as set)
 
 set moves stored positions in one transaction, writes an audit row per partition, and bumps
 each partition's epoch, which fences its current owner: a running sink's next commit on
 that partition is rejected, and the sink claims the partition again at the new position
 without a restart (a notification tells idle sinks). A target outside the log is refused.
+With -accept-new-topic it also stores each topic's current id: the recovery of a topic that
+was deleted and created again (the sink stops such partitions with "topic was deleted and
+recreated"); restart the sink afterwards for partitions it refused at claim.
 
 flags:
 `)
@@ -163,7 +167,7 @@ flags:
 		if !*dryRun && strings.TrimSpace(*reason) == "" {
 			return usageError{errors.New("offsets set: -reason is required (it goes to the audit table)")}
 		}
-		sel := admin.Selector{Pipeline: *pipeline, Topic: *topic}
+		sel := admin.Selector{Pipeline: *pipeline, Topic: *topic, AcceptNewTopic: *acceptNewTopic}
 		if *partition >= 0 {
 			p := int32(*partition)
 			sel.Partition = &p
@@ -291,16 +295,27 @@ func printChanges(w io.Writer, cs []admin.Change, asJSON bool) error {
 		if c.From != nil {
 			from = fmt.Sprint(*c.From)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d..%d\n", c.Pipeline, c.Topic, c.Partition, from, c.To, c.LogStart, c.LogEnd)
+		to := fmt.Sprint(c.To)
+		if c.TopicID != "" {
+			to += " (accepting topic id " + c.TopicID + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d..%d\n", c.Pipeline, c.Topic, c.Partition, from, to, c.LogStart, c.LogEnd)
 	}
 	return tw.Flush()
 }
 
-// statusCmd: eosink status, one line per pipeline.
+// statusCmd: eosink status, one line per pipeline (owners marked alive or gone), then one
+// line per stopped partition with its reason and remedy.
 func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ps, dead, asJSON, err := listPositionsAndDead(ctx, "status", args, stderr, true)
 	if err != nil {
 		return err
+	}
+	type stopped struct {
+		Topic     string `json:"topic"`
+		Partition int32  `json:"partition"`
+		admin.Stop
+		OwnerAlive bool `json:"owner_alive"`
 	}
 	type summary struct {
 		Pipeline   string    `json:"pipeline"`
@@ -312,6 +327,8 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Lagging    int       `json:"partitions_lagging"`
 		Errors     int       `json:"partitions_in_error"`
 		Dead       int64     `json:"dead_letters"`
+		Alive      []string  `json:"owners_alive"`
+		Stopped    []stopped `json:"stopped"`
 	}
 	var out []*summary
 	by := map[string]*summary{}
@@ -325,6 +342,12 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		s.Partitions++
 		if !slices.Contains(s.Owners, p.Owner) {
 			s.Owners = append(s.Owners, p.Owner)
+		}
+		if p.OwnerAlive && !slices.Contains(s.Alive, p.Owner) {
+			s.Alive = append(s.Alive, p.Owner)
+		}
+		if p.Stopped != nil {
+			s.Stopped = append(s.Stopped, stopped{Topic: p.Topic, Partition: p.Partition, Stop: *p.Stopped, OwnerAlive: p.OwnerAlive})
 		}
 		s.MaxEpoch = max(s.MaxEpoch, p.Epoch)
 		if p.UpdatedAt.After(s.LastCommit) {
@@ -345,12 +368,28 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return writeJSON(stdout, out)
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PIPELINE\tPARTITIONS\tOWNERS\tMAX EPOCH\tLAST COMMIT\tLAG\tLAGGING\tIN ERROR\tDEAD LETTERS")
+	fmt.Fprintln(tw, "PIPELINE\tPARTITIONS\tOWNERS\tMAX EPOCH\tLAST COMMIT\tLAG\tLAGGING\tIN ERROR\tSTOPPED\tDEAD LETTERS")
 	for _, s := range out {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t%d\t%d\t%d\n", s.Pipeline, s.Partitions, strings.Join(s.Owners, ","), s.MaxEpoch,
-			s.LastCommit.UTC().Format(time.RFC3339), s.Lag, s.Lagging, s.Errors, s.Dead)
+		owners := make([]string, len(s.Owners))
+		for i, o := range s.Owners {
+			owners[i] = o + " (gone)"
+			if slices.Contains(s.Alive, o) {
+				owners[i] = o + " (alive)"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d\n", s.Pipeline, s.Partitions, strings.Join(owners, ","), s.MaxEpoch,
+			s.LastCommit.UTC().Format(time.RFC3339), s.Lag, s.Lagging, s.Errors, len(s.Stopped), s.Dead)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, s := range out {
+		for _, st := range s.Stopped {
+			fmt.Fprintf(stdout, "stopped: %s %s[%d]: %s since %s on %s: %s\n  remedy: %s\n", s.Pipeline, st.Topic, st.Partition, st.Reason,
+				st.At.UTC().Format(time.RFC3339), st.By, st.Error, st.Remedy)
+		}
+	}
+	return nil
 }
 
 func writeJSON(w io.Writer, v any) error {

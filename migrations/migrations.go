@@ -1,5 +1,5 @@
-// Package migrations holds the framework's own schema: the offsets table, its audit and the
-// dead letters. The files are embedded and applied with golang-migrate (iofs source, pgx5
+// Package migrations holds the framework's own schema: the offsets table, its audit, the
+// dead letters, the stop columns and the instances' heartbeats. The files are embedded and applied with golang-migrate (iofs source, pgx5
 // driver) by github.com/eosink/eosink/sink.Migrate or by `eosink migrate`.
 package migrations
 

@@ -25,6 +25,8 @@ type Lifecycle interface {
 	Stop(partitions []kafka.TopicPartition, lost bool)
 	// Failed is called for a partition that was claimed but cannot be consumed (stored
 	// offset out of range, topic recreated, no stored position). It is not assigned in Kafka.
+	// The Balancer logs the refusal at Info only: Failed reports it (the sink logs an ERROR
+	// with the remedy).
 	Failed(err *PartitionError)
 }
 
@@ -96,7 +98,7 @@ func (b *Balancer) assign(c *kafka.Consumer, parts []kafka.TopicPartition, coope
 			if err != nil {
 				var perr *PartitionError
 				if errors.As(err, &perr) {
-					b.log.Error("partition stopped", "topic", perr.Topic, "partition", perr.Partition, "err", perr.Err)
+					b.log.Info("claim refused", "topic", perr.Topic, "partition", perr.Partition, "err", perr.Err) // Failed reports it
 					b.lifecycle.Failed(perr)
 					continue
 				}
@@ -190,6 +192,7 @@ func (b *Balancer) claim(c *kafka.Consumer, p kafka.TopicPartition, topicID stri
 			err := watermarks()
 			return low, err
 		case Latest:
+			// The "high" of a read_committed consumer is the last stable offset.
 			err := watermarks()
 			return high, err
 		}

@@ -13,7 +13,10 @@ type InitialPosition int
 const (
 	// Earliest starts at the log start offset.
 	Earliest InitialPosition = iota
-	// Latest starts at the log end offset: records already in the log are not applied.
+	// Latest starts at the log end offset: records already in the log are not applied. The
+	// log end is the consumer's (QueryWatermarkOffsets follows isolation.level): under
+	// read_committed, the default, the last stable offset, as `eosink offsets set -to latest`
+	// uses, so that the records of a transaction still open are applied once it commits.
 	Latest
 	// Error refuses to start the partition; an operator must set a position first.
 	Error

@@ -10,14 +10,18 @@ import (
 	"github.com/eosink/eosink/rebalance"
 )
 
-// setLive records the worker of k for metrics (nil: none).
+// setLive records the worker of k for metrics (nil: none). A new worker means a new claim:
+// the partition is no longer stopped.
 func (s *Sink) setLive(k partitionKey, w *worker) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if w == nil {
 		delete(s.live, k)
 	} else {
 		s.live[k] = w
+	}
+	s.mu.Unlock()
+	if w != nil {
+		s.clearStop(k, w.epoch)
 	}
 }
 
@@ -73,7 +77,7 @@ func (s *Sink) stopWorkers(parts []kafka.TopicPartition, abort bool, timeout tim
 			s.log.Warn("resume before unassign failed", "err", err)
 		}
 	}
-	awaitWorkers(ws, abort, timeout, s.log, func() { s.polled.Store(time.Now().UnixNano()) })
+	awaitWorkers(ws, abort, timeout, s.log, func() { s.touch() })
 }
 
 // stopGrace is how long a worker aborted after the timeout still gets before it is left
@@ -114,13 +118,10 @@ func awaitWorkers(ws []*worker, aborted bool, timeout time.Duration, log *slog.L
 }
 
 func (s *Sink) partitionFailed(w *worker, err error) {
-	s.recordFailure(w.topic, w.partition, err)
+	s.recordFailure(w.topic, w.partition, err) // logs it, with the remedy
 	if errors.Is(err, ErrFenced) {
-		s.log.Warn("partition fenced: another instance or an operator moved it; stopped here", "topic", w.topic, "partition", w.partition, "epoch", w.epoch, "err", err)
 		s.requestRecheck(partitionKey{w.topic, w.partition}) // an operator's reset is claimed again
-		return
 	}
-	s.log.Error("partition stopped", "topic", w.topic, "partition", w.partition, "err", err)
 }
 
 // lifecycle is the Sink seen by the rebalance.Balancer. Its methods run on the poll goroutine.
@@ -128,10 +129,11 @@ type lifecycle Sink
 
 func (l *lifecycle) Start(c rebalance.Claim) {
 	s := (*Sink)(l)
-	s.polled.Store(time.Now().UnixNano()) // a long rebalance is progress, not a hang
+	s.touch() // a long rebalance is progress, not a hang
 	s.m.claims.add(1)
 	s.m.rebalance("assigned", 1)
 	w := newWorker(s.wcfg, c.Topic, c.Partition, c.Epoch, c.NextOffset)
+	w.topicID = c.TopicID
 	s.workers[partitionKey{c.Topic, c.Partition}] = w
 	s.setLive(partitionKey{c.Topic, c.Partition}, w)
 	if s.kcommit != nil {
@@ -148,6 +150,9 @@ func (l *lifecycle) Stop(parts []kafka.TopicPartition, lost bool) {
 		s.m.rebalance("revoked", len(parts))
 	}
 	s.stopWorkers(parts, lost, s.cfg.RevokeTimeout)
+	for _, p := range parts {
+		s.clearStop(partitionKey{*p.Topic, p.Partition}, 0) // no longer ours
+	}
 }
 
 func (l *lifecycle) Failed(err *rebalance.PartitionError) {

@@ -94,8 +94,8 @@ type Config struct {
 	// InitialPosition applies when a partition has no stored row. Defaults to Earliest.
 	InitialPosition InitialPosition
 	// CommitToKafka also commits each stored offset to Kafka after the database commit, in
-	// the background, so that standard lag tools see progress. That value is never read
-	// back. Defaults to false.
+	// the background, so that standard lag tools see progress. Positions never come from
+	// that value; it is read back only to warn when it diverges from the stored one. Defaults to false.
 	CommitToKafka bool
 	// KafkaCommitInterval is how often those advisory commits are sent. Defaults to 1s
 	// (DefaultKafkaCommitInterval).
@@ -145,6 +145,11 @@ type Config struct {
 	// ShutdownTimeout bounds the drain when Run's context is cancelled. Defaults to 30s
 	// (DefaultShutdownTimeout).
 	ShutdownTimeout time.Duration
+	// UnhealthyOnStoppedPartition makes Healthy (and /healthz) fail while a partition is
+	// stopped on this instance (eosink_partition_stopped is 1), so that an orchestrator
+	// restarts it. Off by default: a restart does not fix deleted records or a recreated
+	// topic, and the other partitions go on meanwhile.
+	UnhealthyOnStoppedPartition bool
 
 	// InstanceID is written as owner on every claim, for operators, and names the instance
 	// an operator's reset fenced, so that only that instance claims the partition again. It
@@ -341,7 +346,7 @@ func defaultNote[T comparable](given T) string {
 func (c *Config) kafkaConfig() kafka.ConfigMap {
 	m := kafka.ConfigMap{
 		"isolation.level":        "read_committed",
-		"enable.partition.eof":   false,
+		"enable.partition.eof":   true, // the end of a partition moves its position past trailing markers (ranges.go)
 		"go.logs.channel.enable": false,
 		// librdkafka's prefetch queue. Lower values starve the sink of records of a few hundred
 		// bytes or more: 16 MiB cut the rate for 537-byte records from 154k to 56k a second

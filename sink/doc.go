@@ -88,8 +88,11 @@
 // *HandlerError.
 // A stored offset outside the log (records deleted by retention) or a recreated topic stops
 // the partition with ErrOffsetOutOfRange or ErrTopicRecreated; the sink never jumps
-// elsewhere by itself. Stopped partitions are logged and listed by Sink.PartitionErrors;
-// Run goes on with the others.
+// elsewhere by itself; a range check every few seconds catches a log recreated or truncated
+// while the sink runs. Every stopped partition shows at once: one ERROR line with the
+// remedy, the gauge eosink_partition_stopped, its offsets row (eosink status), optionally
+// Healthy (Config.UnhealthyOnStoppedPartition), and Sink.PartitionErrors; Run goes on with
+// the others.
 //
 // Run returns an error only when the sink cannot work at all: bad configuration, an
 // unreachable database or broker at start, a missing offsets table, claims that keep
@@ -124,5 +127,6 @@
 // isolation.level defaults to read_committed. Every other librdkafka property, including
 // security.protocol, ssl.* and sasl.*, passes through Config.Kafka unchanged. With
 // CommitToKafka the stored offsets are also committed to Kafka after the database commit,
-// for lag tools; eosink never reads them back.
+// for lag tools; positions never come from them (they are read back only to warn when they
+// diverge from the stored ones).
 package sink

@@ -16,16 +16,34 @@ func (s *Sink) Ready() bool { return s.running.Load() }
 // Healthy returns an error when the poll loop has not turned for longer than a rebalance
 // callback may legitimately block (the larger of RevokeTimeout and ClaimTimeout, plus 10s),
 // which means the sink is stuck. Before Run and after it returns, it returns nil. Use it for
-// a liveness probe. Safe to call from any goroutine.
+// a liveness probe. With Config.UnhealthyOnStoppedPartition it also fails while a partition
+// is stopped on this instance. Safe to call from any goroutine.
 func (s *Sink) Healthy() error {
 	if !s.running.Load() {
 		return nil
 	}
 	limit := max(s.cfg.RevokeTimeout, s.cfg.ClaimTimeout) + 10*time.Second
-	if since := time.Since(time.Unix(0, s.polled.Load())); since > limit {
+	if since := s.sincePolled(); since > limit {
 		return fmt.Errorf("eosink: the consumer loop has not turned for %s (limit %s)", since.Round(time.Second), limit)
 	}
+	if s.cfg.UnhealthyOnStoppedPartition {
+		for k, st := range s.stoppedPartitions() {
+			return fmt.Errorf("eosink: partition %s[%d] stopped (%s): %v", k.topic, k.partition, st.reason, st.err)
+		}
+	}
 	return nil
+}
+
+// clockStart is the origin of the poll loop's timestamps. Durations measured from it use the
+// monotonic clock, so that a wall-clock step never makes Healthy fail or pass wrongly.
+var clockStart = time.Now()
+
+// touch records that the poll loop turned (or made progress in a long callback).
+func (s *Sink) touch() { s.polled.Store(int64(time.Since(clockStart))) }
+
+// sincePolled is the time since the last touch, on the monotonic clock.
+func (s *Sink) sincePolled() time.Duration {
+	return time.Since(clockStart) - time.Duration(s.polled.Load())
 }
 
 // HTTPHandler serves /metrics from gatherer (nil: no /metrics), /healthz (Healthy) and

@@ -100,7 +100,7 @@ const divergenceCheckEvery = 30 * time.Second
 
 // checkDivergence warns, once per value, about partitions whose committed offset in Kafka
 // differs from the stored position last sent: Kafka's tools then show a wrong lag (commits
-// failing, or another client committing for the group). eosink itself never reads it.
+// failing, or another client committing for the group). Positions never come from it.
 func (k *kafkaCommitter) checkDivergence() {
 	if len(k.sent) == 0 {
 		return

@@ -67,7 +67,10 @@ func newMetrics(s *Sink, reg prometheus.Registerer) (*metrics, error) {
 		"(includes transaction markers; frozen while the partition is paused; `eosink lag` is exact).", []string{"topic", "partition"}, labels)
 	m.buffered = prometheus.NewDesc("eosink_partition_buffered_bytes", "Memory of fetched records held, not yet committed (key, value, headers and bookkeeping).",
 		[]string{"topic", "partition"}, labels)
-	cs := []prometheus.Collector{m.records.c, m.bytes.c, m.batches.c, m.retries.c, m.fenced.c, m.unknownCommits.c,
+	stopped := &stopCollector{s, prometheus.NewDesc("eosink_partition_stopped", "1 for each partition stopped on this instance "+
+		"(refused at claim, fenced, handler error, out of range, topic recreated, ...), by reason; `eosink status` shows the remedy.",
+		[]string{"topic", "partition", "reason"}, labels)}
+	cs := []prometheus.Collector{stopped, m.records.c, m.bytes.c, m.batches.c, m.retries.c, m.fenced.c, m.unknownCommits.c,
 		m.claims.c, m.pauses.c, m.deadLetters.c, m.retriesByCause, m.rebalances, m.batchRecords, m.commitSeconds, &partitionCollector{s, m}}
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {

@@ -3,7 +3,6 @@ package sink
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
@@ -15,7 +14,7 @@ import (
 func (s *Sink) poll(ctx context.Context, bal *rebalance.Balancer) error {
 	c := s.consumer
 	for ctx.Err() == nil {
-		s.polled.Store(time.Now().UnixNano())
+		s.touch()
 		ev := c.Poll(100)
 		if err := bal.Err(); err != nil {
 			return err
@@ -24,6 +23,8 @@ func (s *Sink) poll(ctx context.Context, bal *rebalance.Balancer) error {
 		case nil:
 		case *kafka.Message:
 			s.dispatch(e)
+		case kafka.PartitionEOF:
+			s.atEnd(e)
 		case kafka.Error:
 			if e.IsFatal() {
 				return fmt.Errorf("eosink: kafka fatal error: %w", e)
@@ -32,7 +33,7 @@ func (s *Sink) poll(ctx context.Context, bal *rebalance.Balancer) error {
 				// auto.offset.reset=error: librdkafka stopped a partition whose position left
 				// the log. Find which, and stop it loudly.
 				s.log.Error("kafka reports an offset out of range", "err", e)
-				s.checkRanges()
+				s.requestRangeCheck()
 			} else {
 				s.log.Warn("kafka error", "code", e.Code().String(), "err", e)
 			}
@@ -41,6 +42,7 @@ func (s *Sink) poll(ctx context.Context, bal *rebalance.Balancer) error {
 		}
 		s.resumeDrained()
 		s.serveRechecks()
+		s.rangeChecks()
 	}
 	return nil
 }
@@ -97,28 +99,5 @@ func (s *Sink) resumeDrained() {
 			continue
 		}
 		delete(s.paused, k)
-	}
-}
-
-// checkRanges stops every partition whose stored position is outside its log.
-func (s *Sink) checkRanges() {
-	for k, w := range s.workers {
-		if w.dead.Load() {
-			continue
-		}
-		low, high, err := s.consumer.QueryWatermarkOffsets(k.topic, k.partition, 10000)
-		if err != nil {
-			s.log.Warn("query watermark offsets", "topic", k.topic, "partition", k.partition, "err", err)
-			continue
-		}
-		// librdkafka complains about its fetch position, which may be ahead of the stored one.
-		next, fetch := w.next.Load(), w.fetchNext
-		if next < low || next > high || fetch < low || fetch > high {
-			w.cancel()
-			<-w.done
-			s.partitionFailed(w, &PartitionError{Topic: k.topic, Partition: k.partition,
-				Err: fmt.Errorf("%w: stored next offset %d, fetch position %d, log has %d..%d", ErrOffsetOutOfRange, next, fetch, low, high)})
-			s.pause(k, w)
-		}
 	}
 }

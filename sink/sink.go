@@ -32,17 +32,22 @@ type Sink struct {
 	paused   map[partitionKey]*worker
 	kcommit  *kafkaCommitter
 
+	ranges       rangeChecker      // range checks while running (ranges.go)
 	recheck      chan partitionKey // partitions whose row to read again (fenced, see reset.go)
 	recheckEvery chan struct{}     // read every partition's row again (notified of a reset)
 
 	mu     sync.Mutex
-	failed map[partitionKey]error // why partitions stopped on this instance, latest per partition
+	failed map[partitionKey]error    // why partitions stopped on this instance, latest per partition
+	stops  map[partitionKey]stopInfo // partitions stopped here now (stopped.go)
+
+	pendingStops map[partitionKey]pendingStop // stop states to write on the offsets rows
+	persistWake  chan struct{}
 
 	m          *metrics
 	live       map[partitionKey]*worker // copy of workers for metrics, under mu
 	consumerMu sync.RWMutex             // write-held to set scraped; read-held while metrics use it
 	scraped    *kafka.Consumer          // the consumer while it is open, for metrics
-	polled     atomic.Int64             // unix nanos of the last poll loop iteration
+	polled     atomic.Int64             // monotonic nanos since clockStart of the last poll loop iteration (touch)
 	running    atomic.Bool              // Run is consuming
 }
 
@@ -76,6 +81,10 @@ func New(cfg Config) (*Sink, error) {
 		workers: map[partitionKey]*worker{},
 		paused:  map[partitionKey]*worker{},
 		failed:  map[partitionKey]error{},
+		stops:   map[partitionKey]stopInfo{},
+
+		pendingStops: map[partitionKey]pendingStop{},
+		persistWake:  make(chan struct{}, 1),
 
 		recheck:      make(chan partitionKey, 256),
 		recheckEvery: make(chan struct{}, 1),
@@ -123,12 +132,6 @@ func (s *Sink) PartitionErrors() []error {
 	return errs
 }
 
-func (s *Sink) recordFailure(topic string, partition int32, err error) {
-	s.mu.Lock()
-	s.failed[partitionKey{topic, partition}] = err
-	s.mu.Unlock()
-}
-
 // Run connects to PostgreSQL and Kafka, joins the consumer group and applies records until
 // ctx is cancelled or a fatal error occurs. On cancellation it drains: in-flight and queued
 // batches commit within ShutdownTimeout, then the consumer leaves the group. It returns nil
@@ -148,6 +151,13 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 	if s.cfg.Pool == nil {
 		defer s.pool.Close()
 	}
+	pctx, stopPersister := context.WithCancel(context.Background())
+	persisted := make(chan struct{})
+	go func() {
+		defer close(persisted)
+		s.persister(pctx)
+	}()
+	defer func() { stopPersister(); <-persisted }()
 	s.store = rebalance.NewStore(s.pool, s.cfg.Schema, s.cfg.Pipeline, s.cfg.InstanceID, s.cfg.LockTimeout)
 	s.store.TerminateStalled = s.pool.Config().ConnConfig.RuntimeParams["application_name"]
 	s.store.OnTerminate = func(topic string, partition int32, pid int64, ok bool) {
@@ -188,6 +198,7 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 	s.running.Store(true)
 	err = s.poll(ctx, bal)
 	s.running.Store(false)
+	s.closeRanges()
 	stopListening()
 	<-listening
 

@@ -70,6 +70,10 @@ type worker struct {
 
 	next      atomic.Int64 // stored next offset as of this worker's last commit
 	fetchNext int64        // poll goroutine only: next offset expected from Kafka
+	topicID   string       // stored at the claim, for the range check; "" when unknown
+	// markersEnd is an end of the partition the poll goroutine saw: offsets below it that
+	// were not delivered hold no committed record (ranges.go).
+	markersEnd atomic.Int64
 
 	mu       sync.Mutex
 	queue    []Record
@@ -174,6 +178,15 @@ func (w *worker) run() {
 	}
 	for {
 		batch, stopping := w.nextBatch()
+		if len(batch) == 0 && !stopping { // idle at the end of the partition
+			if err := w.skipMarkers(); err != nil {
+				if w.ctx.Err() == nil {
+					w.cfg.failed(w, err)
+				}
+				return
+			}
+			continue
+		}
 		if len(batch) > 0 {
 			size := 0
 			for i := range batch {
@@ -200,7 +213,9 @@ func (w *worker) run() {
 }
 
 // nextBatch waits for a full batch, MaxBatchWait after the first queued record, or a stop.
-// stopping is true when the worker should exit after committing the returned batch.
+// stopping is true when the worker should exit after committing the returned batch. It
+// returns no batch and stopping false when nothing is queued and the position can move past
+// trailing markers (skipMarkers).
 func (w *worker) nextBatch() (batch []Record, stopping bool) {
 	lim := &w.cfg.limits
 	var timer *time.Timer
@@ -232,6 +247,10 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 			n++
 		}
 		full := n == lim.records || n < len(w.queue) || bytes >= lim.bytes
+		if n == 0 && !stopping && w.markersEnd.Load() > w.next.Load() {
+			w.mu.Unlock()
+			return nil, false // nothing queued: move past the markers at the end (ranges.go)
+		}
 		if n > 0 && w.waitStart.IsZero() {
 			w.waitStart = time.Now()
 		}

@@ -124,28 +124,24 @@ func TestTransactionalProducerGaps(t *testing.T) {
 	if rep.Produced != committed || rep.Applied != committed || rep.Unknown != 0 {
 		t.Fatalf("want %d committed events applied and no aborted one, got %+v", committed, rep)
 	}
-	// The stored positions sit past the last record, with gaps behind them.
-	ends := p.logEnds(t)
-	for part, end := range ends {
-		if next, _ := p.storedOrZero(t, part); next != end {
-			t.Fatalf("partition %d stored %d, want %d", part, next, end)
-		}
-	}
-	// Lag is zero although the log end (after the last commit marker) is past next_offset.
+	// The stored positions sit past the last record, with gaps behind them, and, once the
+	// sink saw the end of the partition, past the trailing commit marker too (the log end).
 	c := p.admin(testbed.Pool(t, p.Env))
 	ps, err := c.List(ctx, p.Group)
 	if err != nil {
 		t.Fatal(err)
 	}
-	markers := false
+	ends := p.logEnds(t)
 	for _, pos := range ps {
+		if end := ends[pos.Partition]; pos.NextOffset != end && pos.NextOffset != pos.LogEnd {
+			t.Fatalf("partition %d stored %d, want %d (after the last record) or %d (the log end)", pos.Partition, pos.NextOffset, end, pos.LogEnd)
+		}
 		if pos.Lag != 0 || pos.Error != "" {
 			t.Fatalf("lag of a caught-up partition: %+v", pos)
 		}
-		markers = markers || pos.LogEnd > pos.NextOffset
 	}
-	if len(ps) != 2 || !markers {
-		t.Fatalf("want 2 partitions with commit markers past next_offset, got %+v", ps)
+	if len(ps) != 2 {
+		t.Fatalf("want 2 partitions, got %+v", ps)
 	}
 }
 

@@ -46,6 +46,8 @@ func TestChaos(t *testing.T) {
 	t.Run("10-aborting-producer", scenarioAbortingProducer)
 	t.Run("11-records-deleted", scenarioRecordsDeleted)
 	t.Run("11-topic-recreated", scenarioTopicRecreated)
+	t.Run("12-retention-past-commit-marker", scenarioRetentionPastMarker)
+	t.Run("13-topic-recreated-running", scenarioTopicRecreatedRunning)
 }
 
 // 1. SIGKILL at every commit boundary through failpoints, and at random times.

@@ -31,6 +31,8 @@ type rawFile struct {
 	Sink       yaml.Node   `yaml:"sink" config:"Plugin"`
 	HTTP       yaml.Node   `yaml:"http"`
 	Log        rawLog      `yaml:"log" config:"Logger"`
+	// unhealthy_on_stopped_partition: /healthz fails while a partition is stopped.
+	UnhealthyOnStopped yaml.Node `yaml:"unhealthy_on_stopped_partition" config:"UnhealthyOnStoppedPartition,bool"`
 }
 
 type rawKafka struct {

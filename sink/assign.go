@@ -114,6 +114,13 @@ func awaitWorkers(ws []*worker, aborted bool, timeout time.Duration, log *slog.L
 }
 
 func (s *Sink) partitionFailed(w *worker, err error) {
+	if errors.Is(err, ErrFenced) && w.stopping() {
+		// Told to stop on revoke while committing what was queued, and the next owner came
+		// first: the partition is no longer ours, so this is no error of ours.
+		s.log.Info("queued batch fenced after the partition was revoked; the new owner applies it", "topic", w.topic,
+			"partition", w.partition, "epoch", w.epoch)
+		return
+	}
 	s.recordFailure(w.topic, w.partition, err)
 	if errors.Is(err, ErrFenced) {
 		s.log.Warn("partition fenced: another instance or an operator moved it; stopped here", "topic", w.topic, "partition", w.partition, "epoch", w.epoch, "err", err)
@@ -121,6 +128,16 @@ func (s *Sink) partitionFailed(w *worker, err error) {
 		return
 	}
 	s.log.Error("partition stopped", "topic", w.topic, "partition", w.partition, "err", err)
+}
+
+// stopping reports whether the worker was told to stop (revoke, shutdown).
+func (w *worker) stopping() bool {
+	select {
+	case <-w.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // lifecycle is the Sink seen by the rebalance.Balancer. Its methods run on the poll goroutine.

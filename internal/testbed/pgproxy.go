@@ -17,6 +17,10 @@ const (
 	CutOff          CutMode = iota
 	CutAfterForward         // forward COMMIT to the server, then cut the connection before the reply
 	CutBeforeSend           // cut the connection without forwarding COMMIT
+	// CutHalfOpen cuts the client's side without forwarding COMMIT and keeps the server's
+	// side open until the proxy stops: a half-open connection, whose session stays idle in
+	// transaction, holding its locks, as long as the server has no timeout to end it.
+	CutHalfOpen
 )
 
 // PGProxy is a TCP proxy in front of PostgreSQL that can cut a connection around a COMMIT,
@@ -27,6 +31,9 @@ type PGProxy struct {
 	mode   atomic.Int32
 	Fired  atomic.Int32
 	wg     sync.WaitGroup
+
+	mu   sync.Mutex
+	held []net.Conn // server sides kept open by CutHalfOpen
 }
 
 // StartPGProxy starts a proxy to the server of databaseURL and returns it with the URL that
@@ -47,6 +54,11 @@ func StartPGProxy(t testing.TB, databaseURL string) (*PGProxy, string) {
 	t.Cleanup(func() {
 		ln.Close()
 		p.wg.Wait()
+		p.mu.Lock()
+		for _, s := range p.held {
+			s.Close()
+		}
+		p.mu.Unlock()
 	})
 	u.Host = ln.Addr().String()
 	return p, u.String()
@@ -96,7 +108,12 @@ func downstream(c, s net.Conn, cut *atomic.Bool) {
 }
 
 func (p *PGProxy) upstream(c, s net.Conn, cut *atomic.Bool) {
-	defer s.Close()
+	keep := false
+	defer func() {
+		if !keep {
+			s.Close()
+		}
+	}()
 	defer c.Close()
 	buf := make([]byte, 64<<10)
 	for {
@@ -106,9 +123,15 @@ func (p *PGProxy) upstream(c, s net.Conn, cut *atomic.Bool) {
 			if m := CutMode(p.mode.Load()); m != CutOff && bytes.Contains(chunk, commitQuery) &&
 				p.mode.CompareAndSwap(int32(m), int32(CutOff)) {
 				cut.Store(true)
-				if m == CutAfterForward {
+				switch m {
+				case CutAfterForward:
 					_, _ = s.Write(chunk)
 					time.Sleep(300 * time.Millisecond) // let the server commit, then lose the reply
+				case CutHalfOpen:
+					keep = true
+					p.mu.Lock()
+					p.held = append(p.held, s)
+					p.mu.Unlock()
 				}
 				p.Fired.Add(1)
 				return

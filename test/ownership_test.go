@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eosink/eosink/admin"
 	"github.com/eosink/eosink/internal/testbed"
@@ -242,5 +244,85 @@ func TestStalledSessionOfLongNonASCIIPipelineIsEnded(t *testing.T) {
 	heir.StopClean(60 * time.Second)
 	if rep := p.Verify(t); !rep.OK() || rep.Lag != 0 {
 		t.Fatalf("after the zombie woke: %+v", rep)
+	}
+}
+
+// TestTerminateWithoutPrivilegeIsReported (issue 11, finding 4): a claim blocked by a stalled
+// session that its role may not end (here a superuser's session, which only a superuser may
+// end) reports the refusal (SQLSTATE 42501) instead of dropping it; the sink logs it with
+// the remedy.
+func TestTerminateWithoutPrivilegeIsReported(t *testing.T) {
+	t.Parallel()
+	e := testbed.Require(t)
+	schema := testbed.Schema(t, e)
+	ctx := context.Background()
+	if err := sink.Migrate(ctx, e.DatabaseURL, schema); err != nil {
+		t.Fatal(err)
+	}
+	su := testbed.Pool(t, e)
+	role := strings.ReplaceAll(testbed.Name(t, "r"), "-", "_")
+	for _, q := range []string{
+		"CREATE ROLE " + role + " LOGIN PASSWORD 'x'",
+		"GRANT USAGE ON SCHEMA " + pgx.Identifier{schema}.Sanitize() + " TO " + role,
+		"GRANT SELECT, INSERT, UPDATE ON " + pgx.Identifier{schema, "offsets"}.Sanitize() + " TO " + role,
+	} {
+		if _, err := su.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		_, _ = su.Exec(context.Background(), "DROP OWNED BY "+role)
+		_, _ = su.Exec(context.Background(), "DROP ROLE "+role)
+	})
+	const app = "eosink:privilege-test"
+	owner := rebalance.NewStore(su, schema, "pipe", "owner", time.Second)
+	if _, err := owner.Claim(ctx, "orders", 0, "", func() (int64, error) { return 0, nil }); err != nil {
+		t.Fatal(err)
+	}
+	hc, err := pgx.ParseConfig(e.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc.RuntimeParams["application_name"] = app
+	holder, err := pgx.ConnectConfig(ctx, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+pgx.Identifier{schema, "offsets"}.Sanitize()+" FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+
+	pc, err := pgxpool.ParseConfig(e.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.ConnConfig.User, pc.ConnConfig.Password = role, "x"
+	pc.ConnConfig.RuntimeParams["application_name"] = app
+	low, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer low.Close()
+	claimer := rebalance.NewStore(low, schema, "pipe", "claimer", time.Second)
+	claimer.TerminateStalled = app
+	reported := make(chan error, 4)
+	claimer.OnTerminateError = func(_ string, _ int32, err error) { reported <- err }
+	if _, err := claimer.Claim(ctx, "orders", 0, "", func() (int64, error) { return 0, nil }); err == nil {
+		t.Fatal("claim went through a held row lock")
+	}
+	select {
+	case err := <-reported:
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "42501" {
+			t.Fatalf("reported %v, want SQLSTATE 42501", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the refused termination was not reported")
 	}
 }

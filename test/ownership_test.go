@@ -19,69 +19,10 @@ import (
 	"github.com/eosink/eosink/sink"
 )
 
-// resetWithRowLocked applies an operator's reset of a partition to target while a running
-// sink owns it, and takes the offset row's lock in a transaction of its own before the sink
-// can claim the partition again: a first transaction holds the row, the reset queues behind
-// it, the returned transaction queues behind the reset, then the first one ends. PostgreSQL
-// grants a row to its waiters in order, so the sink's re-claim, which starts only when the
-// reset has committed, waits behind the returned transaction. The caller ends it.
+// resetWithRowLocked is testbed.ResetWithRowLocked on the pipeline.
 func resetWithRowLocked(t *testing.T, p *pipeline, partition int32, target admin.Target) (pgx.Tx, admin.Change) {
 	t.Helper()
-	ctx := context.Background()
-	lockRow := `SELECT next_offset FROM ` + p.offsetsTable() + ` WHERE pipeline = $1 AND topic = $2 AND partition = $3 FOR UPDATE`
-	watch := connect(t, p)
-	blocked := func(pid uint32) func() (bool, string) {
-		return func() (bool, string) {
-			var n int
-			err := watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY (pg_blocking_pids(pid))`, int64(pid)).Scan(&n)
-			return err == nil && n > 0, fmt.Sprint(n, err)
-		}
-	}
-	first := connect(t, p)
-	tx0, err := first.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	if err := tx0.QueryRow(ctx, lockRow, p.Group, p.Topic, partition).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	type result struct {
-		changes []admin.Change
-		err     error
-	}
-	reset := make(chan result, 1)
-	go func() {
-		pool := testbed.Pool(t, p.Env)
-		ch, err := p.admin(pool).Reset(ctx, admin.Selector{Pipeline: p.Group, Topic: p.Topic, Partition: &partition},
-			target, "test-operator", "reset while the row is locked", 1)
-		reset <- result{ch, err}
-	}()
-	testbed.Eventually(t, 10*time.Second, "the reset to wait for the row", blocked(first.PgConn().PID()))
-
-	second := connect(t, p)
-	tx1, err := second.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	locked := make(chan error, 1)
-	go func() { locked <- tx1.QueryRow(ctx, lockRow, p.Group, p.Topic, partition).Scan(new(int64)) }()
-	testbed.Eventually(t, 10*time.Second, "the second lock to queue behind the reset", func() (bool, string) {
-		var waiting bool
-		err := watch.QueryRow(ctx, `SELECT cardinality(pg_blocking_pids($1::int)) > 0`, int64(second.PgConn().PID())).Scan(&waiting)
-		return err == nil && waiting, fmt.Sprint(err)
-	})
-	if err := tx0.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r := <-reset
-	if r.err != nil || len(r.changes) != 1 {
-		t.Fatalf("reset: %v %v", r.changes, r.err)
-	}
-	if err := <-locked; err != nil {
-		t.Fatalf("second lock: %v", err)
-	}
-	return tx1, r.changes[0]
+	return testbed.ResetWithRowLocked(t, p.Env, p.OffsetsSchema, p.Group, p.Topic, partition, target)
 }
 
 // TestReclaimAfterResetOutlastsALockedRow (issue 11, finding 2): an operator resets a
@@ -163,12 +104,7 @@ func TestReclaimAfterResetIsConditional(t *testing.T) {
 		t.Fatal(err)
 	}
 	watch := connect(t, p)
-	testbed.Eventually(t, 20*time.Second, "the sink's re-claim to wait for the row", func() (bool, string) {
-		var n int
-		err := watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND $2::int = ANY (pg_blocking_pids(pid))`,
-			rebalance.SessionName(p.Group), int64(tx.Conn().PgConn().PID())).Scan(&n)
-		return err == nil && n > 0, fmt.Sprint(n, err)
-	})
+	testbed.WaitBlockedBy(t, watch, tx.Conn().PgConn().PID(), rebalance.SessionName(p.Group))
 	// The rightful owner's claim.
 	if _, err := tx.Exec(ctx, `UPDATE `+p.offsetsTable()+` SET epoch = epoch + 1, owner = 'rightful-owner', claimed_at = now()
 		WHERE pipeline = $1 AND topic = $2 AND partition = 0`, p.Group, p.Topic); err != nil {

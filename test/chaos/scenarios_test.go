@@ -46,6 +46,9 @@ func TestChaos(t *testing.T) {
 	t.Run("10-aborting-producer", scenarioAbortingProducer)
 	t.Run("11-records-deleted", scenarioRecordsDeleted)
 	t.Run("11-topic-recreated", scenarioTopicRecreated)
+	t.Run("20-reset-row-locked", scenarioResetRowLocked)
+	t.Run("21-long-pipeline-stalled-session", scenarioLongPipelineStalledSession)
+	t.Run("22-zombie-reclaim-race", scenarioZombieReclaimRace)
 }
 
 // 1. SIGKILL at every commit boundary through failpoints, and at random times.

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/internal/testbed"
+	"github.com/eosink/eosink/rebalance"
 )
 
 // base are the sink flags every scenario uses: short classic-protocol timeouts so that dead
@@ -163,7 +164,7 @@ func scenarioPGConnKill(t *testing.T) {
 		if r.rng.IntN(2) == 0 {
 			var n int
 			err := admin.QueryRow(context.Background(), `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-				WHERE application_name = $1 AND state IN ('active', 'idle in transaction')) k`, "eosink:"+r.p.Group).Scan(&n)
+				WHERE application_name = $1 AND state IN ('active', 'idle in transaction')) k`, rebalance.SessionName(r.p.Group)).Scan(&n)
 			if err != nil {
 				t.Fatal(err)
 			}

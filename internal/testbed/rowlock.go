@@ -78,7 +78,14 @@ func WaitBlockedBy(t testing.TB, c *pgx.Conn, pid uint32, app string) {
 		var n int
 		err := c.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
 			WHERE ($2 = '' OR application_name = $2) AND $1::int = ANY (pg_blocking_pids(pid))`, int64(pid), app).Scan(&n)
-		return err == nil && n > 0, fmt.Sprint(n, err)
+		if err != nil || n > 0 {
+			return err == nil, fmt.Sprint(err)
+		}
+		// Say what the sessions of app are doing instead.
+		var doing string
+		_ = c.QueryRow(context.Background(), `SELECT coalesce(string_agg(format('%s %s %s %s', pid, state, wait_event, left(query, 80)), '; '), 'none')
+			FROM pg_stat_activity WHERE $1 = '' OR application_name = $1`, app).Scan(&doing)
+		return false, doing
 	})
 }
 

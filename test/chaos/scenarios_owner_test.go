@@ -94,6 +94,28 @@ func (r *run) watch() *pgx.Conn {
 	return c
 }
 
+// waitClaimed waits until one of procs has claimed partition in its current assignment: the
+// last "partitions assigned" of its log, with no revoke after it, is followed by the claim.
+// The rows' owners alone can be those of the previous generation while a claim is pending.
+func (r *run) waitClaimed(procs []*testbed.Process, partition int32) {
+	claim := fmt.Sprintf(" partition=%d ", partition)
+	testbed.Eventually(r.t, 60*time.Second, fmt.Sprintf("partition %d claimed in the current assignment", partition), func() (bool, string) {
+		for _, p := range procs {
+			out := p.Output()
+			i := strings.LastIndex(out, `msg="partitions assigned"`)
+			if i < 0 || strings.LastIndex(out, `msg="partitions revoked"`) > i {
+				continue
+			}
+			for _, line := range strings.Split(out[i:], "\n") {
+				if strings.Contains(line, `msg="partition claimed"`) && strings.Contains(line, claim) {
+					return true, ""
+				}
+			}
+		}
+		return false, "not yet"
+	})
+}
+
 func countAll(procs []*testbed.Process, s string) int {
 	n := 0
 	for _, p := range procs {
@@ -116,7 +138,9 @@ func scenarioResetRowLocked(t *testing.T) {
 		r.waitOwners(4, ids...)
 		failed := countAll(procs, "re-claim after an operator reset failed")
 		claimed := countAll(procs, "partition claimed again after an operator reset")
-		tx := r.resetInPlace(int32(r.rng.IntN(4)))
+		part := int32(r.rng.IntN(4))
+		r.waitClaimed(procs, part)
+		tx := r.resetInPlace(part)
 		testbed.Eventually(t, 30*time.Second, "the re-claim to give up, loudly", func() (bool, string) {
 			return countAll(procs, "re-claim after an operator reset failed") > failed, "not yet"
 		})
@@ -200,6 +224,7 @@ func scenarioZombieReclaimRace(t *testing.T) {
 				` WHERE pipeline = $1 AND topic = $2 AND owner = $3 ORDER BY partition LIMIT 1`, r.p.Group, r.p.Topic, staleID).Scan(&part)
 			return err == nil, fmt.Sprint(err)
 		})
+		r.waitClaimed([]*testbed.Process{stale}, part)
 		gaveUp := strings.Count(stale.Output(), "partition claimed by another instance before this one could claim it again")
 		tx := r.resetInPlace(part)
 		testbed.WaitBlockedBy(t, watch, tx.Conn().PgConn().PID(), rebalance.SessionName(r.p.Group))

@@ -3,6 +3,8 @@ package test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -96,4 +98,49 @@ func TestHalfOpenCommitIsSettled(t *testing.T) {
 	if errs := r.s.PartitionErrors(); len(errs) != 0 {
 		t.Fatalf("partition errors: %v", errs)
 	}
+}
+
+// TestUnsettledCommitStopsThePartition (issue 11, finding 9): the database becomes
+// unreachable as a batch's COMMIT is sent, and stays so. Reading the row back is retried,
+// each failure logged, for ClaimTimeout only; then the partition stops loudly with
+// ErrCommitUnsettled instead of retrying forever, and nothing of the batch is stored.
+func TestUnsettledCommitStopsThePartition(t *testing.T) {
+	t.Parallel()
+	p := newPipeline(t, 1)
+	p.Produce(t, 300, 142)
+	proxy, proxied := testbed.StartPGProxy(t, p.Env.DatabaseURL)
+	base := app.Handler(p.Schema)
+	var calls atomic.Int64
+	h := func(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
+		if err := base(ctx, tx, b); err != nil {
+			return err
+		}
+		if calls.Add(1) == 3 {
+			proxy.Down(true) // the COMMIT that follows fails on the connection
+		}
+		return nil
+	}
+	cfg := p.config(t, h)
+	cfg.DatabaseURL = proxied
+	cfg.ClaimTimeout = 3 * time.Second
+	cfg.MaxRetryBackoff = 500 * time.Millisecond
+	var logs syncBuffer
+	cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(t.Output(), &logs), nil))
+	r := startSink(t, cfg)
+	testbed.Eventually(t, 60*time.Second, "the partition to stop with ErrCommitUnsettled", func() (bool, string) {
+		for _, err := range r.s.PartitionErrors() {
+			if errors.Is(err, sink.ErrCommitUnsettled) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(r.s.PartitionErrors())
+	})
+	if n := strings.Count(logs.String(), "reading the offset row back failed"); n < 2 {
+		t.Errorf("%d failed reads logged, want each of them", n)
+	}
+	proxy.Down(false)
+	if next, _ := p.stored(t, 0); next != 100 {
+		t.Fatalf("stored next offset %d, want 100 (two batches of 50; the third never committed)", next)
+	}
+	_ = r.stop(t)
 }

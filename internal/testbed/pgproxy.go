@@ -33,7 +33,34 @@ type PGProxy struct {
 	wg     sync.WaitGroup
 
 	mu   sync.Mutex
-	held []net.Conn // server sides kept open by CutHalfOpen
+	held []net.Conn            // server sides kept open by CutHalfOpen
+	live map[net.Conn]struct{} // every connection, both sides, for Down
+	down atomic.Bool
+}
+
+// Down(true) closes every connection through the proxy and refuses new ones, as if the
+// server were unreachable, until Down(false).
+func (p *PGProxy) Down(down bool) {
+	p.down.Store(down)
+	if !down {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.live {
+		c.Close()
+	}
+}
+
+func (p *PGProxy) track(cs ...net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.live == nil {
+		p.live = map[net.Conn]struct{}{}
+	}
+	for _, c := range cs {
+		p.live[c] = struct{}{}
+	}
 }
 
 // StartPGProxy starts a proxy to the server of databaseURL and returns it with the URL that
@@ -74,11 +101,16 @@ func (p *PGProxy) accept() {
 		if err != nil {
 			return
 		}
+		if p.down.Load() {
+			c.Close()
+			continue
+		}
 		s, err := net.Dial("tcp", p.target)
 		if err != nil {
 			c.Close()
 			continue
 		}
+		p.track(c, s)
 		var cut atomic.Bool // set when the COMMIT's reply must be lost
 		go downstream(c, s, &cut)
 		go p.upstream(c, s, &cut)

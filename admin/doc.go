@@ -53,8 +53,9 @@
 // transaction: it locks each row, bumps its epoch, which fences the owner's next commit,
 // writes one row per move to the offsets_audit table with the operator and the reason, and
 // notifies the running sinks, which claim the partition again at its new position without a
-// restart. Reset is Plan then Apply, planning again when a sink claimed a new partition in
-// between (ErrMoved).
+// restart. A row that a sink created after Plan is moved like any other. Reset is Plan then
+// Apply, planning again on ErrMoved (a planned row was deleted, or a sink created one while
+// Apply was creating it).
 //
 // # Dead letters
 //

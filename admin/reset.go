@@ -82,8 +82,8 @@ type Change struct {
 	TopicID   string `json:"topic_id,omitempty"` // with Selector.AcceptNewTopic: the id stored with the move
 }
 
-// ErrMoved means a row appeared or vanished between planning and applying (a sink claimed
-// the partition for the first time); plan again.
+// ErrMoved means a row vanished between planning and applying, or appeared while Apply was
+// creating it (a sink claimed the partition for the first time at that moment); plan again.
 var ErrMoved = errors.New("a position moved while it was being changed")
 
 // Plan computes the changes for sel and target without writing anything. A target outside
@@ -189,8 +189,10 @@ func (c *Client) Plan(ctx context.Context, sel Selector, target Target) ([]Chang
 // in flight, at most 10s) and moves it from wherever it is then. Each epoch is bumped so
 // that the current owner is fenced; a change with a TopicID stores it as the topic's id; a
 // recorded stop (stopped_*) is cleared; one audit row is written per change;
-// rebalance.NotifyChannel is notified. A row created by a sink between Plan and Apply makes
-// it return ErrMoved.
+// rebalance.NotifyChannel is notified. A row created by a sink between Plan and Apply is
+// moved like any other (From is where the sink created it). Apply returns ErrMoved when a
+// row that Plan saw was deleted, or when a row Plan did not see is created by a sink between
+// Apply's read and its insert.
 func (c *Client) Apply(ctx context.Context, changes []Change, operator, reason string) ([]Change, error) {
 	if strings.TrimSpace(operator) == "" || strings.TrimSpace(reason) == "" {
 		return nil, errors.New("an operator and a reason are required: they go to the audit table")

@@ -23,6 +23,10 @@ var (
 	// ErrNoStoredPosition means the partition has no stored row and the initial position
 	// policy is "error".
 	ErrNoStoredPosition = errors.New("eosink: no stored position and initial position policy is error")
+
+	// ErrClaimTaken means a conditional claim (Store.ClaimIf) found the row's epoch moved
+	// since it was read: another instance or an operator came first.
+	ErrClaimTaken = errors.New("eosink: the partition was claimed or moved by someone else first")
 )
 
 // FencedError is returned by Store.Advance when the conditional offset update matched no row.

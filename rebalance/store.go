@@ -23,7 +23,7 @@ type Store struct {
 	lockTimeout time.Duration
 
 	// TerminateStalled, when not empty, is the application_name of this pipeline's sink
-	// sessions. A claim blocked for half of the lock timeout by such a session terminates it
+	// sessions as the server shows it in pg_stat_activity (see SessionName). A claim blocked for half of the lock timeout by such a session terminates it
 	// (pg_terminate_backend): a session that holds the offset row while Kafka has given the
 	// partition to someone else is a stalled zombie (paused process, or a COPY left half
 	// sent, which idle_in_transaction_session_timeout does not end). Its transaction rolls
@@ -32,6 +32,9 @@ type Store struct {
 	TerminateStalled string
 	// OnTerminate, when set, is told of each stalled session a claim terminated.
 	OnTerminate func(topic string, partition int32, pid int64, ok bool)
+	// OnTerminateError, when set, is told why looking for or ending a stalled session
+	// failed (a missing privilege is SQLSTATE 42501).
+	OnTerminateError func(topic string, partition int32, err error)
 	// Terminated counts the stalled sessions terminated.
 	Terminated atomic.Int64
 }
@@ -69,7 +72,7 @@ type Claim struct {
 // stored if the row has none; a different stored id is returned in Claim.TopicID for the
 // caller to compare.
 func (s *Store) Claim(ctx context.Context, topic string, partition int32, topicID string, initial func() (int64, error)) (Claim, error) {
-	c, found, err := s.bump(ctx, topic, partition, topicID)
+	c, found, err := s.bump(ctx, topic, partition, topicID, -1)
 	if err != nil || found {
 		return c, err
 	}
@@ -85,7 +88,7 @@ func (s *Store) Claim(ctx context.Context, topic string, partition int32, topicI
 	if err != nil {
 		return Claim{}, fmt.Errorf("create offset row for %s[%d]: %w", topic, partition, err)
 	}
-	c, found, err = s.bump(ctx, topic, partition, topicID)
+	c, found, err = s.bump(ctx, topic, partition, topicID, -1)
 	if err == nil && !found {
 		err = fmt.Errorf("offset row for %s[%d] vanished during claim", topic, partition)
 	}
@@ -93,9 +96,22 @@ func (s *Store) Claim(ctx context.Context, topic string, partition int32, topicI
 	return c, err
 }
 
+// ClaimIf claims a partition again only if its row still has epoch expect: a compare-and-set
+// on the epoch read before, so that of several instances that read the same row, one at most
+// takes it. It returns an error matching ErrClaimTaken when the epoch moved meanwhile (another
+// claim or an operator's change came first) or the row is gone.
+func (s *Store) ClaimIf(ctx context.Context, topic string, partition int32, expect int64) (Claim, error) {
+	c, found, err := s.bump(ctx, topic, partition, "", expect)
+	if err == nil && !found {
+		err = fmt.Errorf("claim %s[%d] at epoch %d: %w", topic, partition, expect, ErrClaimTaken)
+	}
+	return c, err
+}
+
 // bump runs the claim UPDATE in a short transaction with lock_timeout set, so that a row lock
-// left by a stalled zombie makes the claim fail (and be retried) instead of hanging.
-func (s *Store) bump(ctx context.Context, topic string, partition int32, topicID string) (c Claim, found bool, err error) {
+// left by a stalled zombie makes the claim fail (and be retried) instead of hanging. With
+// expect >= 0 it updates the row only if its epoch is expect (found is false otherwise).
+func (s *Store) bump(ctx context.Context, topic string, partition int32, topicID string, expect int64) (c Claim, found bool, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return Claim{}, false, fmt.Errorf("claim %s[%d]: %w", topic, partition, err)
@@ -114,9 +130,9 @@ func (s *Store) bump(ctx context.Context, topic string, partition int32, topicID
 		var storedID *string
 		err := tx.QueryRow(ctx, `UPDATE `+s.table+`
 			SET epoch = epoch + 1, owner = $4, claimed_at = now(), topic_id = COALESCE(topic_id, NULLIF($5, ''))
-			WHERE pipeline = $1 AND topic = $2 AND partition = $3
+			WHERE pipeline = $1 AND topic = $2 AND partition = $3 AND ($6::bigint < 0 OR epoch = $6)
 			RETURNING next_offset, epoch, topic_id`,
-			s.pipeline, topic, partition, s.owner, topicID).Scan(&c.NextOffset, &c.Epoch, &storedID)
+			s.pipeline, topic, partition, s.owner, topicID, expect).Scan(&c.NextOffset, &c.Epoch, &storedID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -134,45 +150,6 @@ func (s *Store) bump(ctx context.Context, topic string, partition int32, topicID
 	}
 	c.Topic, c.Partition = topic, partition
 	return c, found, nil
-}
-
-// watchBlockers terminates, after half the lock timeout, the sink sessions of this pipeline
-// that block the claiming backend pid. It returns a func that stops the watch; stop does
-// not wait for a termination query in flight, which needs a second pooled connection.
-func (s *Store) watchBlockers(ctx context.Context, pid uint32, topic string, partition int32) (stop func()) {
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTimer(s.lockTimeout / 2)
-		defer t.Stop()
-		select {
-		case <-done:
-			return
-		case <-t.C:
-		}
-		qctx, cancel := context.WithTimeout(ctx, s.lockTimeout)
-		defer cancel()
-		rows, err := s.pool.Query(qctx, `SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity
-			WHERE pid = ANY (pg_blocking_pids($1)) AND application_name = $2`, int64(pid), s.TerminateStalled)
-		if err != nil {
-			return
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var victim int64
-			var ok bool
-			if rows.Scan(&victim, &ok) == nil {
-				s.Terminated.Add(1)
-				s.onTerminate(topic, partition, victim, ok)
-			}
-		}
-	}()
-	return func() { close(done) }
-}
-
-func (s *Store) onTerminate(topic string, partition int32, pid int64, ok bool) {
-	if s.OnTerminate != nil {
-		s.OnTerminate(topic, partition, pid, ok)
-	}
 }
 
 // Range is one partition's part of a commit: the records from Start up to End (exclusive)

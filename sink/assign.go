@@ -118,9 +118,26 @@ func awaitWorkers(ws []*worker, aborted bool, timeout time.Duration, log *slog.L
 }
 
 func (s *Sink) partitionFailed(w *worker, err error) {
+	if errors.Is(err, ErrFenced) && w.stopping() {
+		// Told to stop on revoke while committing what was queued, and the next owner came
+		// first: the partition is no longer ours, so this is no error of ours.
+		s.log.Info("queued batch fenced after the partition was revoked; the new owner applies it", "topic", w.topic,
+			"partition", w.partition, "epoch", w.epoch)
+		return
+	}
 	s.recordFailure(w.topic, w.partition, err) // logs it, with the remedy
 	if errors.Is(err, ErrFenced) {
 		s.requestRecheck(partitionKey{w.topic, w.partition}) // an operator's reset is claimed again
+	}
+}
+
+// stopping reports whether the worker was told to stop (revoke, shutdown).
+func (w *worker) stopping() bool {
+	select {
+	case <-w.stop:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -23,7 +23,7 @@ func isRetryable(err error) bool {
 		return true
 	}
 	var he *HandlerError
-	if errors.Is(err, ErrFenced) || errors.As(err, &he) {
+	if errors.Is(err, ErrFenced) || errors.Is(err, ErrCommitUnsettled) || errors.As(err, &he) {
 		return false
 	}
 	return pgerr.Classify(err) == pgerr.Transient
@@ -96,6 +96,7 @@ func (w *worker) commit(batch []Record, attempt int, isolate bool) (err error) {
 
 	failpoint.Eval(failpoint.BeforeCommit)
 	finished = true
+	pid := tx.Conn().PgConn().PID() // the session to end if this COMMIT's outcome is unknown
 	ctx = span.phase(cfg.tracer, "eosink.commit")
 	if err := tx.Commit(ctx); err != nil {
 		if !pgerr.IsConnectionError(err) && ctx.Err() == nil {
@@ -111,7 +112,7 @@ func (w *worker) commit(batch []Record, attempt int, isolate bool) (err error) {
 		if ctx.Err() != nil {
 			return ctx.Err() // aborted: the next owner reads the row
 		}
-		if err := w.settle(rng, err); err != nil {
+		if err := w.settle(rng, pid, err); err != nil {
 			return err
 		}
 	}
@@ -135,17 +136,31 @@ func (w *worker) commit(batch []Record, attempt int, isolate bool) (err error) {
 	return nil
 }
 
+// ErrCommitUnsettled: a COMMIT's connection failed and reading the offset row back kept
+// failing for ClaimTimeout, so the batch's outcome is unknown. The partition stops (a
+// *PartitionError wrapping it); the next owner resumes from the stored row.
+var ErrCommitUnsettled = errors.New("eosink: the outcome of a COMMIT could not be settled")
+
 // settle resolves a COMMIT whose connection failed: the row says whether it happened.
 // It returns nil if the commit happened, errNotCommitted if it did not, and a
 // *FencedError if the partition has a new owner (whose position is then authoritative).
-func (w *worker) settle(rng rebalance.Range, commitErr error) error {
+//
+// The read waits for the row lock (Store.Read), which the old session, backend pid, holds
+// until the server notices the lost connection; a half-open connection of a pool without
+// idle_in_transaction_session_timeout can keep it for hours. So after each failed read it
+// ends that session if it still holds the row (Store.TerminateHolder). Reads are retried with
+// backoff, each failure logged, for up to ClaimTimeout; then it returns a *PartitionError
+// wrapping ErrCommitUnsettled.
+func (w *worker) settle(rng rebalance.Range, pid uint32, commitErr error) error {
 	cfg := w.cfg
 	cfg.log.Warn("commit outcome unknown; reading the offset row back", "topic", w.topic,
-		"partition", w.partition, "start", rng.Start, "end", rng.End, "err", commitErr)
+		"partition", w.partition, "start", rng.Start, "end", rng.End, "pid", pid, "err", commitErr)
 	cfg.m.unknownCommits.add(1)
+	ctx, cancel := context.WithTimeout(w.ctx, cfg.settleTimeout)
+	defer cancel()
 	backoff := cfg.retryBackoff
-	for {
-		pos, found, err := cfg.store.Read(w.ctx, w.topic, w.partition)
+	for attempt := 1; ; attempt++ {
+		pos, found, err := cfg.store.Read(ctx, w.topic, w.partition)
 		if err == nil {
 			switch {
 			case found && pos.Epoch == rng.Epoch && pos.NextOffset == rng.End:
@@ -159,9 +174,28 @@ func (w *worker) settle(rng rebalance.Range, commitErr error) error {
 				return &FencedError{Pipeline: cfg.pipeline, Topic: w.topic, Partition: w.partition, Epoch: rng.Epoch, Start: rng.Start}
 			}
 		}
-		if err := w.backoff(&backoff); err != nil {
-			return err
+		if w.ctx.Err() != nil {
+			return w.ctx.Err()
 		}
+		if ctx.Err() != nil {
+			return &PartitionError{Topic: w.topic, Partition: w.partition,
+				Err: fmt.Errorf("%w after %s (offsets %d..%d, epoch %d): %v", ErrCommitUnsettled, cfg.settleTimeout, rng.Start, rng.End-1, rng.Epoch, err)}
+		}
+		cfg.log.Warn("reading the offset row back failed; retrying", "topic", w.topic, "partition", w.partition,
+			"attempt", attempt, "backoff", backoff, "err", err)
+		if ok, terr := cfg.store.TerminateHolder(ctx, w.topic, w.partition, pid); terr != nil {
+			cfg.log.Warn("could not end the old session of the COMMIT", "topic", w.topic, "partition", w.partition, "pid", pid, "err", terr)
+		} else if ok {
+			cfg.log.Warn("ended the old session of the COMMIT, which still held the offset row", "topic", w.topic,
+				"partition", w.partition, "pid", pid)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		backoff = min(2*backoff, cfg.maxRetryBackoff)
 	}
 }
 

@@ -63,7 +63,8 @@ type Config struct {
 	// names keep separate positions. Defaults to GroupID.
 	Pipeline string
 
-	// DatabaseURL is a PostgreSQL connection string. Required unless Pool is set.
+	// DatabaseURL is a PostgreSQL connection string. Required unless Pool is set. Unless it
+	// sets application_name, the sessions are named rebalance.SessionName(Pipeline).
 	DatabaseURL string
 	// Pool, when set, is used instead of DatabaseURL. The caller keeps ownership and should
 	// set idle_in_transaction_session_timeout on its sessions itself.
@@ -131,7 +132,10 @@ type Config struct {
 	// applied to a caller-provided Pool. Defaults to 30s (DefaultIdleInTransactionTimeout).
 	IdleInTransactionTimeout time.Duration
 	// ClaimTimeout bounds how long a claim retries transient database errors before Run
-	// gives up. Defaults to 60s (DefaultClaimTimeout).
+	// gives up; also how long a re-claim after an operator reset retries before the
+	// partition is reported (ErrReclaimFailed), and how long a COMMIT of unknown outcome is
+	// read back before the partition stops (ErrCommitUnsettled). Defaults to 60s
+	// (DefaultClaimTimeout).
 	ClaimTimeout time.Duration
 	// RetryBackoff is the first wait before retrying a batch after a transient error; it
 	// doubles up to MaxRetryBackoff. Defaults to 100ms (DefaultRetryBackoff).

@@ -3,12 +3,14 @@ package sink
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/eosink/eosink/internal/pgerr"
 	"github.com/eosink/eosink/rebalance"
 )
 
@@ -22,6 +24,12 @@ import (
 // seek to the new position. A fence by another instance (a zombie's case) leaves the
 // partition stopped. Partitions stopped when they were claimed (out of range, topic
 // recreated) were never assigned; they take a new position at their next assignment.
+
+// ErrReclaimFailed: after an operator's reset, claiming the partition again kept failing
+// for ClaimTimeout (a lock held on the row, the database unreachable). It is listed by
+// PartitionErrors, wrapped in a *PartitionError, until a later try succeeds; the sink tries
+// again every MaxRetryBackoff.
+var ErrReclaimFailed = errors.New("eosink: claiming the partition again after an operator reset failed")
 
 // requestRecheck asks the poll goroutine to look at a partition's row (any goroutine).
 func (s *Sink) requestRecheck(k partitionKey) {
@@ -64,13 +72,16 @@ func (s *Sink) reclaimIfReset(k partitionKey) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ClaimTimeout)
 	defer cancel()
 	pos, found, err := s.store.Peek(ctx, k.topic, k.partition) // the reset committed before its notice
-	if err != nil || !found {
-		if err != nil {
-			s.log.Warn("could not read the offset row after a fence or a notice", "topic", k.topic, "partition", k.partition, "err", err)
+	if err != nil {
+		if w.dead.Load() { // fenced, and nothing else will look at it again
+			s.reclaimFailed(k, err)
+			return
 		}
+		s.log.Warn("could not read the offset row after a notice; looking again later", "topic", k.topic, "partition", k.partition, "err", err)
+		time.AfterFunc(s.cfg.MaxRetryBackoff, func() { s.requestRecheck(k) })
 		return
 	}
-	if was, ok := rebalance.ResetFrom(pos.Owner); pos.Epoch == w.epoch || !ok || was != s.cfg.InstanceID {
+	if !found || !s.resetOfMine(pos, w) {
 		return // still ours, or taken by another instance: nothing to do here
 	}
 	// Abort the old worker: whatever it has in flight is fenced by the new epoch anyway. A
@@ -81,11 +92,17 @@ func (s *Sink) reclaimIfReset(k partitionKey) {
 	case <-time.After(5 * time.Second):
 		s.log.Error("a handler ignored cancellation; leaving it behind (its commits will be fenced)", "topic", k.topic, "partition", k.partition)
 	}
-	cl, err := s.store.Claim(ctx, k.topic, k.partition, "", func() (int64, error) {
-		return 0, errors.New("offset row vanished")
-	})
+	cl, pos, err := s.reclaim(ctx, k, w, pos)
+	if errors.Is(err, rebalance.ErrClaimTaken) {
+		// Another instance claimed it between our read and our claim: it is theirs.
+		s.log.Warn("partition claimed by another instance before this one could claim it again after an operator reset; stopped here",
+			"topic", k.topic, "partition", k.partition, "owner", pos.Owner, "epoch", pos.Epoch)
+		s.recordFailure(k.topic, k.partition, &FencedError{Pipeline: s.cfg.Pipeline, Topic: k.topic, Partition: k.partition,
+			Epoch: w.epoch, Start: w.next.Load()})
+		return
+	}
 	if err != nil {
-		s.log.Error("re-claim after an operator reset failed; partition stays stopped", "topic", k.topic, "partition", k.partition, "err", err)
+		s.reclaimFailed(k, err)
 		return
 	}
 	s.m.claims.add(1)
@@ -117,6 +134,71 @@ func (s *Sink) reclaimIfReset(k partitionKey) {
 	}
 	s.log.Info("partition claimed again after an operator reset", "topic", k.topic, "partition", k.partition,
 		"from_offset", w.next.Load(), "to_offset", cl.NextOffset, "epoch", cl.Epoch, "by", pos.Owner)
+}
+
+// resetOfMine reports whether pos is an operator's change that fenced this instance's worker
+// w, so that this instance, and only this one, claims the partition again.
+func (s *Sink) resetOfMine(pos rebalance.Position, w *worker) bool {
+	was, ok := rebalance.ResetFrom(pos.Owner)
+	return pos.Epoch != w.epoch && ok && was == s.cfg.InstanceID
+}
+
+// reclaim claims k again on the condition that its row still has the epoch of the
+// operator's change read in pos (rebalance.Store.ClaimIf), so that a zombie that read the
+// same row cannot take the partition from an owner that claimed it meanwhile. Transient
+// errors (a lock held past LockTimeout, a lost connection) are retried with backoff for up
+// to ctx's deadline, reading the row again before each try. It returns an error matching
+// rebalance.ErrClaimTaken, with the row read, when someone else came first.
+func (s *Sink) reclaim(ctx context.Context, k partitionKey, w *worker, pos rebalance.Position) (rebalance.Claim, rebalance.Position, error) {
+	backoff := s.cfg.RetryBackoff
+	for attempt := 1; ; attempt++ {
+		cl, err := s.store.ClaimIf(ctx, k.topic, k.partition, pos.Epoch)
+		if err == nil {
+			return cl, pos, nil
+		}
+		if !errors.Is(err, rebalance.ErrClaimTaken) && pgerr.Classify(err) != pgerr.Transient {
+			return cl, pos, err
+		}
+		tried := pos.Epoch
+		if errors.Is(err, rebalance.ErrClaimTaken) {
+			backoff = 0 // read the row at once: a newer reset of ours is claimed at its epoch
+		} else {
+			s.log.Warn("re-claim after an operator reset failed, retrying", "topic", k.topic, "partition", k.partition,
+				"attempt", attempt, "backoff", backoff, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return rebalance.Claim{}, pos, fmt.Errorf("re-claim %s[%d] after an operator reset: gave up after %s: %w", k.topic, k.partition, s.cfg.ClaimTimeout, err)
+		case <-time.After(backoff):
+		}
+		backoff = min(max(2*backoff, s.cfg.RetryBackoff), s.cfg.MaxRetryBackoff)
+		var found bool
+		var perr error
+		if pos, found, perr = s.store.Peek(ctx, k.topic, k.partition); perr != nil {
+			continue // pos is unchanged: try the same claim again
+		}
+		switch {
+		case !found:
+			return rebalance.Claim{}, pos, fmt.Errorf("re-claim %s[%d]: offset row vanished: %w", k.topic, k.partition, rebalance.ErrClaimTaken)
+		case pos.Owner == s.cfg.InstanceID && pos.Epoch == tried+1 && !errors.Is(err, rebalance.ErrClaimTaken):
+			// The last try's COMMIT took effect although its connection failed.
+			return rebalance.Claim{Topic: k.topic, Partition: k.partition, Epoch: pos.Epoch, NextOffset: pos.NextOffset}, pos, nil
+		case !s.resetOfMine(pos, w):
+			return rebalance.Claim{}, pos, fmt.Errorf("re-claim %s[%d]: %w", k.topic, k.partition, rebalance.ErrClaimTaken)
+		}
+	}
+}
+
+// reclaimFailed makes a failed re-claim loud (an ERROR line, PartitionErrors) and asks for
+// another look at the partition after MaxRetryBackoff, so that it is claimed once the
+// database lets it.
+func (s *Sink) reclaimFailed(k partitionKey, err error) {
+	retry := s.cfg.MaxRetryBackoff
+	s.log.Error("re-claim after an operator reset failed; partition paused, trying again later", "topic", k.topic,
+		"partition", k.partition, "retry_in", retry, "err", err)
+	s.recordFailure(k.topic, k.partition, &PartitionError{Topic: k.topic, Partition: k.partition,
+		Err: fmt.Errorf("%w: %w", ErrReclaimFailed, err)})
+	time.AfterFunc(retry, func() { s.requestRecheck(k) })
 }
 
 // listen waits for notifications of operator resets on a dedicated connection and asks the

@@ -159,7 +159,8 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 	}()
 	defer func() { stopPersister(); <-persisted }()
 	s.store = rebalance.NewStore(s.pool, s.cfg.Schema, s.cfg.Pipeline, s.cfg.InstanceID, s.cfg.LockTimeout)
-	s.store.TerminateStalled = s.pool.Config().ConnConfig.RuntimeParams["application_name"]
+	s.store.TerminateStalled = s.sessionName(ctx)
+	s.store.OnTerminateError = s.terminateFailed
 	s.store.OnTerminate = func(topic string, partition int32, pid int64, ok bool) {
 		s.log.Warn("claim terminated a stalled session of this pipeline holding the offset row",
 			"topic", topic, "partition", partition, "pid", pid, "terminated", ok)
@@ -226,7 +227,7 @@ func (s *Sink) workerConfig() *workerConfig {
 		plugin: s.plugin, db: s.pool, store: s.store,
 		limits:    batchLimits{records: c.MaxBatchRecords, bytes: c.MaxBatchBytes, wait: c.MaxBatchWait, buffered: c.MaxBufferedBytes},
 		isolation: c.IsolationLevel, onPoison: c.OnPoison, schema: c.Schema, pipeline: c.Pipeline,
-		retryBackoff: c.RetryBackoff, maxRetryBackoff: c.MaxRetryBackoff,
+		retryBackoff: c.RetryBackoff, maxRetryBackoff: c.MaxRetryBackoff, settleTimeout: c.ClaimTimeout,
 		m: s.m, tracer: s.tracer, log: s.log,
 		failed: s.partitionFailed,
 	}

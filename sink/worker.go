@@ -29,6 +29,7 @@ type workerConfig struct {
 	pipeline  string
 
 	retryBackoff, maxRetryBackoff time.Duration
+	settleTimeout                 time.Duration // how long settle reads the row back (ClaimTimeout)
 
 	m      *metrics
 	tracer trace.Tracer

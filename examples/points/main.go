@@ -144,6 +144,7 @@ func run(ctx context.Context, args []string) error {
 	autoMigrate := fs.Bool("migrate", true, "apply migrations before starting")
 	idleTx := fs.Duration("idle-tx-timeout", 30*time.Second, "idle_in_transaction_session_timeout of the sink's sessions")
 	lockTimeout := fs.Duration("lock-timeout", 5*time.Second, "lock_timeout of claims")
+	claimTimeout := fs.Duration("claim-timeout", 60*time.Second, "how long a claim retries before giving up")
 	isolation := fs.String("isolation", "read committed", "isolation level of each batch: read committed, repeatable read, serializable")
 	revokeTimeout := fs.Duration("revoke-timeout", 30*time.Second, "how long a revoke waits for in-flight batches")
 	httpAddr := fs.String("http", "", "serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9464")
@@ -167,7 +168,7 @@ func run(ctx context.Context, args []string) error {
 		DatabaseURL: c.databaseURL, Schema: c.offsetsSchema, AutoMigrate: *autoMigrate,
 		Handler: app.Handler(c.schema), Kafka: kafka.ConfigMap(kafkaProps), InitialPosition: pos,
 		MaxBatchRecords: *batch, MaxBatchWait: *wait, CommitToKafka: *commitKafka, InstanceID: *instance,
-		IdleInTransactionTimeout: *idleTx, LockTimeout: *lockTimeout,
+		IdleInTransactionTimeout: *idleTx, LockTimeout: *lockTimeout, ClaimTimeout: *claimTimeout,
 		IsolationLevel: pgx.TxIsoLevel(*isolation), RevokeTimeout: *revokeTimeout,
 	})
 	if err != nil {

@@ -17,6 +17,10 @@ const (
 	CutOff          CutMode = iota
 	CutAfterForward         // forward COMMIT to the server, then cut the connection before the reply
 	CutBeforeSend           // cut the connection without forwarding COMMIT
+	// CutHalfOpen cuts the client's side without forwarding COMMIT and keeps the server's
+	// side open until the proxy stops: a half-open connection, whose session stays idle in
+	// transaction, holding its locks, as long as the server has no timeout to end it.
+	CutHalfOpen
 )
 
 // PGProxy is a TCP proxy in front of PostgreSQL that can cut a connection around a COMMIT,
@@ -27,6 +31,36 @@ type PGProxy struct {
 	mode   atomic.Int32
 	Fired  atomic.Int32
 	wg     sync.WaitGroup
+
+	mu   sync.Mutex
+	held []net.Conn            // server sides kept open by CutHalfOpen
+	live map[net.Conn]struct{} // every connection, both sides, for Down
+	down atomic.Bool
+}
+
+// Down(true) closes every connection through the proxy and refuses new ones, as if the
+// server were unreachable, until Down(false).
+func (p *PGProxy) Down(down bool) {
+	p.down.Store(down)
+	if !down {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.live {
+		c.Close()
+	}
+}
+
+func (p *PGProxy) track(cs ...net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.live == nil {
+		p.live = map[net.Conn]struct{}{}
+	}
+	for _, c := range cs {
+		p.live[c] = struct{}{}
+	}
 }
 
 // StartPGProxy starts a proxy to the server of databaseURL and returns it with the URL that
@@ -47,6 +81,11 @@ func StartPGProxy(t testing.TB, databaseURL string) (*PGProxy, string) {
 	t.Cleanup(func() {
 		ln.Close()
 		p.wg.Wait()
+		p.mu.Lock()
+		for _, s := range p.held {
+			s.Close()
+		}
+		p.mu.Unlock()
 	})
 	u.Host = ln.Addr().String()
 	return p, u.String()
@@ -62,11 +101,16 @@ func (p *PGProxy) accept() {
 		if err != nil {
 			return
 		}
+		if p.down.Load() {
+			c.Close()
+			continue
+		}
 		s, err := net.Dial("tcp", p.target)
 		if err != nil {
 			c.Close()
 			continue
 		}
+		p.track(c, s)
 		var cut atomic.Bool // set when the COMMIT's reply must be lost
 		go downstream(c, s, &cut)
 		go p.upstream(c, s, &cut)
@@ -96,7 +140,12 @@ func downstream(c, s net.Conn, cut *atomic.Bool) {
 }
 
 func (p *PGProxy) upstream(c, s net.Conn, cut *atomic.Bool) {
-	defer s.Close()
+	keep := false
+	defer func() {
+		if !keep {
+			s.Close()
+		}
+	}()
 	defer c.Close()
 	buf := make([]byte, 64<<10)
 	for {
@@ -106,9 +155,15 @@ func (p *PGProxy) upstream(c, s net.Conn, cut *atomic.Bool) {
 			if m := CutMode(p.mode.Load()); m != CutOff && bytes.Contains(chunk, commitQuery) &&
 				p.mode.CompareAndSwap(int32(m), int32(CutOff)) {
 				cut.Store(true)
-				if m == CutAfterForward {
+				switch m {
+				case CutAfterForward:
 					_, _ = s.Write(chunk)
 					time.Sleep(300 * time.Millisecond) // let the server commit, then lose the reply
+				case CutHalfOpen:
+					keep = true
+					p.mu.Lock()
+					p.held = append(p.held, s)
+					p.mu.Unlock()
 				}
 				p.Fired.Add(1)
 				return

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/internal/testbed"
+	"github.com/eosink/eosink/rebalance"
 )
 
 // base are the sink flags every scenario uses: short classic-protocol timeouts so that dead
@@ -48,6 +49,9 @@ func TestChaos(t *testing.T) {
 	t.Run("11-topic-recreated", scenarioTopicRecreated)
 	t.Run("12-retention-past-commit-marker", scenarioRetentionPastMarker)
 	t.Run("13-topic-recreated-running", scenarioTopicRecreatedRunning)
+	t.Run("14-reset-row-locked", scenarioResetRowLocked)
+	t.Run("15-long-pipeline-stalled-session", scenarioLongPipelineStalledSession)
+	t.Run("16-zombie-reclaim-race", scenarioZombieReclaimRace)
 }
 
 // 1. SIGKILL at every commit boundary through failpoints, and at random times.
@@ -162,7 +166,7 @@ func scenarioPGConnKill(t *testing.T) {
 		if r.rng.IntN(2) == 0 {
 			var n int
 			err := admin.QueryRow(context.Background(), `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-				WHERE application_name = $1 AND state IN ('active', 'idle in transaction')) k`, "eosink:"+r.p.Group).Scan(&n)
+				WHERE application_name = $1 AND state IN ('active', 'idle in transaction')) k`, rebalance.SessionName(r.p.Group)).Scan(&n)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/internal/testbed"
+	"github.com/eosink/eosink/rebalance"
 )
 
 // soakDuration is CHAOS_SOAK (a Go duration, `make chaos DURATION=30m`); zero means no soak.
@@ -65,7 +66,7 @@ func scenarioSoak(d time.Duration) func(t *testing.T) {
 			case 3:
 				var k int
 				if err := admin.QueryRow(context.Background(), `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-					WHERE application_name = $1 AND state IN ('active', 'idle in transaction')) x`, "eosink:"+r.p.Group).Scan(&k); err == nil && k > 0 {
+					WHERE application_name = $1 AND state IN ('active', 'idle in transaction')) x`, rebalance.SessionName(r.p.Group)).Scan(&k); err == nil && k > 0 {
 					r.fault("pg_terminate_backend")
 				}
 			case 4:

@@ -1,0 +1,108 @@
+package rebalance
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Sessions of a pipeline, and ending the stalled ones.
+//
+// A sink's database sessions carry an application_name that names the pipeline, so that a
+// claim can tell a stalled session of the same pipeline (a zombie holding the offset row)
+// from anyone else's. PostgreSQL keeps at most 63 bytes of that name (NAMEDATALEN-1) and
+// rewrites non-ASCII characters, so the name is built to survive both: SessionName.
+
+// sessionNameMax is the longest application_name PostgreSQL keeps in pg_stat_activity.
+const sessionNameMax = 63
+
+// SessionName returns the default application_name of a pipeline's sessions:
+// "eosink:" + the first 8 hex digits of the SHA-256 of the pipeline + ":" + the pipeline
+// with every byte outside printable ASCII replaced by '?', cut so that the whole fits in 63
+// bytes. It is ASCII and short, so the server stores it unchanged; the hash keeps pipelines
+// that differ only past the cut, or only in non-ASCII characters, apart.
+func SessionName(pipeline string) string {
+	sum := sha256.Sum256([]byte(pipeline))
+	name := "eosink:" + hex.EncodeToString(sum[:4]) + ":"
+	var b strings.Builder
+	for i := 0; i < len(pipeline) && len(name)+b.Len() < sessionNameMax; i++ {
+		if c := pipeline[i]; c >= 0x20 && c < 0x7f {
+			b.WriteByte(c)
+		} else {
+			b.WriteByte('?')
+		}
+	}
+	return name + b.String()
+}
+
+// watchBlockers terminates, after half the lock timeout, the sink sessions of this pipeline
+// that block the claiming backend pid. It returns a func that stops the watch; stop does
+// not wait for a termination query in flight, which needs a second pooled connection.
+func (s *Store) watchBlockers(ctx context.Context, pid uint32, topic string, partition int32) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTimer(s.lockTimeout / 2)
+		defer t.Stop()
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		qctx, cancel := context.WithTimeout(ctx, s.lockTimeout)
+		defer cancel()
+		rows, err := s.pool.Query(qctx, `SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE pid = ANY (pg_blocking_pids($1)) AND application_name = $2`, int64(pid), s.TerminateStalled)
+		if err == nil {
+			for rows.Next() {
+				var victim int64
+				var ok bool
+				if rows.Scan(&victim, &ok) == nil {
+					s.Terminated.Add(1)
+					s.onTerminate(topic, partition, victim, ok)
+				}
+			}
+			rows.Close()
+			err = rows.Err() // a missing privilege shows here (42501)
+		}
+		if err != nil && qctx.Err() == nil {
+			s.onTerminateError(topic, partition, err)
+		}
+	}()
+	return func() { close(done) }
+}
+
+// TerminateHolder ends backend pid if it is one of this pipeline's sessions (TerminateStalled)
+// and its open transaction still holds the partition's offset row (the row's xmax is that
+// transaction's id): the session of a COMMIT whose connection was lost on the client side,
+// which a half-open TCP connection can keep alive for hours. A pid reused by another backend
+// never matches. It reports whether it ended one.
+func (s *Store) TerminateHolder(ctx context.Context, topic string, partition int32, pid uint32) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(bool_or(pg_terminate_backend(a.pid)), false)
+		FROM pg_stat_activity a JOIN `+s.table+` o ON o.pipeline = $3 AND o.topic = $4 AND o.partition = $5
+		WHERE a.pid = $1 AND a.application_name = $2 AND a.backend_xid = o.xmax`,
+		int64(pid), s.TerminateStalled, s.pipeline, topic, partition).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("end the session holding %s[%d]: %w", topic, partition, err)
+	}
+	if ok {
+		s.Terminated.Add(1)
+		s.onTerminate(topic, partition, int64(pid), true)
+	}
+	return ok, nil
+}
+
+func (s *Store) onTerminate(topic string, partition int32, pid int64, ok bool) {
+	if s.OnTerminate != nil {
+		s.OnTerminate(topic, partition, pid, ok)
+	}
+}
+
+func (s *Store) onTerminateError(topic string, partition int32, err error) {
+	if s.OnTerminateError != nil {
+		s.OnTerminateError(topic, partition, err)
+	}
+}

@@ -1,0 +1,29 @@
+package sink
+
+import (
+	"errors"
+	"log/slog"
+	"testing"
+)
+
+// A worker told to stop on revoke whose last commit is fenced (the next owner came first)
+// records no partition error: the partition is no longer this instance's. A fence while
+// still assigned is recorded as before.
+func TestFenceAfterRevokeIsNoPartitionError(t *testing.T) {
+	s := &Sink{log: slog.New(slog.DiscardHandler), failed: map[partitionKey]error{}, recheck: make(chan partitionKey, 4),
+		recheckEvery: make(chan struct{}, 1)}
+	fenced := &FencedError{Pipeline: "p", Topic: "t", Partition: 0, Epoch: 1, Start: 10}
+
+	revoked := newWorker(&workerConfig{}, "t", 0, 1, 10)
+	close(revoked.stop)
+	s.partitionFailed(revoked, fenced)
+	if errs := s.PartitionErrors(); len(errs) != 0 {
+		t.Fatalf("fence after revoke recorded: %v", errs)
+	}
+
+	assigned := newWorker(&workerConfig{}, "t", 1, 1, 10)
+	s.partitionFailed(assigned, fenced)
+	if errs := s.PartitionErrors(); len(errs) != 1 || !errors.Is(errs[0], ErrFenced) {
+		t.Fatalf("fence while assigned: %v, want it recorded", errs)
+	}
+}

@@ -225,11 +225,12 @@ func (w *worker) skipMarkers() error {
 		}
 		return giveUp(err)
 	}
+	pid := tx.Conn().PgConn().PID() // the session to end if this COMMIT's outcome is unknown
 	if err := tx.Commit(w.ctx); err != nil {
 		if !pgerr.IsConnectionError(err) || w.ctx.Err() != nil {
 			return giveUp(err)
 		}
-		if err := w.settle(rng, err); err != nil {
+		if err := w.settle(rng, pid, err); err != nil {
 			if errors.Is(err, ErrFenced) {
 				return err
 			}

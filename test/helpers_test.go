@@ -4,8 +4,10 @@
 package test
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/eosink/eosink/internal/testbed"
@@ -37,4 +39,22 @@ var classicTimeouts = testbed.ClassicTimeouts
 func startChild(t *testing.T, name string, args []string, env ...string) *testbed.Process {
 	t.Helper()
 	return testbed.StartProcess(t, pointsBin, name, args, env...)
+}
+
+// syncBuffer is a log destination that a test reads while the sink writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -1,14 +1,12 @@
 package test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,24 +18,6 @@ import (
 	"github.com/eosink/eosink/internal/testbed"
 	"github.com/eosink/eosink/sink"
 )
-
-// syncBuffer is a log destination that a test reads while the sink writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestHalfOpenCommitIsSettled (issue 11, finding 9): a COMMIT's connection is cut on the
 // client's side only, never forwarded, while the server's side stays open: the old session

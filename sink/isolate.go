@@ -169,7 +169,6 @@ func merge(recs []Record, add []Poisoned) []Record {
 	return out
 }
 
-
 // search writes recs in parts, each kept in its savepoint when it writes, and splits the
 // parts that fail with poison down to single records, which it adds to iso.dead.
 func (iso *isolator) search(recs []Record) error {

@@ -46,6 +46,7 @@ func TestChaos(t *testing.T) {
 	t.Run("10-aborting-producer", scenarioAbortingProducer)
 	t.Run("11-records-deleted", scenarioRecordsDeleted)
 	t.Run("11-topic-recreated", scenarioTopicRecreated)
+	t.Run("12-non-utf8-header-dead-letter", scenarioNonUTF8HeaderDeadLetter)
 }
 
 // 1. SIGKILL at every commit boundary through failpoints, and at random times.

@@ -65,9 +65,10 @@ func write(ctx context.Context, tx pgx.Tx, p Plugin, b Batch) (skipped int, err 
 
 // WriteOptions configure WriteBatch.
 type WriteOptions struct {
-	// Isolate writes the batch in savepoints, splitting it around poison records (the one a
-	// *PoisonError names, or by halves for a data error that names none) and dead-lettering
-	// them. Without it, a poison record fails the whole write.
+	// Isolate writes the batch in savepoints, finds the poison records (splitting at the one
+	// a *PoisonError names, or by halves for a data error that names none), keeps every record
+	// that writes together with the rest of the batch (isolate.go), and dead-letters the
+	// others. Without it, a poison record fails the whole write.
 	Isolate bool
 	// CheckDeferred, with Isolate, checks deferred constraints at the end of each part, in
 	// its savepoint (SET CONSTRAINTS ALL IMMEDIATE, which a rollback to the savepoint undoes),

@@ -45,6 +45,9 @@ type isolator struct {
 // the savepoint is always rolled back. werr is the write's poison error; err is any other
 // failure, which ends the isolation (transient errors are retried, never dead-lettered).
 func (iso *isolator) try(recs []Record, keep bool) (werr, err error) {
+	if len(recs) == 0 {
+		return nil, nil
+	}
 	sp, err := iso.tx.Begin(iso.ctx) // SAVEPOINT
 	if err != nil {
 		return nil, err
@@ -172,9 +175,6 @@ func merge(recs []Record, add []Poisoned) []Record {
 // search writes recs in parts, each kept in its savepoint when it writes, and splits the
 // parts that fail with poison down to single records, which it adds to iso.dead.
 func (iso *isolator) search(recs []Record) error {
-	if len(recs) == 0 {
-		return nil
-	}
 	werr, err := iso.try(recs, true)
 	if err != nil || werr == nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/eosink/eosink/internal/pgerr"
 	"github.com/eosink/eosink/sink"
 )
 
@@ -27,7 +28,8 @@ type DeadLetter struct {
 	KeyBytes      int       `json:"key_bytes"`
 	ValueBytes    int       `json:"value_bytes"`
 	// Record is the record itself (key, value, headers, timestamp), filled by ShowDeadLetter
-	// only.
+	// only. Header keys are the record's bytes exactly (stored as bytea), which may be
+	// invalid UTF-8 or hold NULs.
 	Record *sink.Record `json:"-"`
 }
 
@@ -92,8 +94,7 @@ func (c *Client) CountDeadLetters(ctx context.Context) (map[string]int64, error)
 func scanRecord(row pgx.Row) (DeadLetter, error) {
 	var d DeadLetter
 	var r sink.Record
-	var keys []string
-	var vals [][]byte
+	var keys, vals [][]byte
 	var ts pgtype.Timestamptz
 	err := row.Scan(&d.ID, &d.Pipeline, &d.Topic, &d.Partition, &d.Offset, &d.Error, &d.Failures, &d.FirstFailedAt,
 		&d.LastFailedAt, &d.KeyBytes, &d.ValueBytes, &r.Key, &r.Value, &keys, &vals, &ts)
@@ -105,7 +106,7 @@ func scanRecord(row pgx.Row) (DeadLetter, error) {
 		r.Timestamp = ts.Time
 	}
 	for i := range keys {
-		r.Headers = append(r.Headers, sink.Header{Key: keys[i], Value: vals[i]})
+		r.Headers = append(r.Headers, sink.Header{Key: string(keys[i]), Value: vals[i]})
 	}
 	d.Record = &r
 	return d, nil
@@ -176,7 +177,7 @@ func (c *Client) Replay(ctx context.Context, f DeadLetterFilter, plugin sink.Plu
 			res.FailedAgain++
 			res.FailedIDs = append(res.FailedIDs, d.ID)
 			if _, err := c.pool.Exec(ctx, "UPDATE "+c.table("dead_letters")+
-				" SET error = $2, failures = failures + 1, last_failed_at = now() WHERE id = $1", d.ID, werr.Error()); err != nil {
+				" SET error = $2, failures = failures + 1, last_failed_at = now() WHERE id = $1", d.ID, pgerr.SafeText(werr.Error())); err != nil {
 				return res, fmt.Errorf("record the failure of dead letter %d: %w", d.ID, err)
 			}
 		default:

@@ -246,6 +246,15 @@ func printable(b []byte) string {
 	return "base64:" + base64.StdEncoding.EncodeToString(b)
 }
 
+// printableKey shows a header key: as text if it is valid UTF-8 without NUL or "=", else as
+// base64 with a prefix.
+func printableKey(k string) string {
+	if utf8.ValidString(k) && !strings.ContainsAny(k, "\x00=") && !strings.HasPrefix(k, "base64:") {
+		return k
+	}
+	return "base64:" + base64.StdEncoding.EncodeToString([]byte(k))
+}
+
 func printDeadLetter(w io.Writer, d admin.DeadLetter, asJSON bool) error {
 	r := d.Record
 	if asJSON {
@@ -261,7 +270,7 @@ func printDeadLetter(w io.Writer, d admin.DeadLetter, asJSON bool) error {
 			Timestamp time.Time `json:"timestamp"`
 		}{DeadLetter: d, Key: printable(r.Key), Value: printable(r.Value), Headers: []header{}, Timestamp: r.Timestamp}
 		for _, h := range r.Headers {
-			out.Headers = append(out.Headers, header{h.Key, printable(h.Value)})
+			out.Headers = append(out.Headers, header{printable([]byte(h.Key)), printable(h.Value)})
 		}
 		return writeJSON(w, out)
 	}
@@ -269,7 +278,7 @@ func printDeadLetter(w io.Writer, d admin.DeadLetter, asJSON bool) error {
 		d.ID, d.Pipeline, d.Topic, d.Partition, d.Offset, r.Timestamp.UTC().Format(time.RFC3339Nano), d.Failures,
 		d.FirstFailedAt.UTC().Format(time.RFC3339), d.LastFailedAt.UTC().Format(time.RFC3339), d.Error, printable(r.Key), printable(r.Value))
 	for _, h := range r.Headers {
-		fmt.Fprintf(w, "header:        %s=%s\n", h.Key, printable(h.Value))
+		fmt.Fprintf(w, "header:        %s=%s\n", printableKey(h.Key), printable(h.Value))
 	}
 	return nil
 }

@@ -69,16 +69,9 @@ func (w *worker) commit(batch []Record, attempt int, isolate bool) (err error) {
 		return err
 	}
 	failpoint.Eval(failpoint.AfterOffsetUpdate)
-	if isolate {
-		// Deferred constraints are checked at COMMIT, after isolation is over: check them at
-		// each statement instead, so that a violation shows in the part that caused it.
-		if _, err := tx.Exec(ctx, "SET CONSTRAINTS ALL IMMEDIATE"); err != nil {
-			return err
-		}
-	}
 
 	res, err := WriteBatch(ctx, tx, cfg.plugin, Batch{Topic: w.topic, Partition: w.partition, Records: batch},
-		WriteOptions{Isolate: isolate, Schema: cfg.schema, Pipeline: cfg.pipeline})
+		WriteOptions{Isolate: isolate, CheckDeferred: isolate && w.checkDeferred, Schema: cfg.schema, Pipeline: cfg.pipeline})
 	if err != nil {
 		if isRetryable(err) {
 			return err
@@ -87,6 +80,10 @@ func (w *worker) commit(batch []Record, attempt int, isolate bool) (err error) {
 			return errIsolate
 		}
 		return &HandlerError{Topic: w.topic, Partition: w.partition, FirstOffset: batch[0].Offset, LastOffset: end - 1, Err: err}
+	}
+	outcomes, err := w.admitDeadLetters(batch, res.DeadLettered)
+	if err != nil {
+		return err // the breaker tripped: roll back, nothing dead-lettered
 	}
 	failpoint.Eval(failpoint.InHandler)
 	if st := tx.Conn().PgConn().TxStatus(); st != 'T' {
@@ -101,8 +98,8 @@ func (w *worker) commit(batch []Record, attempt int, isolate bool) (err error) {
 	if err := tx.Commit(ctx); err != nil {
 		if !pgerr.IsConnectionError(err) && ctx.Err() == nil {
 			err = fmt.Errorf("commit: %w", err) // the server answered: rolled back
-			if !isolate && cfg.onPoison == DeadLetter && IsPoison(err) {
-				return errIsolate // a deferred constraint: isolate with immediate checks
+			if !w.checkDeferred && cfg.onPoison == DeadLetter && IsPoison(err) {
+				return errIsolateAtCommit // a deferred constraint: isolate, checking them per part
 			}
 			if IsPoison(err) {
 				return &HandlerError{Topic: w.topic, Partition: w.partition, FirstOffset: batch[0].Offset, LastOffset: end - 1, Err: err}
@@ -118,6 +115,7 @@ func (w *worker) commit(batch []Record, attempt int, isolate bool) (err error) {
 	}
 	failpoint.Eval(failpoint.AfterCommit)
 	w.next.Store(end)
+	w.deadLetters.add(outcomes)
 	bytes := 0
 	for i := range batch {
 		bytes += recordSize(&batch[i])

@@ -47,6 +47,8 @@ const (
 	DefaultMaxRetryBackoff          = 5 * time.Second
 	DefaultRevokeTimeout            = 30 * time.Second
 	DefaultShutdownTimeout          = 30 * time.Second
+	DefaultMaxDeadLetterRatio       = 0.2
+	DefaultDeadLetterWindow         = 1000
 )
 
 // Config configures a Sink. Zero values take the documented defaults (WithDefaults). New
@@ -86,6 +88,19 @@ type Config struct {
 	// to the dead_letters table in the same transaction as the rest of the batch and the
 	// offset, and goes on. Defaults to StopOnPoison.
 	OnPoison PoisonPolicy
+	// MaxDeadLetterRatio is the dead-letter circuit breaker, with OnPoison DeadLetter: a
+	// batch that would make more than this share of the partition's last DeadLetterWindow
+	// records dead letters is rolled back and the partition stops with a
+	// *TooManyDeadLettersError (ErrTooManyDeadLetters), so that a schema change that makes
+	// every record poison stops the stream instead of emptying it into the dead-letter table.
+	// The count is against the whole window from the start: a stream of nothing but poison
+	// stops after MaxDeadLetterRatio x DeadLetterWindow dead letters per partition. Between 0
+	// and 1; 1 turns the breaker off. Defaults to 0.2 (DefaultMaxDeadLetterRatio).
+	MaxDeadLetterRatio float64
+	// DeadLetterWindow is how many of a partition's last records MaxDeadLetterRatio applies
+	// to. The window starts empty when a partition is assigned. Defaults to 1000
+	// (DefaultDeadLetterWindow).
+	DeadLetterWindow int
 
 	// Kafka holds any further librdkafka properties (security.protocol, sasl.*, ssl.*,
 	// session.timeout.ms, partition.assignment.strategy, group.protocol, ...). eosink sets
@@ -199,6 +214,7 @@ func (c Config) WithDefaults() Config {
 	}
 	for p, def := range map[*int]int{
 		&d.MaxBatchRecords: DefaultMaxBatchRecords, &d.MaxBatchBytes: DefaultMaxBatchBytes, &d.MaxBufferedBytes: DefaultMaxBufferedBytes,
+		&d.DeadLetterWindow: DefaultDeadLetterWindow,
 	} {
 		orDefault(p, def)
 	}
@@ -209,6 +225,9 @@ func (c Config) WithDefaults() Config {
 		&d.RevokeTimeout: DefaultRevokeTimeout, &d.ShutdownTimeout: DefaultShutdownTimeout,
 	} {
 		orDefault(p, def)
+	}
+	if d.MaxDeadLetterRatio == 0 {
+		d.MaxDeadLetterRatio = DefaultMaxDeadLetterRatio
 	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()
@@ -296,6 +315,9 @@ func (c Config) problems(given Config) []*ConfigError {
 	if _, ok := c.Kafka["group.id"]; ok {
 		bad("Kafka[group.id]", "set GroupID instead")
 	}
+	if !(c.MaxDeadLetterRatio > 0 && c.MaxDeadLetterRatio <= 1) { // NaN fails too
+		bad("MaxDeadLetterRatio", "must be more than 0 and at most 1 (1 turns the breaker off), got %g", c.MaxDeadLetterRatio)
+	}
 	switch c.IsolationLevel {
 	case pgx.ReadCommitted, pgx.RepeatableRead, pgx.Serializable:
 	default:
@@ -307,7 +329,8 @@ func (c Config) problems(given Config) []*ConfigError {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"MaxBatchRecords", c.MaxBatchRecords}, {"MaxBatchBytes", c.MaxBatchBytes}, {"MaxBufferedBytes", c.MaxBufferedBytes}} {
+	}{{"MaxBatchRecords", c.MaxBatchRecords}, {"MaxBatchBytes", c.MaxBatchBytes}, {"MaxBufferedBytes", c.MaxBufferedBytes},
+		{"DeadLetterWindow", c.DeadLetterWindow}} {
 		if f.v < 0 {
 			bad(f.name, "must be positive, got %d", f.v)
 		}

@@ -42,6 +42,9 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{"MaxBatchWait", func(c *Config) { c.MaxBatchWait = -time.Second }},
 		{"MaxBufferedBytes", func(c *Config) { c.MaxBatchBytes = 10 << 20; c.MaxBufferedBytes = 1 << 20 }},
 		{"Schema", func(c *Config) { c.Schema = strings.Repeat("s", 64) }},
+		{"MaxDeadLetterRatio", func(c *Config) { c.MaxDeadLetterRatio = 1.5 }},
+		{"MaxDeadLetterRatio", func(c *Config) { c.MaxDeadLetterRatio = -0.1 }},
+		{"DeadLetterWindow", func(c *Config) { c.DeadLetterWindow = -1 }},
 	}
 	for _, tc := range cases {
 		c := validConfig()
@@ -175,7 +178,8 @@ func TestWithDefaults(t *testing.T) {
 		d.KafkaCommitInterval != DefaultKafkaCommitInterval || d.IsolationLevel != DefaultIsolationLevel ||
 		d.LockTimeout != DefaultLockTimeout || d.IdleInTransactionTimeout != DefaultIdleInTransactionTimeout ||
 		d.ClaimTimeout != DefaultClaimTimeout || d.RetryBackoff != DefaultRetryBackoff || d.MaxRetryBackoff != DefaultMaxRetryBackoff ||
-		d.RevokeTimeout != DefaultRevokeTimeout || d.ShutdownTimeout != DefaultShutdownTimeout || d.Logger == nil {
+		d.RevokeTimeout != DefaultRevokeTimeout || d.ShutdownTimeout != DefaultShutdownTimeout || d.Logger == nil ||
+		d.MaxDeadLetterRatio != DefaultMaxDeadLetterRatio || d.DeadLetterWindow != DefaultDeadLetterWindow {
 		t.Fatalf("defaults not applied: %+v", d)
 	}
 	if d.InstanceID != "" || c.Schema != "" || c.MaxBatchRecords != 0 {

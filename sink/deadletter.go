@@ -6,6 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/eosink/eosink/internal/pgerr"
 )
 
 // Poisoned is one record that could not be applied, as written to the dead_letters table.
@@ -15,7 +17,9 @@ type Poisoned struct {
 }
 
 // insertDeadLetters writes dead letters. A record dead-lettered again (after an operator
-// replays its range) updates its row: the latest error and one more failure.
+// replays its range) updates its row: the latest error and one more failure. Header keys are
+// stored as bytes, exactly; the error text with its invalid UTF-8 and NULs escaped
+// (pgerr.SafeText), since text refuses them.
 func insertDeadLetters(ctx context.Context, tx pgx.Tx, schema, pipeline string, dead []Poisoned) error {
 	q := fmt.Sprintf(`INSERT INTO %s AS d (pipeline, topic, partition, "offset", key, value, header_keys, header_values, "timestamp", error)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
@@ -24,13 +28,13 @@ SET error = EXCLUDED.error, failures = d.failures + 1, last_failed_at = now()`, 
 	b := &pgx.Batch{}
 	for _, d := range dead {
 		r := &d.Record
-		keys := make([]string, len(r.Headers))
+		keys := make([][]byte, len(r.Headers))
 		vals := make([][]byte, len(r.Headers))
 		for i, h := range r.Headers {
-			keys[i], vals[i] = h.Key, h.Value
+			keys[i], vals[i] = []byte(h.Key), h.Value
 		}
 		ts := pgtype.Timestamptz{Time: r.Timestamp, Valid: !r.Timestamp.IsZero()}
-		b.Queue(q, pipeline, r.Topic, r.Partition, r.Offset, r.Key, r.Value, keys, vals, ts, d.Err.Error())
+		b.Queue(q, pipeline, r.Topic, r.Partition, r.Offset, r.Key, r.Value, keys, vals, ts, pgerr.SafeText(d.Err.Error()))
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("write dead letters: %w", err)

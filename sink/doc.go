@@ -84,8 +84,11 @@
 // stored. Poison (a *PoisonError, or SQLSTATE class 22 or 23, or 54000) stops the partition
 // by default; with OnPoison: DeadLetter the bad records are isolated in savepoints and
 // written to the dead_letters table in the batch's own transaction (see WriteBatch and
-// docs/plugins.md). Any other error rolls back and stops the partition with a
-// *HandlerError.
+// docs/plugins.md); a record that commits fine with the rest of its batch is never
+// dead-lettered. When more than MaxDeadLetterRatio of a partition's last DeadLetterWindow
+// records would be dead letters, the batch rolls back and the partition stops with a
+// *TooManyDeadLettersError (ErrTooManyDeadLetters). Any other error rolls back and stops the
+// partition with a *HandlerError.
 // A stored offset outside the log (records deleted by retention) or a recreated topic stops
 // the partition with ErrOffsetOutOfRange or ErrTopicRecreated; the sink never jumps
 // elsewhere by itself; a range check every few seconds catches a log recreated or truncated

@@ -227,6 +227,7 @@ func (s *Sink) workerConfig() *workerConfig {
 		plugin: s.plugin, db: s.pool, store: s.store,
 		limits:    batchLimits{records: c.MaxBatchRecords, bytes: c.MaxBatchBytes, wait: c.MaxBatchWait, buffered: c.MaxBufferedBytes},
 		isolation: c.IsolationLevel, onPoison: c.OnPoison, schema: c.Schema, pipeline: c.Pipeline,
+		deadLetterRatio: c.MaxDeadLetterRatio, deadLetterWindow: c.DeadLetterWindow,
 		retryBackoff: c.RetryBackoff, maxRetryBackoff: c.MaxRetryBackoff, settleTimeout: c.ClaimTimeout,
 		m: s.m, tracer: s.tracer, log: s.log,
 		failed: s.partitionFailed,

@@ -28,6 +28,11 @@ type workerConfig struct {
 	schema    string // of the dead_letters table
 	pipeline  string
 
+	// The dead-letter circuit breaker (breaker.go): Config.MaxDeadLetterRatio and
+	// Config.DeadLetterWindow.
+	deadLetterRatio  float64
+	deadLetterWindow int
+
 	retryBackoff, maxRetryBackoff time.Duration
 	settleTimeout                 time.Duration // how long settle reads the row back (ClaimTimeout)
 
@@ -87,6 +92,12 @@ type worker struct {
 	done   chan struct{}      // closed when run returns
 	dead   atomic.Bool        // run returned
 
+	// Worker goroutine only: the outcomes of the partition's last records, for the dead-letter
+	// circuit breaker (nil: off), and whether the batch being applied isolates with its
+	// deferred constraints checked per part (its COMMIT failed on one).
+	deadLetters   *deadLetterWindow
+	checkDeferred bool
+
 	// commitBatch commits one batch: the commit method, or a stand-in in unit tests.
 	commitBatch func(batch []Record, attempt int, isolate bool) error
 
@@ -103,6 +114,9 @@ func newWorker(cfg *workerConfig, topic string, partition int32, epoch, next int
 		ctx: ctx, cancel: cancel,
 	}
 	w.commitBatch = w.commit
+	if cfg.onPoison == DeadLetter {
+		w.deadLetters = newDeadLetterWindow(cfg.deadLetterWindow, cfg.deadLetterRatio)
+	}
 	w.next.Store(next)
 	return w
 }
@@ -288,10 +302,19 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 func (w *worker) apply(batch []Record) error {
 	backoff := w.cfg.retryBackoff
 	isolate := false
+	w.checkDeferred = false
 	for attempt := 1; ; attempt++ {
 		err := w.commitBatch(batch, attempt, isolate)
 		if err == nil {
 			return nil
+		}
+		if errors.Is(err, errIsolateAtCommit) && !w.checkDeferred {
+			// A deferred constraint failed at COMMIT: isolate again, checking the deferred
+			// constraints at the end of each part.
+			w.cfg.log.Info("batch failed a deferred constraint at COMMIT; writing it again in savepoints with deferred constraints checked per part",
+				"topic", w.topic, "partition", w.partition, "first_offset", batch[0].Offset, "records", len(batch))
+			isolate, w.checkDeferred = true, true
+			continue
 		}
 		if errors.Is(err, errIsolate) && !isolate {
 			// Poison with the DeadLetter policy: at once, again, isolating it. A retry after

@@ -340,3 +340,28 @@ func TestAwaitWorkersLeavesAWorkerThatIgnoresCancellation(t *testing.T) {
 	}
 	close(release) // let the test's cleanup end it
 }
+
+// A deferred constraint that fails at COMMIT, first without isolation and then while
+// isolating, leads to one more isolated attempt with the deferred constraints checked per
+// part; a third COMMIT failure stops the partition.
+func TestWorkerChecksDeferredConstraintsOnlyAfterACommitFailure(t *testing.T) {
+	var checked []bool
+	var tw *testWorker
+	tw = newTestWorker(t, batchLimits{records: 2, bytes: 1 << 20, wait: time.Hour}, func(c call) error {
+		checked = append(checked, tw.checkDeferred) // the worker goroutine's own field, read on it
+		switch {
+		case !c.isolate:
+			return errIsolate // poison at a statement: isolate, deferred constraints as declared
+		case !tw.checkDeferred:
+			return errIsolateAtCommit
+		}
+		return errIsolateAtCommit // still failing: not isolated a third time
+	})
+	tw.pushValues(1, 1)
+	tw.start()
+	err := <-tw.failures
+	waitDone(t, tw.worker)
+	if !slices.Equal(checked, []bool{false, false, true}) || !errors.Is(err, errIsolate) {
+		t.Fatalf("checkDeferred per attempt %v, failure %v; want [false false true] and the isolation error", checked, err)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 
 	"github.com/jackc/pgx/v5"
 
@@ -14,6 +13,11 @@ import (
 // errIsolate: the first attempt of a batch hit a poison record and the policy is DeadLetter.
 // The batch is tried again at once, in a new transaction, with isolation.
 var errIsolate = errors.New("eosink: batch holds a poison record; isolating it")
+
+// errIsolateAtCommit: the batch's COMMIT failed with a data error (a deferred constraint) and
+// the policy is DeadLetter. The batch is tried again at once, isolating with the deferred
+// constraints checked at the end of each part (WriteOptions.CheckDeferred).
+var errIsolateAtCommit = fmt.Errorf("%w (a deferred constraint failed at COMMIT)", errIsolate)
 
 // IsPoison reports whether err comes from the records rather than the database or the code:
 // a *PoisonError, or a data error (SQLSTATE class 22 or 23, or 54000). Such errors are
@@ -31,18 +35,46 @@ func poisonOffset(err error) (int64, bool) {
 	return 0, false
 }
 
-// WriteResult says what WriteBatch did.
+// WriteResult says what WriteBatch did. Applied + Skipped + len(DeadLettered) is the number
+// of records in the batch.
 type WriteResult struct {
 	Applied      int        // records written by the plugin
+	Skipped      int        // records the plugin reported as deliberately not applied (Skipped)
 	DeadLettered []Poisoned // poison records written to the dead-letter table
+}
+
+// skipKey carries a *int, the records a Write reported skipped, in Write's context.
+type skipKey struct{}
+
+// Skipped tells the framework that n records of the batch being written were deliberately
+// not applied, for example duplicates an inbox recognised: the offset still moves past them,
+// but they are counted as skipped, not in the records applied (Stats.Records,
+// eosink_records_applied_total). Call it from Plugin.Write with Write's ctx; elsewhere it
+// does nothing. A write that is rolled back does not count.
+func Skipped(ctx context.Context, n int) {
+	if p, ok := ctx.Value(skipKey{}).(*int); ok {
+		*p += n
+	}
+}
+
+// write calls p.Write and returns how many records it reported skipped.
+func write(ctx context.Context, tx pgx.Tx, p Plugin, b Batch) (skipped int, err error) {
+	err = p.Write(context.WithValue(ctx, skipKey{}, &skipped), ownedTx{tx}, b)
+	return skipped, err
 }
 
 // WriteOptions configure WriteBatch.
 type WriteOptions struct {
-	// Isolate writes the batch in savepoints, splitting it around poison records (the one a
-	// *PoisonError names, or by halves for a data error that names none) and dead-lettering
-	// them. Without it, a poison record fails the whole write.
+	// Isolate writes the batch in savepoints, finds the poison records (splitting at the one
+	// a *PoisonError names, or by halves for a data error that names none), keeps every record
+	// that writes together with the rest of the batch (isolate.go), and dead-letters the
+	// others. Without it, a poison record fails the whole write.
 	Isolate bool
+	// CheckDeferred, with Isolate, checks deferred constraints at the end of each part, in
+	// its savepoint (SET CONSTRAINTS ALL IMMEDIATE, which a rollback to the savepoint undoes),
+	// so that a violation COMMIT would raise shows in the part that causes it. The engine sets
+	// it when the batch's COMMIT failed with a data error (a deferred constraint).
+	CheckDeferred bool
 	// Schema and Pipeline locate and label the dead letters (Config.Schema, Config.Pipeline).
 	Schema, Pipeline string
 }
@@ -54,13 +86,14 @@ type WriteOptions struct {
 // or fatal.
 func WriteBatch(ctx context.Context, tx pgx.Tx, p Plugin, batch Batch, opts WriteOptions) (WriteResult, error) {
 	if !opts.Isolate {
-		if err := p.Write(ctx, ownedTx{tx}, batch); err != nil {
+		skipped, err := write(ctx, tx, p, batch)
+		if err != nil {
 			return WriteResult{}, err
 		}
-		return WriteResult{Applied: len(batch.Records)}, nil
+		return WriteResult{Applied: len(batch.Records) - skipped, Skipped: skipped}, nil
 	}
-	iso := isolator{ctx: ctx, tx: tx, p: p, topic: batch.Topic, partition: batch.Partition}
-	if err := iso.write(batch.Records); err != nil {
+	iso := isolator{ctx: ctx, tx: tx, p: p, topic: batch.Topic, partition: batch.Partition, checkDeferred: opts.CheckDeferred}
+	if err := iso.run(batch.Records); err != nil {
 		return WriteResult{}, err
 	}
 	if len(iso.dead) > 0 {
@@ -68,62 +101,5 @@ func WriteBatch(ctx context.Context, tx pgx.Tx, p Plugin, batch Batch, opts Writ
 			return WriteResult{}, err
 		}
 	}
-	return WriteResult{Applied: iso.applied, DeadLettered: iso.dead}, nil
-}
-
-// isolator writes records in savepoints and splits around poison.
-type isolator struct {
-	ctx       context.Context
-	tx        pgx.Tx
-	p         Plugin
-	topic     string
-	partition int32
-	applied   int
-	dead      []Poisoned
-}
-
-func (iso *isolator) write(recs []Record) error {
-	if len(recs) == 0 {
-		return nil
-	}
-	sp, err := iso.tx.Begin(iso.ctx) // SAVEPOINT
-	if err != nil {
-		return err
-	}
-	werr := iso.p.Write(iso.ctx, ownedTx{sp}, Batch{Topic: iso.topic, Partition: iso.partition, Records: recs})
-	if werr == nil {
-		if err := sp.Commit(iso.ctx); err != nil { // RELEASE SAVEPOINT
-			return err
-		}
-		iso.applied += len(recs)
-		return nil
-	}
-	if err := sp.Rollback(iso.ctx); err != nil { // ROLLBACK TO SAVEPOINT
-		// The rollback's error decides (a lost connection is retried), not the write's.
-		return fmt.Errorf("rollback to savepoint: %w (after: %v)", err, werr)
-	}
-	if isRetryable(werr) || !IsPoison(werr) { // transient errors are retried, never dead-lettered
-		return werr
-	}
-	if off, ok := poisonOffset(werr); ok {
-		i := sort.Search(len(recs), func(i int) bool { return recs[i].Offset >= off })
-		if i < len(recs) && recs[i].Offset == off {
-			if err := iso.write(recs[:i]); err != nil {
-				return err
-			}
-			iso.dead = append(iso.dead, Poisoned{Record: recs[i], Err: werr})
-			return iso.write(recs[i+1:])
-		}
-		// A *PoisonError for a record not in this part: the plugin is confused. Fall back
-		// to halving, which ends at single records.
-	}
-	if len(recs) == 1 {
-		iso.dead = append(iso.dead, Poisoned{Record: recs[0], Err: werr})
-		return nil
-	}
-	mid := len(recs) / 2
-	if err := iso.write(recs[:mid]); err != nil {
-		return err
-	}
-	return iso.write(recs[mid:])
+	return WriteResult{Applied: iso.written - iso.skipped, Skipped: iso.skipped, DeadLettered: iso.dead}, nil
 }

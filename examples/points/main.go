@@ -147,12 +147,17 @@ func run(ctx context.Context, args []string) error {
 	claimTimeout := fs.Duration("claim-timeout", 60*time.Second, "how long a claim retries before giving up")
 	isolation := fs.String("isolation", "read committed", "isolation level of each batch: read committed, repeatable read, serializable")
 	revokeTimeout := fs.Duration("revoke-timeout", 30*time.Second, "how long a revoke waits for in-flight batches")
+	onPoison := fs.String("on-poison", "stop", "what a record that is not an event does: stop (the partition) or dead-letter")
 	httpAddr := fs.String("http", "", "serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9464")
 	_ = fs.Parse(args)
 	if err := c.need(true, true); err != nil {
 		return err
 	}
 	pos, err := sink.ParseInitialPosition(*initial)
+	if err != nil {
+		return err
+	}
+	poison, err := sink.ParsePoisonPolicy(*onPoison)
 	if err != nil {
 		return err
 	}
@@ -169,7 +174,7 @@ func run(ctx context.Context, args []string) error {
 		Handler: app.Handler(c.schema), Kafka: kafka.ConfigMap(kafkaProps), InitialPosition: pos,
 		MaxBatchRecords: *batch, MaxBatchWait: *wait, CommitToKafka: *commitKafka, InstanceID: *instance,
 		IdleInTransactionTimeout: *idleTx, LockTimeout: *lockTimeout, ClaimTimeout: *claimTimeout,
-		IsolationLevel: pgx.TxIsoLevel(*isolation), RevokeTimeout: *revokeTimeout,
+		IsolationLevel: pgx.TxIsoLevel(*isolation), RevokeTimeout: *revokeTimeout, OnPoison: poison,
 	})
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ type Msg struct {
 	Partition int32
 	Key       []byte
 	Value     []byte // nil: a tombstone
+	Headers   []kafka.Header
 }
 
 // Produce writes msgs to topic in order, idempotently, and waits until all are acknowledged.
@@ -29,7 +30,7 @@ func Produce(t testing.TB, e Env, topic string, msgs []Msg) {
 			part = kafka.PartitionAny
 		}
 		if err := pr.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: part},
-			Key: m.Key, Value: m.Value}, done); err != nil {
+			Key: m.Key, Value: m.Value, Headers: m.Headers}, done); err != nil {
 			t.Fatalf("produce: %v", err)
 		}
 	}

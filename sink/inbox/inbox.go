@@ -8,7 +8,7 @@
 // wrapped plugin's write:
 //   - a new id is remembered in the inbox table and the record goes to the wrapped plugin;
 //   - a known id with the same payload is skipped, and counted in the row's duplicates
-//     column;
+//     column and as skipped (sink.Skipped), not as applied;
 //   - a known id with a different payload is a poison record (ErrConflict): dead-lettered
 //     or stopping the partition, by the pipeline's on_poison policy.
 //
@@ -292,7 +292,8 @@ FROM unnest($2::text[], $3::int[]) AS u(id, n) WHERE i.subscriber = $1 AND i.eve
 		}
 	}
 
-	// The new events, in offset order, go to the wrapped plugin.
+	// The new events, in offset order, go to the wrapped plugin; the others are not applied.
+	sink.Skipped(ctx, len(b.Records)-len(fresh))
 	if len(fresh) > 0 {
 		if err := ib.inner.Write(ctx, tx, sink.Batch{Topic: b.Topic, Partition: b.Partition, Records: fresh}); err != nil {
 			return err

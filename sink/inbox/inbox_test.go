@@ -110,8 +110,10 @@ func TestDuplicatesAndConflicts(t *testing.T) {
 		return res, err
 	}
 	// Batch 1: e1 twice (same payload) and e2.
-	if _, err := write(false, event("e1", "o1", 10), event("e2", "o2", 20), event("e1", "o1", 10)); err != nil {
+	if res, err := write(false, event("e1", "o1", 10), event("e2", "o2", 20), event("e1", "o1", 10)); err != nil {
 		t.Fatal(err)
+	} else if res.Applied != 2 || res.Skipped != 1 {
+		t.Fatalf("batch 1: applied %d, skipped %d; want 2 applied, the repeat of e1 skipped", res.Applied, res.Skipped)
 	}
 	// Batch 2: e2 again (same payload), e3 new, e1 with another payload: a conflict.
 	_, err = write(false, event("e2", "o2", 20), event("e3", "o3", 30), event("e1", "o1", 99))
@@ -125,6 +127,9 @@ func TestDuplicatesAndConflicts(t *testing.T) {
 	}
 	if len(res.DeadLettered) != 1 || !errors.Is(res.DeadLettered[0].Err, inbox.ErrConflict) {
 		t.Fatalf("dead letters: %+v, want the one conflict", res.DeadLettered)
+	}
+	if res.Applied != 1 || res.Skipped != 1 {
+		t.Fatalf("isolated batch: applied %d, skipped %d; want e3 applied, e2 skipped", res.Applied, res.Skipped)
 	}
 	q := func(sql string) string {
 		var s string

@@ -21,10 +21,18 @@ type verdict struct {
 	Beyond     int   // C2: ledger rows at or beyond the stored next offset
 	SumErrors  int   // C3: accounts whose balance differs from the log's sum below next_offset
 	Lag        int64 // sum over partitions of (last record + 1 - next_offset)
+
+	// Dead letters (OnPoison dead-letter): a record that is not an event (see event) below
+	// next_offset must have exactly one dead letter, failed once; without one it counts as
+	// Lost. A dead letter at or beyond next_offset counts as Beyond.
+	DeadLetters       int // poison records below next_offset with their dead letter
+	BadDeadLetters    int // dead letters of records that are events (a valid record dead-lettered)
+	DeadLetterRepeats int // dead letters that failed more than once
 }
 
 func (v verdict) exact() bool {
-	return v.Duplicates == 0 && v.Lost == 0 && v.Mismatch == 0 && v.Beyond == 0 && v.SumErrors == 0
+	return v.Duplicates == 0 && v.Lost == 0 && v.Mismatch == 0 && v.Beyond == 0 && v.SumErrors == 0 &&
+		v.BadDeadLetters == 0 && v.DeadLetterRepeats == 0
 }
 
 type logRecord struct {
@@ -32,6 +40,10 @@ type logRecord struct {
 	AccountID string `json:"account_id"`
 	Delta     int64  `json:"delta"`
 }
+
+// event reports whether the record is an event, as the example defines one: JSON with an
+// event_id and an account_id. Anything else is poison.
+func (r logRecord) event() bool { return r.EventID != "" && r.AccountID != "" }
 
 // check reads everything and compares. topic's partitions are read up to their end at the
 // time of the call.
@@ -69,6 +81,29 @@ func check(ctx context.Context, brokers, databaseURL, topic, group, schema, offs
 		p int32
 		o int64
 	}
+	dead := map[key]bool{}
+	rows, err = conn.Query(ctx, `SELECT partition, "offset", failures FROM `+pgx.Identifier{offsetsSchema, "dead_letters"}.Sanitize()+
+		" WHERE pipeline = $1 AND topic = $2", group, topic)
+	if err != nil {
+		return v, err
+	}
+	for rows.Next() {
+		var k key
+		var failures int
+		if err := rows.Scan(&k.p, &k.o, &failures); err != nil {
+			return v, err
+		}
+		dead[k] = true
+		if failures != 1 {
+			v.DeadLetterRepeats++
+		}
+		if k.o >= next[k.p] {
+			v.Beyond++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return v, err
+	}
 	seen := map[key]int{}
 	// Balances must equal the log's sums; for rows applied before their records were deleted
 	// from the log, the ledger's own account and delta stand in.
@@ -105,10 +140,19 @@ func check(ctx context.Context, brokers, databaseURL, topic, group, schema, offs
 	for p, recs := range logs {
 		for o, r := range recs {
 			v.Records++
+			k := key{p, o}
+			switch {
+			case dead[k] && r.event():
+				v.BadDeadLetters++
+			case dead[k]:
+				v.DeadLetters++
+			}
 			if o < next[p] {
 				v.Below++
-				want[r.AccountID] += r.Delta
-				if seen[key{p, o}] == 0 {
+				if r.event() {
+					want[r.AccountID] += r.Delta
+				}
+				if seen[k] == 0 && !(dead[k] && !r.event()) {
 					v.Lost++
 				}
 			}

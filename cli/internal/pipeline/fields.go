@@ -71,9 +71,10 @@ var conversions = map[string]func(l *loader, path string, n *yaml.Node) any{
 	"count":    convert((*loader).count),
 	"size":     convert((*loader).size),
 	"duration": convert((*loader).duration),
+	"ratio":    convert((*loader).ratio),
 }
 
-func convert[T string | bool | int | time.Duration](f func(*loader, string, *yaml.Node) T) func(*loader, string, *yaml.Node) any {
+func convert[T string | bool | int | float64 | time.Duration](f func(*loader, string, *yaml.Node) T) func(*loader, string, *yaml.Node) any {
 	return func(l *loader, path string, n *yaml.Node) any { return f(l, path, n) }
 }
 

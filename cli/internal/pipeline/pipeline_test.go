@@ -143,6 +143,7 @@ batch: { max_records: 1_000, max_bytes: 2MiB, max_wait: 250ms, max_buffered_byte
 timeouts: { revoke: 20s, shutdown: 1m, lock: 3s, idle_in_transaction: 45s, claim: 2m }
 retry: { backoff: 50ms, max_backoff: 10s }
 on_poison: dead-letter
+dead_letter: { max_ratio: 5%, window: 400 }
 sink:
   type: pipelinetest
   table: ${TABLE:-events}
@@ -176,6 +177,7 @@ log: { format: json, level: debug }
 		IsolationLevel: pgx.Serializable, LockTimeout: 3 * time.Second, IdleInTransactionTimeout: 45 * time.Second,
 		ClaimTimeout: 2 * time.Minute, RetryBackoff: 50 * time.Millisecond, MaxRetryBackoff: 10 * time.Second,
 		RevokeTimeout: 20 * time.Second, ShutdownTimeout: time.Minute, InstanceID: "sink-0",
+		MaxDeadLetterRatio: 0.05, DeadLetterWindow: 400,
 	}
 	got := c
 	got.Plugin, got.Logger = nil, nil
@@ -233,6 +235,9 @@ func TestErrorsNameTheirPath(t *testing.T) {
 		{"size", minimal + "batch: {max_bytes: 4 parsecs}\n", `pipeline.yaml: batch.max_bytes: "4 parsecs" is not a positive size`},
 		{"buffer below batch", minimal + "batch: {max_bytes: 16MiB}\n", "pipeline.yaml: batch.max_buffered_bytes: 8388608 bytes (the default) is less than batch.max_bytes"},
 		{"backoff", minimal + "retry: {backoff: 10s, max_backoff: 1s}\n", "pipeline.yaml: retry.max_backoff: 1s is less than retry.backoff"},
+		{"ratio", minimal + "dead_letter: {max_ratio: 1.5}\n", `pipeline.yaml: dead_letter.max_ratio: "1.5" is not a share more than 0 and at most 1`},
+		{"ratio percent", minimal + "dead_letter: {max_ratio: 0%}\n", `pipeline.yaml: dead_letter.max_ratio: "0%" is not a share`},
+		{"window", minimal + "dead_letter: {window: -3}\n", `pipeline.yaml: dead_letter.window: "-3" is not a positive whole number`},
 		{"bool", minimal + "database: {auto_migrate: yes please}\n", "pipeline.yaml: database: duplicate key"},
 		{"bool value", strings.Replace(minimal, "database:\n", "database:\n  auto_migrate: maybe\n", 1), `pipeline.yaml: database.auto_migrate: "maybe" is not true or false`},
 		{"isolation", strings.Replace(minimal, "database:\n", "database:\n  isolation: snapshot\n", 1), `pipeline.yaml: database.isolation: "snapshot" is not read committed`},
@@ -279,7 +284,7 @@ func TestUnknownKeys(t *testing.T) {
 	got := parseErr(t, text, nil)
 	for _, want := range []string{
 		"pipeline.yaml: kafka.grop: unknown key (kafka has brokers, group, topics, initial_position, commit_to_kafka, commit_interval, properties); did you mean group? (line 3)",
-		"pipeline.yaml: databse: unknown key (the top level has pipeline, instance_id, kafka, database, batch, timeouts, retry, on_poison, sink, http, log, unhealthy_on_stopped_partition); did you mean database? (line 13)",
+		"pipeline.yaml: databse: unknown key (the top level has pipeline, instance_id, kafka, database, batch, timeouts, retry, on_poison, dead_letter, sink, http, log, unhealthy_on_stopped_partition); did you mean database? (line 13)",
 		"pipeline.yaml: batch.max_record: unknown key (batch has max_records, max_bytes, max_wait, max_buffered_bytes); did you mean max_records? (line 14)",
 		"pipeline.yaml: log.colour: unknown key (log has format, level) (line 15)",
 	} {

@@ -20,17 +20,18 @@ import (
 // setFields applies (see fields.go): a new setting is one line here and its Config field.
 // Keys without a conversion are converted by load.
 type rawFile struct {
-	Pipeline   yaml.Node   `yaml:"pipeline" config:"Pipeline,string"`
-	InstanceID yaml.Node   `yaml:"instance_id" config:"InstanceID,string"`
-	Kafka      rawKafka    `yaml:"kafka"`
-	Database   rawDatabase `yaml:"database"`
-	Batch      rawBatch    `yaml:"batch"`
-	Timeouts   rawTimeouts `yaml:"timeouts"`
-	Retry      rawRetry    `yaml:"retry"`
-	OnPoison   yaml.Node   `yaml:"on_poison" config:"OnPoison"`
-	Sink       yaml.Node   `yaml:"sink" config:"Plugin"`
-	HTTP       yaml.Node   `yaml:"http"`
-	Log        rawLog      `yaml:"log" config:"Logger"`
+	Pipeline   yaml.Node     `yaml:"pipeline" config:"Pipeline,string"`
+	InstanceID yaml.Node     `yaml:"instance_id" config:"InstanceID,string"`
+	Kafka      rawKafka      `yaml:"kafka"`
+	Database   rawDatabase   `yaml:"database"`
+	Batch      rawBatch      `yaml:"batch"`
+	Timeouts   rawTimeouts   `yaml:"timeouts"`
+	Retry      rawRetry      `yaml:"retry"`
+	OnPoison   yaml.Node     `yaml:"on_poison" config:"OnPoison"`
+	DeadLetter rawDeadLetter `yaml:"dead_letter"`
+	Sink       yaml.Node     `yaml:"sink" config:"Plugin"`
+	HTTP       yaml.Node     `yaml:"http"`
+	Log        rawLog        `yaml:"log" config:"Logger"`
 	// unhealthy_on_stopped_partition: /healthz fails while a partition is stopped.
 	UnhealthyOnStopped yaml.Node `yaml:"unhealthy_on_stopped_partition" config:"UnhealthyOnStoppedPartition,bool"`
 }
@@ -70,6 +71,11 @@ type rawTimeouts struct {
 type rawRetry struct {
 	Backoff    yaml.Node `yaml:"backoff" config:"RetryBackoff,duration"`
 	MaxBackoff yaml.Node `yaml:"max_backoff" config:"MaxRetryBackoff,duration"`
+}
+
+type rawDeadLetter struct {
+	MaxRatio yaml.Node `yaml:"max_ratio" config:"MaxDeadLetterRatio,ratio"`
+	Window   yaml.Node `yaml:"window" config:"DeadLetterWindow,count"`
 }
 
 type rawLog struct {

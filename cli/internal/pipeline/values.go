@@ -112,6 +112,26 @@ func (l *loader) size(path string, n *yaml.Node) int {
 	return 0
 }
 
+// ratio is a share more than 0 and at most 1, as a number (0.2) or a percentage (20%); 0
+// means unset.
+func (l *loader) ratio(path string, n *yaml.Node) float64 {
+	s, ok := l.value(path, n)
+	if !ok {
+		return 0
+	}
+	v := strings.TrimSpace(s.val)
+	scale := 1.0
+	if p, found := strings.CutSuffix(v, "%"); found {
+		v, scale = strings.TrimSpace(p), 100
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(f/scale > 0 && f/scale <= 1) {
+		l.fail(path, s.line, "%s is not a share more than 0 and at most 1 (a number such as 0.2, or a percentage such as 20%%)", describe(s))
+		return 0
+	}
+	return f / scale
+}
+
 // duration is a positive Go duration ("100ms", "1m30s"); 0 means unset.
 func (l *loader) duration(path string, n *yaml.Node) time.Duration {
 	s, ok := l.value(path, n)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -43,7 +44,7 @@ func Migrate(ctx context.Context, databaseURL, schema string) error {
 
 // Handler returns the sink handler that applies a batch: ledger rows through COPY, then one
 // upsert of the balances touched, in account order so that concurrent partitions cannot
-// deadlock on the same accounts.
+// deadlock on the same accounts. A record that is not an event is poison (sink.Poison).
 func Handler(schema string) sink.Handler {
 	ledger := pgx.Identifier{schema, "ledger"}
 	balances := pgx.Identifier{schema, "balances"}.Sanitize()
@@ -54,13 +55,14 @@ func Handler(schema string) sink.Handler {
 		rows := make([][]any, 0, len(batch.Records))
 		type agg struct{ sum, n int64 }
 		per := map[string]*agg{}
-		for _, r := range batch.Records {
+		for i := range batch.Records {
+			r := &batch.Records[i]
 			var e Event
 			if err := json.Unmarshal(r.Value, &e); err != nil {
-				return fmt.Errorf("offset %d: decode event: %w", r.Offset, err)
+				return sink.Poison(r, fmt.Errorf("decode event: %w", err))
 			}
 			if e.EventID == "" || e.AccountID == "" {
-				return fmt.Errorf("offset %d: event_id and account_id are required", r.Offset)
+				return sink.Poison(r, errors.New("event_id and account_id are required"))
 			}
 			rows = append(rows, []any{e.EventID, e.AccountID, e.Delta, r.Topic, r.Partition, r.Offset})
 			a := per[e.AccountID]

@@ -10,8 +10,12 @@ import (
 // records no partition error: the partition is no longer this instance's. A fence while
 // still assigned is recorded as before.
 func TestFenceAfterRevokeIsNoPartitionError(t *testing.T) {
-	s := &Sink{log: slog.New(slog.DiscardHandler), failed: map[partitionKey]error{}, recheck: make(chan partitionKey, 4),
-		recheckEvery: make(chan struct{}, 1)}
+	cfg := validConfig()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	s, err := New(cfg) // no I/O before Run
+	if err != nil {
+		t.Fatal(err)
+	}
 	fenced := &FencedError{Pipeline: "p", Topic: "t", Partition: 0, Epoch: 1, Start: 10}
 
 	revoked := newWorker(&workerConfig{}, "t", 0, 1, 10)

@@ -1,0 +1,283 @@
+package cdc
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/internal/schemaformat"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// MigrationsTable is the golang-migrate version table of the cdc plugin's migrations.
+const MigrationsTable = "eosink_cdc_schema_migrations"
+
+func init() {
+	sink.RegisterConfig("cdc", func(cfg sink.PluginConfig, c Config) (*CDC, error) {
+		if c.PositionsSchema == "" {
+			c.PositionsSchema = cfg.Schema
+		}
+		p, err := New(c)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.Logger != nil {
+			p.log = cfg.Logger
+		}
+		return p, nil
+	})
+}
+
+// CDC is the plugin that applies Debezium change events to replica tables.
+type CDC struct {
+	c         Config
+	rs        routes
+	avro      bool
+	dec       *schemaformat.Decoder
+	log       *slog.Logger
+	positions string // quoted schema.cdc_positions
+
+	mu      sync.Mutex
+	targets map[string]*target // by quoted name
+
+	tombstones, truncates atomic.Int64
+}
+
+// Stats counts what the plugin skipped on purpose.
+type Stats struct {
+	Tombstones       int64 // null values (after a delete), skipped
+	TruncatesSkipped int64 // truncate events skipped because truncate is off
+}
+
+// Stats returns the plugin's counters.
+func (p *CDC) Stats() Stats {
+	return Stats{Tombstones: p.tombstones.Load(), TruncatesSkipped: p.truncates.Load()}
+}
+
+// New returns the cdc plugin for c. It does no I/O.
+func New(c Config) (*CDC, error) {
+	rs, err := c.routes()
+	if err != nil {
+		return nil, err
+	}
+	if c.PositionsSchema == "" {
+		c.PositionsSchema = "eosink"
+	}
+	p := &CDC{c: c, rs: rs, log: slog.Default(), targets: map[string]*target{},
+		positions: pgx.Identifier{c.PositionsSchema, "cdc_positions"}.Sanitize()}
+	switch c.Format {
+	case "", "json":
+		if c.Registry.URL != "" {
+			return nil, errors.New("registry: only used with format: avro")
+		}
+	case "avro":
+		rc, err := c.Registry.decoderConfig()
+		if err != nil {
+			return nil, fmt.Errorf("registry: %w", err)
+		}
+		if p.dec, err = schemaformat.New(rc); err != nil {
+			return nil, fmt.Errorf("registry: %w", err)
+		}
+		p.avro = true
+	default:
+		return nil, fmt.Errorf("format: %q is not json or avro", c.Format)
+	}
+	return p, nil
+}
+
+// Migrations returns the positions table's migrations.
+func (p *CDC) Migrations() []sink.Migrations {
+	sub, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		panic(err)
+	}
+	return []sink.Migrations{{Name: "cdc", FS: sub, Schema: p.c.PositionsSchema, Table: MigrationsTable}}
+}
+
+// Prepare checks the positions table, and the target of every per-table override whose
+// name has no variable: that it exists and has a primary key.
+func (p *CDC) Prepare(ctx context.Context, db sink.DB) error {
+	var ok bool
+	if err := db.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", p.positions).Scan(&ok); err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("cdc: %s does not exist: run `eosink migrate up` (or set database.auto_migrate)", p.positions)
+	}
+	for st, r := range p.rs.byST {
+		id := r.tmpl.render("", "", "", "")
+		if id.Sanitize() != r.tmpl.render("x", "x", "x", "x").Sanitize() {
+			continue // depends on the event
+		}
+		if _, err := p.target(ctx, db, id, r); err != nil {
+			return fmt.Errorf("tables.%s: %w", st, err)
+		}
+	}
+	return nil
+}
+
+// target returns the replica table id, reading its catalog on first use.
+func (p *CDC) target(ctx context.Context, db sink.DB, id pgx.Identifier, r route) (*target, error) {
+	name := id.Sanitize()
+	p.mu.Lock()
+	t := p.targets[name]
+	p.mu.Unlock()
+	if t != nil {
+		return t, nil
+	}
+	t, err := loadTarget(ctx, db, id, r, p.positions)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.targets[name] = t
+	p.mu.Unlock()
+	return t, nil
+}
+
+// Open does nothing: the plugin keeps no per-partition state.
+func (p *CDC) Open(context.Context, sink.Partition) error { return nil }
+
+// Close does nothing.
+func (p *CDC) Close(context.Context, sink.Partition) error { return nil }
+
+// Write applies the batch's change events: grouped by target table, staged with COPY and
+// merged with one statement per table. A truncate (when enabled) first applies the changes
+// before it.
+func (p *CDC) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
+	pending := map[string]*stagedTable{}
+	var order []string
+	flush := func() error {
+		for _, name := range order {
+			if err := pending[name].apply(ctx, tx); err != nil {
+				return err
+			}
+		}
+		clear(pending)
+		order = order[:0]
+		return nil
+	}
+	for i := range b.Records {
+		r := &b.Records[i]
+		if r.Value == nil {
+			p.tombstones.Add(1)
+			continue
+		}
+		ev, err := p.decode(ctx, r)
+		if err != nil {
+			return err
+		}
+		rt := p.rs.lookup(ev.schema, ev.table)
+		id := rt.tmpl.render(ev.db, ev.schema, ev.table, r.Topic)
+		switch ev.op {
+		case "t":
+			if !p.c.Truncate {
+				p.truncates.Add(1)
+				p.log.Info("cdc: truncate event skipped (truncate: false)", "source", ev.schema+"."+ev.table,
+					"topic", r.Topic, "partition", r.Partition, "offset", r.Offset)
+				continue
+			}
+			if err := flush(); err != nil {
+				return err
+			}
+			t, err := p.target(ctx, tx, id, rt)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, t.truncSQL, t.name, ev.commit, ev.lsn); err != nil {
+				return fmt.Errorf("cdc: truncate %s: %w", t.name, err)
+			}
+			continue
+		case "c", "r", "u", "d":
+		default:
+			return sink.Poison(r, fmt.Errorf("cdc: unknown op %q", ev.op))
+		}
+		if r.Key == nil {
+			return sink.Poison(r, fmt.Errorf("cdc: source table %s.%s has no primary key (the change event's key is null); "+
+				"the cdc plugin applies changes by primary key: give the table one, or set Debezium's message.key.columns", ev.schema, ev.table))
+		}
+		t, err := p.target(ctx, tx, id, rt)
+		if err != nil {
+			return err
+		}
+		st := pending[t.name]
+		if st == nil {
+			st = &stagedTable{t: t}
+			pending[t.name] = st
+			order = append(order, t.name)
+		}
+		if err := st.add(ev, i); err != nil {
+			return sink.Poison(r, err)
+		}
+	}
+	return flush()
+}
+
+// decode decodes a record's key and value. A record that cannot decode is poison; while
+// the registry is unavailable it waits and tries again, so that nothing is skipped.
+func (p *CDC) decode(ctx context.Context, r *sink.Record) (*event, error) {
+	for wait := 500 * time.Millisecond; ; wait = min(2*wait, 30*time.Second) {
+		ev, err := p.decodeOnce(r)
+		if err == nil {
+			return ev, nil
+		}
+		if !errors.Is(err, schemaformat.ErrRegistryUnavailable) {
+			var re *schemaformat.RegistryError
+			if errors.As(err, &re) {
+				return nil, fmt.Errorf("cdc: %w", err) // a wrong configuration: stop
+			}
+			return nil, sink.Poison(r, fmt.Errorf("cdc: %w", err))
+		}
+		p.log.Warn("cdc: schema registry unavailable; retrying", "topic", r.Topic, "partition", r.Partition,
+			"offset", r.Offset, "wait", wait, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (p *CDC) decodeOnce(r *sink.Record) (*event, error) {
+	var ev *event
+	if p.avro {
+		msg, err := p.dec.Decode(schemaformat.Avro, r.Value)
+		if err != nil {
+			return nil, err
+		}
+		if ev, err = decodeAvroValue(&msg); err != nil {
+			return nil, err
+		}
+		if r.Key != nil {
+			km, err := p.dec.Decode(schemaformat.Avro, r.Key)
+			if err != nil {
+				return nil, fmt.Errorf("key: %w", err)
+			}
+			if ev.key, err = avroImage(&km, km.Value, ""); err != nil {
+				return nil, err
+			}
+		}
+		return ev, nil
+	}
+	ev, err := decodeJSONValue(r.Value)
+	if err != nil {
+		return nil, err
+	}
+	if r.Key != nil {
+		if ev.key, err = decodeJSONKey(r.Key); err != nil {
+			return nil, fmt.Errorf("key: %w", err)
+		}
+	}
+	return ev, nil
+}

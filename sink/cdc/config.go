@@ -1,0 +1,199 @@
+package cdc
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eosink/eosink/sink/internal/schemaformat"
+)
+
+// Config configures the cdc plugin. See the package documentation for an example.
+type Config struct {
+	// Format of keys and values: json (Connect's JsonConverter, with or without schemas,
+	// detected per record) or avro (Confluent wire format through Registry). Default json.
+	Format string `yaml:"format"`
+	// Registry is the Schema Registry for avro.
+	Registry RegistryConfig `yaml:"registry"`
+	// Table is the target table template; ${source.schema}, ${source.table},
+	// ${source.db} and ${topic} are replaced. A name without a schema goes to Schema.
+	// Default "${source.schema}.${source.table}".
+	Table string `yaml:"table"`
+	// Schema is the target schema of a Table template without one. Default public.
+	Schema string `yaml:"schema"`
+	// Tables overrides, per source table ("schema.table"), the target and its columns.
+	Tables map[string]TableConfig `yaml:"tables"`
+	// Include, when set, lists the only columns replicated; Exclude lists columns never
+	// replicated. Both apply to every table unless the table's override sets its own.
+	Include []string `yaml:"include"`
+	Exclude []string `yaml:"exclude"`
+	// Truncate applies truncate events (op t). Default false: they are skipped and logged.
+	Truncate bool `yaml:"truncate"`
+	// PositionsSchema holds cdc_positions. Default the pipeline's schema.
+	PositionsSchema string `yaml:"positions_schema"`
+}
+
+// TableConfig overrides the routing of one source table.
+type TableConfig struct {
+	Table   string   `yaml:"table"`
+	Include []string `yaml:"include"`
+	Exclude []string `yaml:"exclude"`
+}
+
+// RegistryConfig says how to reach the Schema Registry (its Confluent-compatible API).
+type RegistryConfig struct {
+	URL                string `yaml:"url"`
+	Username           string `yaml:"username"`
+	Password           string `yaml:"password"`
+	BearerToken        string `yaml:"bearer_token"`
+	Timeout            string `yaml:"timeout"`
+	CAFile             string `yaml:"ca_file"`
+	CertFile           string `yaml:"cert_file"`
+	KeyFile            string `yaml:"key_file"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+}
+
+func (r RegistryConfig) decoderConfig() (schemaformat.Config, error) {
+	c := schemaformat.Config{URL: r.URL, Username: r.Username, Password: r.Password, BearerToken: r.BearerToken,
+		TLS: schemaformat.TLSConfig{CAFile: r.CAFile, CertFile: r.CertFile, KeyFile: r.KeyFile, InsecureSkipVerify: r.InsecureSkipVerify}}
+	if r.Timeout != "" {
+		d, err := time.ParseDuration(r.Timeout)
+		if err != nil {
+			return c, fmt.Errorf("registry.timeout: %v", err)
+		}
+		c.Timeout = d
+	}
+	return c, c.Validate()
+}
+
+const defaultTemplate = "${source.schema}.${source.table}"
+
+var templateVar = regexp.MustCompile(`\$\{([^}]*)\}`)
+
+var templateVars = []string{"source.schema", "source.table", "source.db", "topic"}
+
+// template is a target table name with variables, split at its dots into schema and table.
+type template struct {
+	parts []string
+}
+
+func parseTemplate(s, schema string) (template, error) {
+	if strings.TrimSpace(s) == "" {
+		return template{}, errors.New("empty table name")
+	}
+	parts := splitDots(s)
+	if len(parts) > 2 || slices.Contains(parts, "") {
+		return template{}, fmt.Errorf("%q is not table or schema.table", s)
+	}
+	for _, p := range parts {
+		for _, m := range templateVar.FindAllStringSubmatch(p, -1) {
+			if !slices.Contains(templateVars, m[1]) {
+				return template{}, fmt.Errorf("%q: unknown variable ${%s} (want %s)", s, m[1], strings.Join(templateVars, ", "))
+			}
+		}
+		if strings.Contains(templateVar.ReplaceAllString(p, ""), "$") {
+			return template{}, fmt.Errorf("%q: a $ that is not ${variable}", s)
+		}
+	}
+	if len(parts) == 1 {
+		parts = []string{schema, parts[0]}
+	}
+	return template{parts: parts}, nil
+}
+
+// splitDots splits s at the dots outside ${...}.
+func splitDots(s string) []string {
+	var parts []string
+	depth, start := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '$' && i+1 < len(s) && s[i+1] == '{':
+			depth++
+			i++
+		case s[i] == '}' && depth > 0:
+			depth--
+		case s[i] == '.' && depth == 0:
+			parts = append(parts, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(parts, s[start:])
+}
+
+// render returns the target table for a source table.
+func (t template) render(db, schema, table, topic string) pgx.Identifier {
+	vars := map[string]string{"source.schema": schema, "source.table": table, "source.db": db, "topic": topic}
+	id := make(pgx.Identifier, len(t.parts))
+	for i, p := range t.parts {
+		id[i] = templateVar.ReplaceAllStringFunc(p, func(v string) string { return vars[v[2:len(v)-1]] })
+	}
+	return id
+}
+
+// route is what a source table resolves to before the target's catalog is read.
+type route struct {
+	tmpl             template
+	include, exclude []string
+}
+
+// routes holds the default route and the per-table overrides.
+type routes struct {
+	def  route
+	byST map[string]route // "schema.table" of the source
+}
+
+func (c *Config) routes() (routes, error) {
+	if c.Schema == "" {
+		c.Schema = "public"
+	}
+	if c.Table == "" {
+		c.Table = defaultTemplate
+	}
+	t, err := parseTemplate(c.Table, c.Schema)
+	if err != nil {
+		return routes{}, fmt.Errorf("table: %w", err)
+	}
+	if len(c.Include) > 0 && len(c.Exclude) > 0 {
+		return routes{}, errors.New("include and exclude are exclusive")
+	}
+	rs := routes{def: route{tmpl: t, include: c.Include, exclude: c.Exclude}, byST: map[string]route{}}
+	for st, tc := range c.Tables {
+		if s, tb, ok := strings.Cut(st, "."); !ok || s == "" || tb == "" {
+			return routes{}, fmt.Errorf("tables: key %q is not schema.table of a source table", st)
+		}
+		r := rs.def
+		if tc.Table != "" {
+			if r.tmpl, err = parseTemplate(tc.Table, c.Schema); err != nil {
+				return routes{}, fmt.Errorf("tables.%s.table: %w", st, err)
+			}
+		}
+		if len(tc.Include) > 0 && len(tc.Exclude) > 0 {
+			return routes{}, fmt.Errorf("tables.%s: include and exclude are exclusive", st)
+		}
+		if len(tc.Include) > 0 || len(tc.Exclude) > 0 {
+			r.include, r.exclude = tc.Include, tc.Exclude
+		}
+		rs.byST[st] = r
+	}
+	return rs, nil
+}
+
+func (rs routes) lookup(schema, table string) route {
+	if r, ok := rs.byST[schema+"."+table]; ok {
+		return r
+	}
+	return rs.def
+}
+
+// replicated reports whether column col is replicated under r.
+func (r route) replicated(col string) bool {
+	if len(r.include) > 0 {
+		return slices.Contains(r.include, col)
+	}
+	return !slices.Contains(r.exclude, col)
+}

@@ -1,0 +1,28 @@
+// Package cdc is the built-in sink plugin "cdc": it applies Debezium change events (from
+// the PostgreSQL connector) to replica tables, exactly once, and never moves a row back.
+//
+//	sink:
+//	  type: cdc
+//	  format: avro                  # json (default; schemas on or off, detected) | avro
+//	  registry:                     # avro only: the registry's Confluent-compatible API
+//	    url: http://127.0.0.1:8080/apis/ccompat/v7
+//	  table: "replica.$${source.table}"   # default $${source.schema}.$${source.table};
+//	                                # also $${source.db}, $${topic}. ($$ escapes the config
+//	                                # loader's own ${ENV} expansion.)
+//	  schema: public                # target schema of a table name without one
+//	  exclude: [internal_note]      # or include: [...]; columns, for every table
+//	  tables:                       # per source table overrides
+//	    public.orders: {table: archive.orders, exclude: [blob]}
+//	  truncate: false               # apply op t (truncate); default: skip and log
+//	  positions_schema: eosink      # where cdc_positions lives; default the pipeline's schema
+//
+// c and r upsert by the target's primary key, u updates (a u whose before image has
+// another key deletes the old key), d deletes, tombstones are skipped (counted in Stats).
+// Columns are the target table's (minus exclude); a replicated field without a column is
+// poison. An event with a null key (a source table without a primary key), an unknown op,
+// or bytes that do not decode is poison.
+//
+// Each row's source position, (commit LSN from source.sequence, source.lsn), is kept in
+// cdc_positions, also after a delete; a change applies only when its position is newer.
+// Snapshot reads (op r) order before every streamed change. See docs/cdc.md.
+package cdc

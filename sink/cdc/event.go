@@ -1,0 +1,281 @@
+package cdc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/eosink/eosink/sink/internal/schemaformat"
+)
+
+// semantic is what the writer of a change event says about a field: its Kafka Connect
+// type name (io.debezium.time.MicroTimestamp...) and parameters, and, with the JSON
+// converter, whether its schema type is bytes (base64 text). typed is false for JSON
+// without schemas, where the target column's type is the only hint.
+type semantic struct {
+	name   string
+	params map[string]string
+	bytes  bool
+	typed  bool
+}
+
+// value is one field of a row image, as decoded, with its semantic.
+type value struct {
+	v any
+	t semantic
+}
+
+// image is a row image (before, after) or a key struct: field → value.
+type image map[string]value
+
+// event is one Debezium change event, decoded.
+type event struct {
+	op                string // c, r, u, d, t
+	db, schema, table string // source
+	commit, lsn       int64  // the source position (see position)
+	before, after     image
+	key               image // the Kafka key's struct; nil for a null key
+}
+
+var errNotEnvelope = errors.New("not a Debezium change event envelope (no op and source)")
+
+// jsonSchema is a Kafka Connect schema as the JsonConverter writes it.
+type jsonSchema struct {
+	Type       string         `json:"type"`
+	Name       string         `json:"name"`
+	Field      string         `json:"field"`
+	Parameters map[string]any `json:"parameters"`
+	Fields     []jsonSchema   `json:"fields"`
+}
+
+func (s *jsonSchema) field(name string) *jsonSchema {
+	if s == nil {
+		return nil
+	}
+	for i := range s.Fields {
+		if s.Fields[i].Field == name {
+			return &s.Fields[i]
+		}
+	}
+	return nil
+}
+
+func (s *jsonSchema) semantic() semantic {
+	if s == nil {
+		return semantic{}
+	}
+	t := semantic{name: s.Name, bytes: s.Type == "bytes", typed: true}
+	if len(s.Parameters) > 0 {
+		t.params = make(map[string]string, len(s.Parameters))
+		for k, v := range s.Parameters {
+			t.params[k] = fmt.Sprint(v)
+		}
+	}
+	return t
+}
+
+// parseJSON reads a JsonConverter record: {schema, payload} when schemas are enabled,
+// else the payload alone. schema is nil without schemas.
+func parseJSON(data []byte) (payload any, schema *jsonSchema, err error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, nil, fmt.Errorf("invalid JSON: %v", err)
+	}
+	if dec.More() {
+		return nil, nil, errors.New("invalid JSON: data after the value")
+	}
+	m, ok := v.(map[string]any)
+	if !ok || len(m) != 2 {
+		return v, nil, nil
+	}
+	rawSchema, hasSchema := m["schema"]
+	p, hasPayload := m["payload"]
+	if !hasSchema || !hasPayload {
+		return v, nil, nil
+	}
+	// Re-read the schema into its struct: it is small next to the payload.
+	b, err := json.Marshal(rawSchema)
+	if err != nil {
+		return nil, nil, err
+	}
+	schema = &jsonSchema{}
+	if err := json.Unmarshal(b, schema); err != nil {
+		return nil, nil, fmt.Errorf("schema: %v", err)
+	}
+	return p, schema, nil
+}
+
+// jsonImage turns a struct payload into an image with the semantics of its schema.
+func jsonImage(v any, s *jsonSchema, what string) (image, error) {
+	if v == nil {
+		return nil, nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s is %T, want an object", what, v)
+	}
+	img := make(image, len(m))
+	for k, fv := range m {
+		var t semantic
+		if s != nil {
+			if fs := s.field(k); fs != nil {
+				t = fs.semantic()
+			} else {
+				t.typed = true // a field the schema does not describe: take it as it is
+			}
+		}
+		img[k] = value{v: fv, t: t}
+	}
+	return img, nil
+}
+
+// decodeJSONValue parses a JsonConverter change event.
+func decodeJSONValue(data []byte) (*event, error) {
+	p, s, err := parseJSON(data)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := p.(map[string]any)
+	if !ok {
+		return nil, errNotEnvelope
+	}
+	ev, err := envelope(m)
+	if err != nil {
+		return nil, err
+	}
+	if ev.before, err = jsonImage(m["before"], s.field("before"), "before"); err != nil {
+		return nil, err
+	}
+	if ev.after, err = jsonImage(m["after"], s.field("after"), "after"); err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
+// decodeJSONKey parses a JsonConverter key struct.
+func decodeJSONKey(data []byte) (image, error) {
+	p, s, err := parseJSON(data)
+	if err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return nil, nil
+	}
+	return jsonImage(p, s, "key")
+}
+
+// avroImage turns a decoded Avro record into an image, with the Connect types of its
+// fields from msg at path side.
+func avroImage(msg *schemaformat.Message, v any, side string) (image, error) {
+	if v == nil {
+		return nil, nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s is %T, want a record", side, v)
+	}
+	img := make(image, len(m))
+	for k, fv := range m {
+		t := semantic{typed: true}
+		var path []string
+		if side != "" {
+			path = append(path, side)
+		}
+		if ct, ok := msg.Connect(append(path, k)...); ok {
+			t.name, t.params = ct.Name, ct.Parameters
+		}
+		img[k] = value{v: fv, t: t}
+	}
+	return img, nil
+}
+
+func decodeAvroValue(msg *schemaformat.Message) (*event, error) {
+	m, ok := msg.Value.(map[string]any)
+	if !ok {
+		return nil, errNotEnvelope
+	}
+	ev, err := envelope(m)
+	if err != nil {
+		return nil, err
+	}
+	if ev.before, err = avroImage(msg, m["before"], "before"); err != nil {
+		return nil, err
+	}
+	if ev.after, err = avroImage(msg, m["after"], "after"); err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
+// envelope reads op and source of a change event.
+func envelope(m map[string]any) (*event, error) {
+	op, _ := m["op"].(string)
+	src, _ := m["source"].(map[string]any)
+	if op == "" || src == nil {
+		return nil, errNotEnvelope
+	}
+	ev := &event{op: op}
+	ev.db, _ = src["db"].(string)
+	ev.schema, _ = src["schema"].(string)
+	ev.table, _ = src["table"].(string)
+	if ev.schema == "" || ev.table == "" {
+		return nil, errors.New("source.schema or source.table missing")
+	}
+	var err error
+	if ev.commit, ev.lsn, err = position(src, op); err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
+// position returns the source position of a change, compared as the pair (commit, lsn):
+// lsn is source.lsn; commit is the first LSN of source.sequence (the last commit before
+// the change, increasing in the stream's commit order) or else lsn. Snapshot reads (op r)
+// get commit 0, so that they order before every streamed change: a snapshot row is never
+// newer than a change streamed after the slot was created, even one whose own LSN is
+// lower than the snapshot's (a transaction in flight when the snapshot was taken).
+func position(src map[string]any, op string) (commit, lsn int64, err error) {
+	lsn, ok := asInt64(src["lsn"])
+	if !ok {
+		return 0, 0, fmt.Errorf("source.lsn missing or not an integer (%v): the cdc plugin reads Debezium's PostgreSQL connector", src["lsn"])
+	}
+	if op == "r" {
+		return 0, lsn, nil
+	}
+	commit = lsn
+	if seq, ok := src["sequence"].(string); ok && seq != "" {
+		var pair []*string
+		if err := json.Unmarshal([]byte(seq), &pair); err != nil || len(pair) != 2 {
+			return 0, 0, fmt.Errorf("source.sequence %q is not a pair of LSNs", seq)
+		}
+		if pair[0] != nil {
+			c, err := strconv.ParseInt(*pair[0], 10, 64)
+			if err != nil {
+				return 0, 0, fmt.Errorf("source.sequence %q: %v", seq, err)
+			}
+			commit = c
+		}
+	}
+	return commit, lsn, nil
+}
+
+func asInt64(v any) (int64, bool) {
+	switch v := v.(type) {
+	case int64:
+		return v, true
+	case json.Number:
+		n, err := v.Int64()
+		return n, err == nil
+	case float64:
+		return int64(v), v == float64(int64(v))
+	case int32:
+		return int64(v), true
+	case int:
+		return int64(v), true
+	}
+	return 0, false
+}

@@ -1,0 +1,225 @@
+package cdc
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eosink/eosink/internal/testbed"
+)
+
+// TestCDCAvroSIGKILLAndReplay: Debezium with Avro through the registry → Kafka → eosink run
+// with the cdc plugin. The sink is SIGKILLed mid-stream and restarted while the source keeps
+// changing; then the pipeline is reset to the earliest offset (a replay) while the source
+// changes more. Rows end equal to the source, and during the replay no row's version ever
+// goes down and no deleted row comes back.
+func TestCDCAvroSIGKILLAndReplay(t *testing.T) { scenario(t, testbed.Avro) }
+
+// TestCDCJSONWithSchemas: the same path with Connect's JsonConverter, schemas enabled,
+// Debezium's default decimal.handling.mode=precise (base64 bytes with a scale parameter).
+func TestCDCJSONWithSchemas(t *testing.T) { scenario(t, testbed.JSONWithSchemas) }
+
+func scenario(t *testing.T, conv testbed.Converter) {
+	e := testbed.Require(t)
+	registryURL := testbed.RequireRegistry(t)
+	ctx := context.Background()
+	srcURL, _ := testbed.SourceDatabase(t, e, "cdcsrc")
+	src, err := pgx.Connect(ctx, srcURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close(context.Background()) })
+	if _, err := src.Exec(ctx, sourceDDL); err != nil {
+		t.Fatal(err)
+	}
+	w := &workload{c: src, rng: rand.New(rand.NewPCG(1, uint64(len(conv))))}
+	for range 30 { // rows present before Debezium starts: its snapshot reads them (op r)
+		if err := w.step(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := src.Exec(ctx, `INSERT INTO public.nopk VALUES ('before')`); err != nil {
+		t.Fatal(err)
+	}
+	db := testbed.Pool(t, e)
+	replica := testbed.Schema(t, e)
+	offsets := testbed.Schema(t, e)
+	if _, err := db.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{replica}.Sanitize()+fmt.Sprintf(replicaDDL, pgx.Identifier{replica}.Sanitize())); err != nil {
+		t.Fatal(err)
+	}
+	d := testbed.RunDebezium(t, testbed.DebeziumOptions{Brokers: e.Brokers, SourceURL: srcURL,
+		Tables:      []string{"public.accounts", "public.lines", "public.nopk"},
+		TopicPrefix: testbed.Name(t, "cdc"), Converter: conv, RegistryURL: registryURL, Partitions: 3})
+	t.Logf("Debezium (%s) running after %s", conv, d.StartedIn.Round(time.Millisecond))
+	topics := []string{d.Topic("public.accounts"), d.Topic("public.lines"), d.Topic("public.nopk")}
+	waitTopics(t, e.Brokers, topics)
+
+	format, registry := "json", ""
+	if conv == testbed.Avro {
+		format, registry = "avro", "\n  registry:\n    url: "+registryURL
+	}
+	pipeline := testbed.Name(t, "p")
+	config := filepath.Join(t.TempDir(), "pipeline.yaml")
+	yaml := fmt.Sprintf(`pipeline: %s
+kafka:
+  brokers: %s
+  group: %s
+  topics: [%s]
+  properties:
+    session.timeout.ms: 6000
+    heartbeat.interval.ms: 1000
+database:
+  url: %s
+  schema: %s
+on_poison: dead-letter
+sink:
+  type: cdc
+  format: %s%s
+  table: "%s.$${source.table}"
+`, pipeline, e.Brokers, testbed.Name(t, "g"), strings.Join(topics, ", "), e.DatabaseURL, offsets, format, registry, replica)
+	if err := os.WriteFile(config, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cli(t, "migrate", "up", "-config", config)
+	run := func(name string) *testbed.Process {
+		return testbed.StartProcess(t, eosinkBin, name, []string{"run", "-config", config})
+	}
+	equal := func(what string, timeout time.Duration) {
+		t.Helper()
+		var last map[string][3]int
+		testbed.Eventually(t, timeout, what, func() (bool, string) {
+			c, diff, err := compare(ctx, src, db, replica)
+			if err != nil {
+				return false, err.Error()
+			}
+			last = c
+			for _, v := range c {
+				if v[2] != 0 {
+					return false, fmt.Sprint(c, "\n", strings.Join(diff, "\n"))
+				}
+			}
+			return true, ""
+		})
+		for table, v := range last {
+			t.Logf("%s: %s: source rows: %d, replica rows: %d, mismatches: %d", what, table, v[0], v[1], v[2])
+		}
+	}
+
+	// 1. Stream while the sink is SIGKILLed and restarted.
+	first := run("eosink run (first)")
+	for range 150 {
+		if err := w.step(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testbed.Eventually(t, 90*time.Second, "the first sink to apply some changes", func() (bool, string) {
+		var n int
+		_ = db.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s.cdc_positions", pgx.Identifier{offsets}.Sanitize())).Scan(&n)
+		return n > 20, fmt.Sprint(n)
+	})
+	first.Signal(syscall.SIGKILL)
+	if err := first.Wait(10 * time.Second); !testbed.KilledBySIGKILL(err) {
+		t.Fatalf("first run: %v, want killed by SIGKILL", err)
+	}
+	for range 150 {
+		if err := w.step(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second := run("eosink run (after SIGKILL)")
+	equal("after SIGKILL and restart", 3*time.Minute)
+	second.StopClean(60 * time.Second)
+
+	// 2. Replay from the earliest offset while the source changes more.
+	before := versions(t, ctx, db, replica)
+	cli(t, "offsets", "set", "-database-url", e.DatabaseURL, "-brokers", e.Brokers, "-schema", offsets, "-pipeline", pipeline, "-to", "earliest", "-reason", "cdc test replay", "-operator", "cdc-test")
+	third := run("eosink run (replay)")
+	stop := make(chan struct{})
+	samples := make(chan map[string]int64, 1024)
+	go func() {
+		defer close(samples)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			samples <- versions(t, ctx, db, replica)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	for range 100 {
+		if err := w.step(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	equal("after the replay", 3*time.Minute)
+	close(stop)
+	third.StopClean(60 * time.Second)
+	prev, n, gone := before, 0, map[string]bool{}
+	for s := range samples {
+		n++
+		for k, v := range prev {
+			got, ok := s[k]
+			switch {
+			case !ok:
+				gone[k] = true
+			case got < v:
+				t.Errorf("replay moved %s back from version %d to %d", k, v, got)
+			}
+		}
+		for k := range s {
+			if gone[k] {
+				t.Errorf("replay resurrected deleted row %s", k)
+			}
+		}
+		prev = s
+	}
+	t.Logf("replay: %d samples of the replica, none moved back", n)
+
+	// 3. The table without a primary key was refused, each event dead-lettered with the reason.
+	var dead int
+	var reason string
+	if err := db.QueryRow(ctx, fmt.Sprintf(`SELECT count(*), coalesce(max(error), '') FROM %s.dead_letters WHERE topic = $1`,
+		pgx.Identifier{offsets}.Sanitize()), d.Topic("public.nopk")).Scan(&dead, &reason); err != nil {
+		t.Fatal(err)
+	}
+	if dead == 0 || !strings.Contains(reason, "has no primary key") {
+		t.Errorf("table without a primary key: %d dead letters, reason %q", dead, reason)
+	}
+	t.Logf("public.nopk: %d events dead-lettered: %s", dead, reason)
+	var others int
+	_ = db.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %s.dead_letters WHERE topic <> $1`, pgx.Identifier{offsets}.Sanitize()), d.Topic("public.nopk")).Scan(&others)
+	if others != 0 {
+		t.Errorf("%d dead letters outside public.nopk", others)
+	}
+}
+
+// versions returns the replica's rows as key → version.
+func versions(t *testing.T, ctx context.Context, db interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, replica string) map[string]int64 {
+	out := map[string]int64{}
+	for table, key := range tables {
+		rows, err := db.Query(ctx, fmt.Sprintf("SELECT %s::text, version FROM %s", strings.ReplaceAll(key, ", ", "::text || ',' || "), pgx.Identifier{replica, table}.Sanitize()))
+		if err != nil {
+			t.Error(err)
+			return out
+		}
+		var k string
+		var v int64
+		_, err = pgx.ForEachRow(rows, []any{&k, &v}, func() error { out[table+":"+k] = v; return nil })
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	return out
+}

@@ -29,9 +29,10 @@ services-status: ## Show whether the test bed services run
 	bash test/services/services.sh status
 
 .PHONY: build
-build: ## Build bin/eosink and bin/points (without failpoints, as shipped)
+build: ## Build bin/eosink, bin/points and bin/cdc (without failpoints, as shipped)
 	$(GO) build -o bin/eosink ./cmd/eosink
 	$(GO) build -o bin/points ./examples/points
+	$(GO) build -o bin/cdc ./examples/cdc
 
 .PHONY: lint
 lint: ## gofmt and go vet
@@ -66,6 +67,10 @@ bench: ## Throughput side by side (raw COPY, eosink, at-least-once, per-message,
 .PHONY: demo
 demo: build ## Run the points example end to end: produce, SIGKILL the sink mid-stream, restart, verify
 	. test/services/use.sh && bash examples/points/demo.sh
+
+.PHONY: cdc
+cdc: build ## Replicate a PostgreSQL database with Debezium (Avro via the registry) and eosink's cdc plugin; SIGKILL the sink mid-stream, restart, compare rows
+	. test/services/use.sh && bash examples/cdc/demo.sh
 
 .PHONY: clean
 clean: ## Remove build output

@@ -13,11 +13,11 @@ import (
 	"github.com/eosink/eosink/internal/testbed"
 )
 
-var eosinkBin string
+var eosinkBin, cdcBin string
 
 func TestMain(m *testing.M) {
-	dir, cleanup := testbed.Build("github.com/eosink/eosink/cmd/eosink")
-	eosinkBin = filepath.Join(dir, "eosink")
+	dir, cleanup := testbed.Build("github.com/eosink/eosink/cmd/eosink", "github.com/eosink/eosink/examples/cdc")
+	eosinkBin, cdcBin = filepath.Join(dir, "eosink"), filepath.Join(dir, "cdc")
 	code := m.Run()
 	cleanup()
 	os.Exit(code)

@@ -32,7 +32,7 @@ func (m *Mapping) Row(r *sink.Record, dst []any) ([]any, error) {
 	} else {
 		cols = make([]pathCol, len(m.Columns))
 	}
-	rd := reader{rec: r,
+	rd := reader{rec: r, dec: m.Decoder,
 		key:   side{data: r.Key, format: m.Key, paths: srcKeyPath},
 		value: side{data: r.Value, format: m.Value, paths: srcValuePath}}
 
@@ -76,9 +76,16 @@ func (m *Mapping) Row(r *sink.Record, dst []any) ([]any, error) {
 // example an event id for deduplication. keyFormat and valueFormat say how r's key and
 // value decode. An error is a *FieldError without a column name, and means r is poison.
 func Extract(r *sink.Record, src Source, keyFormat, valueFormat Format) (any, error) {
+	m := Mapping{Key: keyFormat, Value: valueFormat}
+	return m.Extract(r, src)
+}
+
+// Extract is the package's Extract with m's formats and Decoder; m's columns play no part.
+func (m *Mapping) Extract(r *sink.Record, src Source) (any, error) {
 	columns := [1]Column{{From: src}}
 	var cols [1]pathCol
-	rd := reader{rec: r,
+	keyFormat, valueFormat := m.Key, m.Value
+	rd := reader{rec: r, dec: m.Decoder,
 		key:   side{data: r.Key, format: keyFormat, paths: srcKeyPath},
 		value: side{data: r.Value, format: valueFormat, paths: srcValuePath}}
 	var bufArray [64]byte
@@ -133,6 +140,9 @@ type side struct {
 	scanned bool       // the JSON has been scanned
 	err     error      // why data is not valid JSON
 	doc     string     // data, once scanned valid; it aliases data and must not escape
+
+	decoded bool // a schema'd side has been decoded (into tree, or failed with err)
+	tree    any  // the decoded tree of a schema'd side
 }
 
 // reader reads the columns of one record, scanning each side at most once. Its methods
@@ -140,6 +150,7 @@ type side struct {
 // are not fields so that cols can stay on the stack.
 type reader struct {
 	rec        *sink.Record
+	dec        Decoder // for schema'd formats
 	key, value side
 }
 
@@ -180,6 +191,16 @@ func (rd *reader) scan(s *side, columns []Column, cols []pathCol) error {
 func (rd *reader) eval(columns []Column, cols []pathCol, j int, buf []byte) (result, []byte, error) {
 	r := rd.rec
 	src := columns[j].From
+	switch src.kind {
+	case srcKey, srcKeyPath:
+		if rd.key.format.Schemad() {
+			return rd.schemaValue(&rd.key, src, columns[j].Array, "null key", buf)
+		}
+	case srcValue, srcValuePath:
+		if rd.value.format.Schemad() {
+			return rd.schemaValue(&rd.value, src, columns[j].Array, "null value (tombstone)", buf)
+		}
+	}
 	switch src.kind {
 	case srcKey:
 		return rd.whole(&rd.key, columns, cols, "null key", buf)

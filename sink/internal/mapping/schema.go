@@ -201,17 +201,39 @@ func appendArrayLiteral(buf []byte, a []any, depth int) ([]byte, error) {
 // RecordError turns an error of Row or Extract on r into the error a plugin's Write
 // returns: a schema registry that cannot be reached is transient (sink.Transient: the batch
 // is retried, nothing is skipped); any other registry failure (401, 403, a URL that is not
-// a registry) is returned as it is, which stops the partition, since the configuration is
-// wrong; anything else is about the record and makes it poison (sink.Poison).
+// a registry) is a *RegistryConfigError, which stops the partition, since the configuration
+// is wrong; anything else is about the record and makes it poison (sink.Poison).
 func RecordError(r *sink.Record, err error) error {
 	if errors.Is(err, schemaformat.ErrRegistryUnavailable) {
 		return sink.Transient(err)
 	}
 	var re *schemaformat.RegistryError
 	if errors.As(err, &re) {
-		return fmt.Errorf("schema registry refused the request (check schema_registry's url and credentials): %w", err)
+		return &RegistryConfigError{Err: re, msg: err.Error()}
 	}
 	return sink.Poison(r, err)
+}
+
+// RegistryConfigError is a schema registry's refusal that retrying cannot fix (401, 403, a
+// URL that is not a registry). It matches *schemaformat.RegistryError with errors.As but
+// hides the rest of the chain: the *url.Error that net/http wraps a refusal in would
+// otherwise count as a lost connection and be retried forever.
+type RegistryConfigError struct {
+	Err *schemaformat.RegistryError
+	msg string
+}
+
+func (e *RegistryConfigError) Error() string {
+	return "schema registry refused the request (check schema_registry's url and credentials): " + e.msg
+}
+
+// As matches a **schemaformat.RegistryError target, and nothing under it.
+func (e *RegistryConfigError) As(target any) bool {
+	if p, ok := target.(**schemaformat.RegistryError); ok {
+		*p = e.Err
+		return true
+	}
+	return false
 }
 
 // shared holds the decoders made by NewDecoder, one per registry configuration.

@@ -3,6 +3,8 @@ package mapping
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"reflect"
 	"testing"
 	"time"
@@ -103,7 +105,7 @@ func TestRowSchemad(t *testing.T) {
 
 func TestRowSchemadErrors(t *testing.T) {
 	unavailable := &schemaformat.RegistryError{SchemaID: 7, Status: 503, Err: errors.New("down")}
-	refused := &schemaformat.RegistryError{SchemaID: 7, Status: 401, Err: errors.New("no")}
+	refused := &schemaformat.RegistryError{SchemaID: 7, Status: 401, Err: &url.Error{Op: "Get", URL: "http://r", Err: errors.New("HTTP Unauthorized")}}
 	dec := fakeDecoder{"nul": map[string]any{"s": "a\x00b"}, "down": unavailable, "refused": refused,
 		"unknown": fmt.Errorf("%w 9", schemaformat.ErrUnknownSchema)}
 	m := &Mapping{Value: Avro, Decoder: dec, Columns: []Column{{Name: "s", From: MustParseSource("value.s")}}}
@@ -133,6 +135,10 @@ func TestRowSchemadErrors(t *testing.T) {
 		}
 		if tc.wantInner != nil && !errors.Is(got, tc.wantInner) {
 			t.Errorf("%s: %v does not match %v", tc.in, got, tc.wantInner)
+		}
+		var ne net.Error
+		if tc.in == "refused" && (errors.As(got, &ne) || !errors.As(got, new(*schemaformat.RegistryError))) {
+			t.Errorf("refused: %v: a net.Error under it (%v) would be retried as a lost connection", got, ne)
 		}
 	}
 }

@@ -4,8 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -423,4 +429,127 @@ func TestAvroRegistryRefusalStopsPartition(t *testing.T) {
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestRunConfigWithAvro: `eosink run -config` with a schema_registry section (its password
+// read with ${file:...}) and a table sink with value_format: avro: -validate accepts it and
+// shows the registry without the password, the run applies every record exactly as the
+// in-process sink does, and SIGTERM drains. The registry's front demands basic auth (a
+// proxy that checks the header), so the credentials are proven to be sent.
+func TestRunConfigWithAvro(t *testing.T) {
+	t.Parallel()
+	c, regURL := registryClient(t)
+	front := startAuthFront(t, regURL, "sink-user", "reg-pass-7")
+	p := newPipeline(t, 2)
+	v1 := registerSchema(t, c, p.Topic+"-value", "AVRO", orderSchemaV1)
+	var want []order
+	var msgs []testbed.Msg
+	for i := range 25 {
+		o := makeOrder(i, false)
+		want = append(want, o)
+		msgs = append(msgs, testbed.Msg{Partition: o.partOf, Key: []byte(o.keyValue), Value: o.avro(t, c, p.Topic, v1)})
+	}
+	testbed.Produce(t, p.Env, p.Topic, msgs)
+	db := testbed.Pool(t, p.Env)
+	tbl := pgx.Identifier{p.Schema, "orders_avro"}.Sanitize()
+	if _, err := db.Exec(context.Background(), "CREATE TABLE "+tbl+` (k text NOT NULL, id bigint PRIMARY KEY,
+ amount numeric(30,10) NOT NULL, created timestamptz NOT NULL, uid uuid NOT NULL, blob bytea NOT NULL,
+ customer jsonb NOT NULL, tags text[] NOT NULL, note text, whole jsonb NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "registry-password"), []byte("reg-pass-7\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "pipeline.yaml")
+	if err := os.WriteFile(config, []byte(fmt.Sprintf(`
+pipeline: %[1]s
+kafka:
+  brokers: ${KAFKA_BOOTSTRAP_SERVERS}
+  group: %[1]s
+  topics: [%[2]s]
+  properties: {session.timeout.ms: 6000, heartbeat.interval.ms: 1000}
+database:
+  url: ${DATABASE_URL}
+  schema: %[3]s
+batch: {max_records: 7, max_wait: 20ms}
+on_poison: dead-letter
+schema_registry:
+  url: ${REGISTRY_URL}
+  username: sink-user
+  password: ${file:registry-password}
+  timeout: 5s
+sink:
+  type: table
+  table: %[4]s.orders_avro
+  value_format: avro
+  columns:
+    k: key
+    id: {from: value.id, required: true}
+    amount: value.amount
+    created: value.created
+    uid: value.uid
+    blob: value.blob
+    customer: value.customer
+    tags: value.tags
+    note: value.note
+    whole: value
+`, p.Group, p.Topic, p.OffsetsSchema, p.Schema)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"KAFKA_BOOTSTRAP_SERVERS=" + p.Env.Brokers, "DATABASE_URL=" + p.Env.DatabaseURL, "REGISTRY_URL=" + front}
+	out, _ := run(t, env, false, eosinkBin, "run", "-config", config, "-validate")
+	if !strings.Contains(out, "registry:  "+front+", basic auth as sink-user") || strings.Contains(out, "reg-pass-7") {
+		t.Fatalf("run -validate:\n%s", out)
+	}
+	proc := testbed.StartProcess(t, eosinkBin, "eosink run avro", []string{"run", "-config", config}, env...)
+	waitEnds(t, p, p.logEnds(t))
+	proc.StopClean(60 * time.Second)
+	checkOrders(t, &pgxTable{db, tbl}, want)
+	if strings.Contains(proc.Output(), "reg-pass-7") {
+		t.Error("the run's output shows the registry password")
+	}
+
+	// Without the section, -validate names the problem at load.
+	noRegistry := strings.Replace(mustRead(t, config), "schema_registry:", "unused:", 1)
+	noRegistry = strings.Replace(noRegistry, "unused:\n  url: ${REGISTRY_URL}\n  username: sink-user\n  password: ${file:registry-password}\n  timeout: 5s\n", "", 1)
+	if err := os.WriteFile(config, []byte(noRegistry), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, env, true, eosinkBin, "run", "-config", config, "-validate")
+	if err == nil || !strings.Contains(out, "value_format: avro needs the pipeline's schema_registry section") {
+		t.Fatalf("run -validate without schema_registry: %v\n%s", err, out)
+	}
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// startAuthFront serves a reverse proxy to the registry that answers 401 unless the request
+// carries the given basic auth credentials. It returns the URL to use instead of regURL.
+func startAuthFront(t *testing.T, regURL, user, password string) string {
+	t.Helper()
+	target, err := url.Parse(regURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, pw, ok := r.BasicAuth(); !ok || u != user || pw != password {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"error_code":40101,"message":"Unauthorized"}`)
+			return
+		}
+		r.Header.Del("Authorization")
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + target.Path
 }

@@ -137,12 +137,10 @@ type side struct {
 	data    []byte
 	format  Format
 	paths   sourceKind // srcKeyPath or srcValuePath: the sources with paths into this side
-	scanned bool       // the JSON has been scanned
-	err     error      // why data is not valid JSON
+	scanned bool       // the JSON has been scanned, or a schema'd side decoded
+	err     error      // why data is not valid JSON, or does not decode
 	doc     string     // data, once scanned valid; it aliases data and must not escape
-
-	decoded bool // a schema'd side has been decoded (into tree, or failed with err)
-	tree    any  // the decoded tree of a schema'd side
+	tree    any        // the decoded tree of a schema'd side
 }
 
 // reader reads the columns of one record, scanning each side at most once. Its methods
@@ -192,20 +190,10 @@ func (rd *reader) eval(columns []Column, cols []pathCol, j int, buf []byte) (res
 	r := rd.rec
 	src := columns[j].From
 	switch src.kind {
-	case srcKey, srcKeyPath:
-		if rd.key.format.Schemad() {
-			return rd.schemaValue(&rd.key, src, columns[j].Array, "null key", buf)
-		}
-	case srcValue, srcValuePath:
-		if rd.value.format.Schemad() {
-			return rd.schemaValue(&rd.value, src, columns[j].Array, "null value (tombstone)", buf)
-		}
-	}
-	switch src.kind {
 	case srcKey:
-		return rd.whole(&rd.key, columns, cols, "null key", buf)
+		return rd.whole(&rd.key, columns, cols, j, "null key", buf)
 	case srcValue:
-		return rd.whole(&rd.value, columns, cols, "null value (tombstone)", buf)
+		return rd.whole(&rd.value, columns, cols, j, "null value (tombstone)", buf)
 	case srcKeyPath:
 		return rd.field(&rd.key, columns, cols, j, "null key", buf)
 	case srcValuePath:
@@ -255,7 +243,7 @@ func (rd *reader) eval(columns []Column, cols []pathCol, j int, buf []byte) (res
 }
 
 // whole returns a whole side: the key or the value.
-func (rd *reader) whole(s *side, columns []Column, cols []pathCol, why string, buf []byte) (result, []byte, error) {
+func (rd *reader) whole(s *side, columns []Column, cols []pathCol, j int, why string, buf []byte) (result, []byte, error) {
 	if s.data == nil {
 		return null(why), buf, nil
 	}
@@ -274,6 +262,8 @@ func (rd *reader) whole(s *side, columns []Column, cols []pathCol, why string, b
 		}
 		res, buf := copyText(trimJSONSpace(s.doc), buf)
 		return res, buf, nil
+	case Avro, Protobuf, JSONSchema:
+		return rd.schemaValue(s, columns[j].From, columns[j].Array, why, buf)
 	}
 	return result{}, buf, fmt.Errorf("invalid format %v", s.format)
 }
@@ -284,7 +274,10 @@ func (rd *reader) field(s *side, columns []Column, cols []pathCol, j int, why st
 		return null(why), buf, nil
 	}
 	if s.format != JSON {
-		return result{}, buf, fmt.Errorf("a path needs the json format, not %v (the mapping did not pass Validate)", s.format)
+		if s.format.Schemad() {
+			return rd.schemaValue(s, columns[j].From, columns[j].Array, why, buf)
+		}
+		return result{}, buf, fmt.Errorf("a path needs the json format or a schema'd one, not %v (the mapping did not pass Validate)", s.format)
 	}
 	if err := rd.scan(s, columns, cols); err != nil {
 		return result{}, buf, err

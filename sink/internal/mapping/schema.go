@@ -33,10 +33,10 @@ func (f Format) schemaFormat() schemaformat.Format {
 
 // decode decodes a schema'd side on first use.
 func (rd *reader) decode(s *side) error {
-	if s.decoded {
+	if s.scanned {
 		return s.err
 	}
-	s.decoded = true
+	s.scanned = true
 	if rd.dec == nil {
 		s.err = fmt.Errorf("the %v format needs a schema registry decoder (the mapping did not pass Validate)", s.format)
 		return s.err

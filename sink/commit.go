@@ -26,6 +26,9 @@ func isRetryable(err error) bool {
 	if errors.Is(err, ErrFenced) || errors.Is(err, ErrCommitUnsettled) || errors.As(err, &he) {
 		return false
 	}
+	if errors.Is(err, ErrTransient) { // a plugin's Transient error
+		return true
+	}
 	return pgerr.Classify(err) == pgerr.Transient
 }
 

@@ -88,3 +88,29 @@ func (e *PoisonError) Unwrap() error { return e.Err }
 
 // Is reports whether target is ErrPoison.
 func (e *PoisonError) Is(target error) bool { return target == ErrPoison }
+
+// ErrTransient matches every error made by Transient.
+var ErrTransient = errors.New("eosink: transient error")
+
+// transientError is an error a plugin marks as worth retrying.
+type transientError struct{ err error }
+
+// Transient marks err, returned by a Plugin's Write, as transient: something the plugin
+// depends on is unavailable for now (a Schema Registry that does not answer, say), and the
+// same batch will succeed later. The framework then rolls the batch back and retries it with
+// backoff, like a lost database connection: nothing is skipped or dead-lettered. The retry
+// is logged ("batch failed, retrying", with the error) and counted in
+// eosink_batch_retries_total and in eosink_batch_retries_by_cause_total{cause="transient"}.
+// An error that is not marked, and is neither a transient PostgreSQL error nor poison,
+// stops the partition. Transient(nil) is nil; the result matches ErrTransient and unwraps
+// to err.
+func Transient(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &transientError{err}
+}
+
+func (e *transientError) Error() string        { return e.err.Error() }
+func (e *transientError) Unwrap() error        { return e.err }
+func (e *transientError) Is(target error) bool { return target == ErrTransient }

@@ -92,6 +92,8 @@ func (m *metrics) retry(err error) {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		cause = pe.Code
+	} else if errors.Is(err, ErrTransient) {
+		cause = "transient" // a plugin's Transient error
 	}
 	m.retriesByCause.WithLabelValues(cause).Inc()
 }

@@ -99,6 +99,10 @@ type PluginConfig struct {
 	Raw map[string]any
 	// Logger for the plugin. Defaults to slog.Default().
 	Logger *slog.Logger
+	// SchemaRegistry is the pipeline's Schema Registry (the schema_registry section of a
+	// pipeline config file), nil when it has none. Plugins that decode the avro, protobuf
+	// or json_schema formats need it, and refuse those formats without it.
+	SchemaRegistry *SchemaRegistry
 }
 
 // Type returns the section's "type" value.

@@ -25,8 +25,9 @@
 //	  subscriber: orders-view    # defaults to the pipeline name
 //	  retention: 720h            # defaults to 720h (30 days); 0s keeps ids forever
 //	  schema: eosink             # the inbox table's schema; defaults to the pipeline's
-//	  key_format: string         # json|string|bytes; defaults to string
-//	  value_format: json         # json|string|bytes; defaults to json
+//	  key_format: string         # json|string|bytes|avro|protobuf|json_schema; defaults to string
+//	  value_format: json         # the same; defaults to json. avro, protobuf and json_schema
+//	                             # need the pipeline's schema_registry section
 //	  inner:                     # the plugin that applies the events
 //	    type: upsert
 //	    ...
@@ -76,9 +77,13 @@ type Config struct {
 	// Schema of the inbox table. Defaults to the pipeline's schema.
 	Schema string `yaml:"schema"`
 	// KeyFormat and ValueFormat say how to decode the key and value for EventID: json,
-	// string or bytes. Default to string and json.
+	// string, bytes, avro, protobuf or json_schema. Default to string and json.
 	KeyFormat   string `yaml:"key_format"`
 	ValueFormat string `yaml:"value_format"`
+	// SchemaRegistry is where the avro, protobuf and json_schema formats find their
+	// schemas; required for them. From a config file it is the pipeline's schema_registry
+	// section.
+	SchemaRegistry *sink.SchemaRegistry `yaml:"-"`
 }
 
 // Inbox is the plugin.
@@ -88,9 +93,8 @@ type Inbox struct {
 	schema     string
 	retention  time.Duration
 	src        mapping.Source
-	keyFmt     mapping.Format
-	valFmt     mapping.Format
-	table      string // quoted schema.inbox
+	m          mapping.Mapping // the formats and decoder the id is read with
+	table      string          // quoted schema.inbox
 
 	lastPrune atomic.Int64 // unix nanos
 }
@@ -121,6 +125,7 @@ func fromConfig(cfg sink.PluginConfig, c section) (*Inbox, error) {
 	if c.Schema == "" {
 		c.Schema = cfg.Schema
 	}
+	c.SchemaRegistry = cfg.SchemaRegistry
 	return New(c.Config, inner)
 }
 
@@ -143,7 +148,7 @@ func New(c Config, inner sink.Plugin) (*Inbox, error) {
 		c.Schema = "eosink"
 	}
 	ib := &Inbox{inner: inner, subscriber: c.Subscriber, schema: c.Schema, src: src, retention: 720 * time.Hour,
-		keyFmt: mapping.String, valFmt: mapping.JSON, table: pgx.Identifier{c.Schema, "inbox"}.Sanitize()}
+		m: mapping.Mapping{Key: mapping.String, Value: mapping.JSON}, table: pgx.Identifier{c.Schema, "inbox"}.Sanitize()}
 	if c.Retention != nil {
 		if *c.Retention < 0 {
 			return nil, errors.New("retention: must not be negative")
@@ -151,16 +156,20 @@ func New(c Config, inner sink.Plugin) (*Inbox, error) {
 		ib.retention = *c.Retention
 	}
 	if c.KeyFormat != "" {
-		if ib.keyFmt, err = mapping.ParseFormat(c.KeyFormat); err != nil {
+		if ib.m.Key, err = mapping.ParseFormat(c.KeyFormat); err != nil {
 			return nil, fmt.Errorf("key_format: %w", err)
 		}
 	}
 	if c.ValueFormat != "" {
-		if ib.valFmt, err = mapping.ParseFormat(c.ValueFormat); err != nil {
+		if ib.m.Value, err = mapping.ParseFormat(c.ValueFormat); err != nil {
 			return nil, fmt.Errorf("value_format: %w", err)
 		}
 	}
-	probe := mapping.Mapping{Key: ib.keyFmt, Value: ib.valFmt, Columns: []mapping.Column{{Name: "event_id", From: src, Required: true}}}
+	if err := ib.m.SetDecoder(c.SchemaRegistry, "key_format", "value_format"); err != nil {
+		return nil, err
+	}
+	probe := ib.m
+	probe.Columns = []mapping.Column{{Name: "event_id", From: src, Required: true}}
 	if err := probe.Validate(); err != nil {
 		return nil, fmt.Errorf("event_id: %w", err)
 	}
@@ -208,8 +217,11 @@ func (ib *Inbox) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 	var events []*event
 	for i := range b.Records {
 		r := &b.Records[i]
-		v, err := mapping.Extract(r, ib.src, ib.keyFmt, ib.valFmt)
+		v, err := ib.m.Extract(r, ib.src)
 		if err != nil {
+			if perr := mapping.RecordError(r, err); !errors.Is(perr, sink.ErrPoison) {
+				return perr // the schema registry: transient, or misconfigured
+			}
 			return sink.Poison(r, fmt.Errorf("%w: %v", ErrNoEventID, err))
 		}
 		id, ok := idString(v)

@@ -8,8 +8,8 @@
 //	sink:
 //	  type: table
 //	  table: public.events          # [schema.]table; the name is quoted as given
-//	  key_format: string            # json|string|bytes; defaults to string
-//	  value_format: json            # json|string|bytes; defaults to json
+//	  key_format: string            # json|string|bytes|avro|protobuf|json_schema; default string
+//	  value_format: json            # the same; defaults to json
 //	  columns:                      # column: source expression, or {from, required}
 //	    id: value.id
 //	    amount: {from: value.amount, required: true}
@@ -18,6 +18,13 @@
 //	    src_offset: offset          # also topic, partition, timestamp, header.<name>
 //
 // A tombstone (a record with a null value) is poison when a column reads the value.
+//
+// avro, protobuf and json_schema decode through the pipeline's schema_registry section
+// (docs/formats.md): paths walk the decoded record, leaves become PostgreSQL text (decimals
+// exactly, timestamps for timestamptz, bytes for bytea), records, maps and arrays JSON for
+// jsonb, and an array into an array column (text[], numeric[]...) an array literal. A
+// registry that does not answer makes the batch wait and retry (sink.Transient); an unknown
+// schema id or bytes that do not decode make the record poison.
 //
 // # upsert
 //

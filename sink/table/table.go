@@ -22,10 +22,14 @@ type Config struct {
 	Table string `yaml:"table"`
 	// Columns maps each column to a source expression (see package doc). Required.
 	Columns map[string]Column `yaml:"columns"`
-	// KeyFormat and ValueFormat say how key and value decode: json, string or bytes.
-	// Default to string and json.
+	// KeyFormat and ValueFormat say how key and value decode: json, string, bytes, avro,
+	// protobuf or json_schema. Default to string and json.
 	KeyFormat   string `yaml:"key_format"`
 	ValueFormat string `yaml:"value_format"`
+	// SchemaRegistry is where the avro, protobuf and json_schema formats find their
+	// schemas; required for them. From a config file it is the pipeline's schema_registry
+	// section (sink.PluginConfig.SchemaRegistry).
+	SchemaRegistry *sink.SchemaRegistry `yaml:"-"`
 }
 
 // Column is one column's source. In a config file it is a string (the source expression) or
@@ -68,7 +72,10 @@ func (c *Column) UnmarshalYAML(unmarshal func(any) error) error {
 }
 
 func init() {
-	sink.RegisterConfig("table", func(_ sink.PluginConfig, c Config) (*Table, error) { return New(c) })
+	sink.RegisterConfig("table", func(pc sink.PluginConfig, c Config) (*Table, error) {
+		c.SchemaRegistry = pc.SchemaRegistry
+		return New(c)
+	})
 }
 
 // Table is the insert plugin.
@@ -149,6 +156,9 @@ func newWriter(c Config, extra []string) (*writer, error) {
 			return nil, fmt.Errorf("value_format: %w", err)
 		}
 	}
+	if err := m.SetDecoder(c.SchemaRegistry, "key_format", "value_format"); err != nil {
+		return nil, err
+	}
 	cols := slices.Sorted(maps.Keys(c.Columns))
 	var errs []error
 	for _, name := range cols {
@@ -215,12 +225,14 @@ WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped`, w.tabl
 	}
 	var missing []string
 	bytea := make([]bool, 0, len(w.cols)+len(w.extra))
-	for _, c := range w.cols {
+	for i, c := range w.cols {
 		t, ok := types[c]
 		if !ok {
 			missing = append(missing, c)
 		}
 		bytea = append(bytea, t == "bytea")
+		// An array from a schema'd format goes to an array column as an array literal.
+		w.m.Columns[i].Array = strings.HasSuffix(t, "[]")
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("table %s has no column %s", w.name, strings.Join(missing, ", "))
@@ -247,7 +259,7 @@ func (w *writer) rows(ctx context.Context, tx pgx.Tx, recs []sink.Record, rowFn 
 }
 
 // encode maps each record to a COPY text row with rowFn. A record that cannot be mapped is
-// returned as a *sink.PoisonError.
+// returned as a *sink.PoisonError, unless the schema registry failed (mapping.RecordError).
 func (w *writer) encode(recs []sink.Record, rowFn rowFunc) ([]byte, error) {
 	buf := make([]byte, 0, len(recs)*128)
 	row := make([]any, 0, len(w.cols)+len(w.extra))
@@ -255,7 +267,7 @@ func (w *writer) encode(recs []sink.Record, rowFn rowFunc) ([]byte, error) {
 	for i := range recs {
 		r := &recs[i]
 		if row, err = rowFn(r, row[:0]); err != nil {
-			return nil, sink.Poison(r, err)
+			return nil, mapping.RecordError(r, err)
 		}
 		if buf, err = mapping.AppendCopyRow(buf, row, w.bytea); err != nil {
 			return nil, sink.Poison(r, err)

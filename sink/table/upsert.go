@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/sink"
-	"github.com/eosink/eosink/sink/internal/mapping"
 )
 
 // UpsertConfig configures the upsert plugin.
@@ -29,7 +28,10 @@ type UpsertConfig struct {
 }
 
 func init() {
-	sink.RegisterConfig("upsert", func(_ sink.PluginConfig, c UpsertConfig) (*Upsert, error) { return NewUpsert(c) })
+	sink.RegisterConfig("upsert", func(pc sink.PluginConfig, c UpsertConfig) (*Upsert, error) {
+		c.SchemaRegistry = pc.SchemaRegistry
+		return NewUpsert(c)
+	})
 }
 
 // Upsert is the insert-or-update plugin.
@@ -139,7 +141,7 @@ func (u *Upsert) row(r *sink.Record, row []any) ([]any, error) {
 			row = append(row, nil)
 			continue
 		}
-		v, err := mapping.Extract(r, c.From, u.w.m.Key, u.w.m.Value)
+		v, err := u.w.m.Extract(r, c.From)
 		if err != nil {
 			return nil, err
 		}

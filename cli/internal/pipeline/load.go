@@ -147,8 +147,11 @@ func (l *loader) load(data []byte, logOut io.Writer) *Pipeline {
 	def := c.WithDefaults()
 	c.Pipeline, c.Schema, c.IsolationLevel = def.Pipeline, def.Schema, def.IsolationLevel
 
-	// sink, last: the plugin gets the pipeline's name, schema and logger.
-	c.Plugin, p.PluginType = l.plugin(&raw.Sink, c.Pipeline, c.Schema, p.Logger)
+	// schema_registry, for the plugin.
+	p.SchemaRegistry = l.registry(&raw.Registry)
+
+	// sink, last: the plugin gets the pipeline's name, schema, logger and registry.
+	c.Plugin, p.PluginType = l.plugin(&raw.Sink, c.Pipeline, c.Schema, p.Logger, p.SchemaRegistry)
 	if c.Plugin == nil {
 		l.broken["sink"] = true // reported; sink's "exactly one of Handler and Plugin" is not
 	}

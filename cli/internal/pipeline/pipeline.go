@@ -41,6 +41,8 @@ type Pipeline struct {
 	PluginType string
 	// HTTP is the address to serve metrics and probes on; empty for none.
 	HTTP string
+	// SchemaRegistry is the schema_registry section, handed to the plugin; nil for none.
+	SchemaRegistry *sink.SchemaRegistry
 	// Logger writes to Options.LogOutput in the file's log format and level.
 	Logger *slog.Logger
 

@@ -11,7 +11,7 @@ import (
 )
 
 // plugin builds the sink section's plugin.
-func (l *loader) plugin(n *yaml.Node, pipelineName, schema string, logger *slog.Logger) (sink.Plugin, string) {
+func (l *loader) plugin(n *yaml.Node, pipelineName, schema string, logger *slog.Logger, reg *sink.SchemaRegistry) (sink.Plugin, string) {
 	n = deref(n)
 	if isNull(n) {
 		if !l.broken[""] {
@@ -29,13 +29,13 @@ func (l *loader) plugin(n *yaml.Node, pipelineName, schema string, logger *slog.
 	if len(l.errs) > before {
 		return nil, "" // the plugin would only see a partial section
 	}
-	cfg := sink.PluginConfig{Path: "sink", Pipeline: pipelineName, Schema: schema, Raw: v.(map[string]any), Logger: logger}
+	cfg := sink.PluginConfig{Path: "sink", Pipeline: pipelineName, Schema: schema, Raw: v.(map[string]any), Logger: logger, SchemaRegistry: reg}
 	plugin, err := sink.BuildPlugin(cfg)
 	if err != nil {
 		var ce *sink.ConfigError
 		if errors.As(err, &ce) {
 			// yaml's decode errors quote the start of the value (`hunter2...`): drop it.
-			l.fail(ce.Field, l.lineOf(ce.Field), "%s", backquotedRE.ReplaceAllString(ce.Reason, "(value not shown)"))
+			l.fail(ce.Field, l.lineOf(ce.Field), "%s", l.secrets.redact(backquotedRE.ReplaceAllString(ce.Reason, "(value not shown)")))
 		} else {
 			l.fail("sink", n.Line, "%v", err)
 		}

@@ -30,6 +30,7 @@ type rawFile struct {
 	OnPoison   yaml.Node     `yaml:"on_poison" config:"OnPoison"`
 	DeadLetter rawDeadLetter `yaml:"dead_letter"`
 	Sink       yaml.Node     `yaml:"sink" config:"Plugin"`
+	Registry   rawRegistry   `yaml:"schema_registry"`
 	HTTP       yaml.Node     `yaml:"http"`
 	Log        rawLog        `yaml:"log" config:"Logger"`
 	// unhealthy_on_stopped_partition: /healthz fails while a partition is stopped.
@@ -201,21 +202,23 @@ func yamlMessage(s string) (int, string) {
 
 // parentOf returns the path of the section holding key at line, "" for the top level.
 func parentOf(body *yaml.Node, line int, key string) string {
-	for i := 0; i+1 < len(body.Content); i += 2 {
-		k, v := body.Content[i], deref(body.Content[i+1])
-		if k.Line == line && k.Value == key {
-			return ""
-		}
-		if v.Kind != yaml.MappingNode {
-			continue
-		}
-		for j := 0; j+1 < len(v.Content); j += 2 {
-			if kk := v.Content[j]; kk.Line == line && kk.Value == key {
-				return k.Value
+	var find func(n *yaml.Node, path string) (string, bool)
+	find = func(n *yaml.Node, path string) (string, bool) {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], deref(n.Content[i+1])
+			if k.Line == line && k.Value == key {
+				return path, true
+			}
+			if v.Kind == yaml.MappingNode {
+				if p, ok := find(v, join(path, k.Value)); ok {
+					return p, true
+				}
 			}
 		}
+		return "", false
 	}
-	return ""
+	p, _ := find(body, "")
+	return p
 }
 
 // closest returns the known key nearest to key when it looks like a typo of it.

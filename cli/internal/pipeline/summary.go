@@ -3,6 +3,7 @@ package pipeline
 import (
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -40,6 +41,21 @@ func (p *Pipeline) Summary(w io.Writer) error {
 		{"batch", fmt.Sprintf("max %d records, %s, wait %s; %s buffered per partition",
 			c.MaxBatchRecords, sizeText(c.MaxBatchBytes), c.MaxBatchWait, sizeText(c.MaxBufferedBytes))},
 		{"http", http},
+	}
+	if r := p.SchemaRegistry; r != nil {
+		auth := "no auth"
+		switch {
+		case r.BearerToken != "":
+			auth = "bearer token"
+		case r.Username != "":
+			auth = "basic auth as " + r.Username
+		}
+		u := r.URL
+		if pu, err := url.Parse(u); err == nil && pu.User != nil {
+			pu.User = nil
+			u = pu.String()
+		}
+		lines = append(lines, [2]string{"registry", fmt.Sprintf("%s, %s", u, auth)})
 	}
 	for _, l := range lines {
 		label := ""

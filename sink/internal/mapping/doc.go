@@ -6,16 +6,22 @@
 // # Formats
 //
 // The key and the value each decode with one Format: json (the default), string (UTF-8
-// text) or bytes (opaque; only for bytea columns or to pass the raw bytes on).
+// text), bytes (opaque; only for bytea columns or to pass the raw bytes on), or avro,
+// protobuf or json_schema: the Confluent wire format, decoded once per record by the
+// Mapping's Decoder into a tree (package schemaformat) that paths walk as they walk JSON.
+// Leaves render with schemaformat.Text (decimals exact, timestamps for timestamptz, bytes
+// as []byte), records, maps and arrays and the whole side as JSON text; an array into a
+// Column marked Array as a PostgreSQL array literal. RecordError classifies their errors:
+// registry unavailable is transient, another registry failure stops, the rest is poison.
 //
 // # Source expressions
 //
 // A column's value comes from a Source, written as one of:
 //
 //	key               the whole key
-//	key.<path>        a field of the key (json format only)
+//	key.<path>        a field of the key (json and schema'd formats)
 //	value             the whole value
-//	value.<path>      a field of the value (json format only)
+//	value.<path>      a field of the value (json and schema'd formats)
 //	header.<name>     the last header called <name> (the rest of the expression, verbatim)
 //	topic             the record's topic
 //	partition         the record's partition, in decimal

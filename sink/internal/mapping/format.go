@@ -16,11 +16,24 @@ const (
 	Bytes
 	// String: the bytes are UTF-8 text without NUL.
 	String
+	// Avro, Protobuf and JSONSchema: the bytes are in the Confluent wire format (magic byte,
+	// schema id, body) and decode with the schema the registry holds for the id, through the
+	// Mapping's Decoder. Paths walk the decoded tree; see schema.go.
+	Avro
+	Protobuf
+	JSONSchema
 )
 
-// ParseFormat parses the name of a format: "json", "bytes" or "string".
+// ParseFormat parses the name of a format: "json", "bytes", "string", "avro", "protobuf"
+// or "json_schema".
 func ParseFormat(s string) (Format, error) {
 	switch s {
+	case "avro":
+		return Avro, nil
+	case "protobuf":
+		return Protobuf, nil
+	case "json_schema":
+		return JSONSchema, nil
 	case "json":
 		return JSON, nil
 	case "bytes":
@@ -28,7 +41,7 @@ func ParseFormat(s string) (Format, error) {
 	case "string":
 		return String, nil
 	}
-	return 0, fmt.Errorf("mapping: unknown format %q (want json, bytes or string)", s)
+	return 0, fmt.Errorf("mapping: unknown format %q (want json, string, bytes, avro, protobuf or json_schema)", s)
 }
 
 // String returns the name of f as ParseFormat reads it.
@@ -40,11 +53,21 @@ func (f Format) String() string {
 		return "bytes"
 	case String:
 		return "string"
+	case Avro:
+		return "avro"
+	case Protobuf:
+		return "protobuf"
+	case JSONSchema:
+		return "json_schema"
 	}
 	return "Format(" + strconv.Itoa(int(f)) + ")"
 }
 
-func (f Format) valid() bool { return f >= JSON && f <= String }
+func (f Format) valid() bool { return f >= JSON && f <= JSONSchema }
+
+// Schemad reports whether f is decoded with a schema from a registry: avro, protobuf or
+// json_schema.
+func (f Format) Schemad() bool { return f >= Avro && f <= JSONSchema }
 
 // MarshalText returns the name of f, so that a Format reads and writes as text in
 // configuration files.

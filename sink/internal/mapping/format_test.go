@@ -13,6 +13,9 @@ func TestParseFormat(t *testing.T) {
 		{"json", JSON},
 		{"bytes", Bytes},
 		{"string", String},
+		{"avro", Avro},
+		{"protobuf", Protobuf},
+		{"json_schema", JSONSchema},
 	} {
 		got, err := ParseFormat(tc.in)
 		if err != nil || got != tc.want {
@@ -29,7 +32,7 @@ func TestParseFormat(t *testing.T) {
 			t.Errorf("MarshalText(%v) = %q, %v", tc.want, b, err)
 		}
 	}
-	for _, bad := range []string{"", "JSON", "text", "avro", " json"} {
+	for _, bad := range []string{"", "JSON", "text", "AVRO", "jsonschema", " json"} {
 		_, err := ParseFormat(bad)
 		if err == nil {
 			t.Errorf("ParseFormat(%q) succeeded", bad)

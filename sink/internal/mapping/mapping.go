@@ -16,6 +16,10 @@ type Column struct {
 	// Required makes a missing value an error: an absent field, JSON null, an absent
 	// header, a null key or value, a zero timestamp. An optional column gets NULL instead.
 	Required bool
+	// Array says the column is a PostgreSQL array (text[], numeric[]...): an array read
+	// from a side with a schema'd format (avro, protobuf, json_schema) is then written as an
+	// array literal rather than as JSON text. It does not change the json format.
+	Array bool
 }
 
 // Mapping says how a record's key and value decode and which columns a row has. A Mapping
@@ -24,10 +28,14 @@ type Mapping struct {
 	Key     Format   // how the key decodes
 	Value   Format   // how the value decodes
 	Columns []Column // the row's columns, in order
+	// Decoder decodes the sides with a schema'd format (avro, protobuf, json_schema); it is
+	// required when one side has such a format. A *schemaformat.Decoder is one.
+	Decoder Decoder
 }
 
-// Validate checks m: known formats; every column named, once, with a source; paths
-// (key.<path>, value.<path>) only on a side with the json format. A Mapping without
+// Validate checks m: known formats, with a Decoder for schema'd ones; every column named,
+// once, with a source; paths (key.<path>, value.<path>) only on a side with the json format
+// or a schema'd one. A Mapping without
 // columns is valid (a sink that needs some checks that itself). It returns all problems
 // found, joined.
 func (m *Mapping) Validate() error {
@@ -37,6 +45,9 @@ func (m *Mapping) Validate() error {
 	}
 	if !m.Value.valid() {
 		errs = append(errs, fmt.Errorf("mapping: invalid value format %v", m.Value))
+	}
+	if (m.Key.Schemad() || m.Value.Schemad()) && m.Decoder == nil {
+		errs = append(errs, errors.New("mapping: the avro, protobuf and json_schema formats need a schema registry decoder"))
 	}
 	seen := make(map[string]bool, len(m.Columns))
 	for i, c := range m.Columns {
@@ -57,12 +68,12 @@ func (m *Mapping) Validate() error {
 		case srcNone:
 			errs = append(errs, fmt.Errorf("mapping: column %q has no source", name))
 		case srcKeyPath:
-			if m.Key != JSON {
-				errs = append(errs, fmt.Errorf("mapping: column %q reads %s but the key format is %v, not json", name, c.From, m.Key))
+			if m.Key != JSON && !m.Key.Schemad() {
+				errs = append(errs, fmt.Errorf("mapping: column %q reads %s but the key format is %v, not json, avro, protobuf or json_schema", name, c.From, m.Key))
 			}
 		case srcValuePath:
-			if m.Value != JSON {
-				errs = append(errs, fmt.Errorf("mapping: column %q reads %s but the value format is %v, not json", name, c.From, m.Value))
+			if m.Value != JSON && !m.Value.Schemad() {
+				errs = append(errs, fmt.Errorf("mapping: column %q reads %s but the value format is %v, not json, avro, protobuf or json_schema", name, c.From, m.Value))
 			}
 		}
 	}

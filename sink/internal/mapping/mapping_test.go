@@ -37,6 +37,10 @@ func TestValidate(t *testing.T) {
 		{"no name, no source", Mapping{Columns: []Column{{}}}, []string{"column 1 has no name", `column "#1" has no source`}},
 		{"NUL in name", Mapping{Columns: []Column{{Name: "a\x00", From: MustParseSource("key")}}}, []string{"NUL"}},
 		{"bad formats", Mapping{Key: 7, Value: -1}, []string{"invalid key format Format(7)", "invalid value format Format(-1)"}},
+		{"schema'd formats without a decoder", Mapping{Value: Avro, Columns: cols("id=value.id")},
+			[]string{"need a schema registry decoder"}},
+		{"paths on schema'd formats", Mapping{Key: Protobuf, Value: JSONSchema, Decoder: fakeDecoder{},
+			Columns: cols("a=key.id", "b=value.after.id", "c=value")}, nil},
 		{"several", Mapping{Value: String, Columns: cols("a=value.a", "a=value.b")},
 			[]string{`column "a" reads value.a`, `column "a" appears more than once`, `column "a" reads value.b`}},
 	} {

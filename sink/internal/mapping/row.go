@@ -32,7 +32,7 @@ func (m *Mapping) Row(r *sink.Record, dst []any) ([]any, error) {
 	} else {
 		cols = make([]pathCol, len(m.Columns))
 	}
-	rd := reader{rec: r,
+	rd := reader{rec: r, dec: m.Decoder,
 		key:   side{data: r.Key, format: m.Key, paths: srcKeyPath},
 		value: side{data: r.Value, format: m.Value, paths: srcValuePath}}
 
@@ -76,9 +76,16 @@ func (m *Mapping) Row(r *sink.Record, dst []any) ([]any, error) {
 // example an event id for deduplication. keyFormat and valueFormat say how r's key and
 // value decode. An error is a *FieldError without a column name, and means r is poison.
 func Extract(r *sink.Record, src Source, keyFormat, valueFormat Format) (any, error) {
+	m := Mapping{Key: keyFormat, Value: valueFormat}
+	return m.Extract(r, src)
+}
+
+// Extract is the package's Extract with m's formats and Decoder; m's columns play no part.
+func (m *Mapping) Extract(r *sink.Record, src Source) (any, error) {
 	columns := [1]Column{{From: src}}
 	var cols [1]pathCol
-	rd := reader{rec: r,
+	keyFormat, valueFormat := m.Key, m.Value
+	rd := reader{rec: r, dec: m.Decoder,
 		key:   side{data: r.Key, format: keyFormat, paths: srcKeyPath},
 		value: side{data: r.Value, format: valueFormat, paths: srcValuePath}}
 	var bufArray [64]byte
@@ -130,9 +137,10 @@ type side struct {
 	data    []byte
 	format  Format
 	paths   sourceKind // srcKeyPath or srcValuePath: the sources with paths into this side
-	scanned bool       // the JSON has been scanned
-	err     error      // why data is not valid JSON
+	scanned bool       // the JSON has been scanned, or a schema'd side decoded
+	err     error      // why data is not valid JSON, or does not decode
 	doc     string     // data, once scanned valid; it aliases data and must not escape
+	tree    any        // the decoded tree of a schema'd side
 }
 
 // reader reads the columns of one record, scanning each side at most once. Its methods
@@ -140,6 +148,7 @@ type side struct {
 // are not fields so that cols can stay on the stack.
 type reader struct {
 	rec        *sink.Record
+	dec        Decoder // for schema'd formats
 	key, value side
 }
 
@@ -182,9 +191,9 @@ func (rd *reader) eval(columns []Column, cols []pathCol, j int, buf []byte) (res
 	src := columns[j].From
 	switch src.kind {
 	case srcKey:
-		return rd.whole(&rd.key, columns, cols, "null key", buf)
+		return rd.whole(&rd.key, columns, cols, j, "null key", buf)
 	case srcValue:
-		return rd.whole(&rd.value, columns, cols, "null value (tombstone)", buf)
+		return rd.whole(&rd.value, columns, cols, j, "null value (tombstone)", buf)
 	case srcKeyPath:
 		return rd.field(&rd.key, columns, cols, j, "null key", buf)
 	case srcValuePath:
@@ -234,7 +243,7 @@ func (rd *reader) eval(columns []Column, cols []pathCol, j int, buf []byte) (res
 }
 
 // whole returns a whole side: the key or the value.
-func (rd *reader) whole(s *side, columns []Column, cols []pathCol, why string, buf []byte) (result, []byte, error) {
+func (rd *reader) whole(s *side, columns []Column, cols []pathCol, j int, why string, buf []byte) (result, []byte, error) {
 	if s.data == nil {
 		return null(why), buf, nil
 	}
@@ -253,6 +262,8 @@ func (rd *reader) whole(s *side, columns []Column, cols []pathCol, why string, b
 		}
 		res, buf := copyText(trimJSONSpace(s.doc), buf)
 		return res, buf, nil
+	case Avro, Protobuf, JSONSchema:
+		return rd.schemaValue(s, columns[j].From, columns[j].Array, why, buf)
 	}
 	return result{}, buf, fmt.Errorf("invalid format %v", s.format)
 }
@@ -263,7 +274,10 @@ func (rd *reader) field(s *side, columns []Column, cols []pathCol, j int, why st
 		return null(why), buf, nil
 	}
 	if s.format != JSON {
-		return result{}, buf, fmt.Errorf("a path needs the json format, not %v (the mapping did not pass Validate)", s.format)
+		if s.format.Schemad() {
+			return rd.schemaValue(s, columns[j].From, columns[j].Array, why, buf)
+		}
+		return result{}, buf, fmt.Errorf("a path needs the json format or a schema'd one, not %v (the mapping did not pass Validate)", s.format)
 	}
 	if err := rd.scan(s, columns, cols); err != nil {
 		return result{}, buf, err

@@ -1,0 +1,115 @@
+package test
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"testing"
+)
+
+// tcpProxy forwards a local port to a server, and can be cut (listener closed, connections
+// dropped: clients get connection refused) and restored on the same port. The tests put the
+// sink's Schema Registry URL through it, to stop "the registry" without stopping the test
+// bed's shared one.
+type tcpProxy struct {
+	t      *testing.T
+	addr   string // the local address, fixed across cuts
+	target string
+
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  map[net.Conn]bool
+	answer int // when set, answer every new connection with this HTTP status and a plain body
+}
+
+// startTCPProxy proxies to the host of rawURL and returns the proxy and rawURL with its
+// host replaced by the proxy's.
+func startTCPProxy(t *testing.T, rawURL string) (*tcpProxy, string) {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{t: t, target: u.Host, conns: map[net.Conn]bool{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.addr = ln.Addr().String()
+	p.serve(ln)
+	t.Cleanup(p.cut)
+	u.Host = p.addr
+	return p, u.String()
+}
+
+func (p *tcpProxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			answer := p.answer
+			p.mu.Unlock()
+			if answer != 0 {
+				go func() {
+					_, _ = c.Read(make([]byte, 4096))
+					body := "<h1>" + http.StatusText(answer) + "</h1>"
+					_, _ = fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/html\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+						answer, http.StatusText(answer), len(body), body)
+					c.Close()
+				}()
+				continue
+			}
+			s, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns[c], p.conns[s] = true, true
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(s, c); s.Close(); c.Close() }()
+			go func() { _, _ = io.Copy(c, s); s.Close(); c.Close() }()
+		}
+	}()
+}
+
+// cut closes the listener and every connection through it.
+func (p *tcpProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+}
+
+// setAnswer makes the proxy answer every new connection with an HTTP status and an HTML
+// body, as a load balancer or an auth gateway in front of the registry would; 0 forwards
+// again.
+func (p *tcpProxy) setAnswer(status int) {
+	p.mu.Lock()
+	p.answer = status
+	p.mu.Unlock()
+}
+
+// restore listens again on the same address.
+func (p *tcpProxy) restore() {
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		p.t.Fatalf("proxy: listen again on %s: %v", p.addr, err)
+	}
+	p.serve(ln)
+}

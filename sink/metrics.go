@@ -56,7 +56,7 @@ func newMetrics(s *Sink, reg prometheus.Registerer) (*metrics, error) {
 	m.deadLetters.c = newCounter("dead_letters_total", "Poison records written to the dead-letter table.")
 	m.pauses.c = newCounter("partition_pauses_total", "Times a partition's fetching was paused on a full buffer.")
 	m.retriesByCause = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eosink_batch_retries_by_cause_total",
-		Help: "Batch retries by cause: a SQLSTATE, or connection.", ConstLabels: labels}, []string{"cause"})
+		Help: "Batch retries by cause: a SQLSTATE, connection, or transient (a plugin's sink.Transient).", ConstLabels: labels}, []string{"cause"})
 	m.rebalances = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eosink_rebalance_events_total",
 		Help: "Partitions assigned, revoked and lost.", ConstLabels: labels}, []string{"event"})
 	m.batchRecords = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "eosink_batch_records",

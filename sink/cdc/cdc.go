@@ -9,11 +9,11 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/internal/mapping"
 	"github.com/eosink/eosink/sink/internal/schemaformat"
 )
 
@@ -25,6 +25,7 @@ const MigrationsTable = "eosink_cdc_schema_migrations"
 
 func init() {
 	sink.RegisterConfig("cdc", func(cfg sink.PluginConfig, c Config) (*CDC, error) {
+		c.SchemaRegistry = cfg.SchemaRegistry
 		if c.PositionsSchema == "" {
 			c.PositionsSchema = cfg.Schema
 		}
@@ -78,16 +79,12 @@ func New(c Config) (*CDC, error) {
 		positions: pgx.Identifier{c.PositionsSchema, "cdc_positions"}.Sanitize()}
 	switch c.Format {
 	case "", "json":
-		if c.Registry.URL != "" {
-			return nil, errors.New("registry: only used with format: avro")
-		}
 	case "avro":
-		rc, err := c.Registry.decoderConfig()
-		if err != nil {
-			return nil, fmt.Errorf("registry: %w", err)
+		if c.SchemaRegistry == nil {
+			return nil, errors.New("format: avro needs the pipeline's schema_registry section (its url at least)")
 		}
-		if p.dec, err = schemaformat.New(rc); err != nil {
-			return nil, fmt.Errorf("registry: %w", err)
+		if p.dec, err = mapping.NewDecoder(c.SchemaRegistry); err != nil {
+			return nil, fmt.Errorf("schema_registry: %w", err)
 		}
 		p.avro = true
 	default:
@@ -174,7 +171,7 @@ func (p *CDC) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 			p.tombstones.Add(1)
 			continue
 		}
-		ev, err := p.decode(ctx, r)
+		ev, err := p.decode(r)
 		if err != nil {
 			return err
 		}
@@ -224,29 +221,16 @@ func (p *CDC) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 	return flush()
 }
 
-// decode decodes a record's key and value. A record that cannot decode is poison; while
-// the registry is unavailable it waits and tries again, so that nothing is skipped.
-func (p *CDC) decode(ctx context.Context, r *sink.Record) (*event, error) {
-	for wait := 500 * time.Millisecond; ; wait = min(2*wait, 30*time.Second) {
-		ev, err := p.decodeOnce(r)
-		if err == nil {
-			return ev, nil
-		}
-		if !errors.Is(err, schemaformat.ErrRegistryUnavailable) {
-			var re *schemaformat.RegistryError
-			if errors.As(err, &re) {
-				return nil, fmt.Errorf("cdc: %w", err) // a wrong configuration: stop
-			}
-			return nil, sink.Poison(r, fmt.Errorf("cdc: %w", err))
-		}
-		p.log.Warn("cdc: schema registry unavailable; retrying", "topic", r.Topic, "partition", r.Partition,
-			"offset", r.Offset, "wait", wait, "err", err)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(wait):
-		}
+// decode decodes a record's key and value. Its errors sort as mapping.RecordError says: a
+// registry that cannot be reached is transient (the engine rolls the batch back and retries
+// it: nothing is skipped), a registry's refusal stops the partition, anything else about
+// the record (an unknown schema id, bytes that do not decode) makes it poison.
+func (p *CDC) decode(r *sink.Record) (*event, error) {
+	ev, err := p.decodeOnce(r)
+	if err != nil {
+		return nil, mapping.RecordError(r, fmt.Errorf("cdc: %w", err))
 	}
+	return ev, nil
 }
 
 func (p *CDC) decodeOnce(r *sink.Record) (*event, error) {

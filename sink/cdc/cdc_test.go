@@ -3,7 +3,12 @@ package cdc
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/eosink/eosink/sink"
 )
 
 // A JsonConverter event with schemas, shaped as Debezium 3.6 writes it: every semantic
@@ -190,5 +195,50 @@ func TestUnknownOpAndMalformed(t *testing.T) {
 	}
 	if _, err := decodeJSONValue([]byte(`{`)); err == nil {
 		t.Error("invalid JSON: no error")
+	}
+}
+
+// format: avro takes the pipeline's schema_registry section; the plugin has no registry of
+// its own.
+func TestAvroNeedsPipelineRegistry(t *testing.T) {
+	build := func(raw map[string]any, reg *sink.SchemaRegistry) error {
+		_, err := sink.BuildPlugin(sink.PluginConfig{Path: "sink", Schema: "eosink", Raw: raw, SchemaRegistry: reg})
+		return err
+	}
+	err := build(map[string]any{"type": "cdc", "format": "avro"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "format: avro needs the pipeline's schema_registry section") {
+		t.Errorf("avro without schema_registry: %v", err)
+	}
+	reg := &sink.SchemaRegistry{URL: "http://127.0.0.1:1/apis/ccompat/v7"}
+	if err := build(map[string]any{"type": "cdc", "format": "avro"}, reg); err != nil {
+		t.Errorf("avro with schema_registry: %v", err)
+	}
+	if err := build(map[string]any{"type": "cdc"}, reg); err != nil {
+		t.Errorf("json with schema_registry: %v", err)
+	}
+	if err := build(map[string]any{"type": "cdc", "format": "avro", "registry": map[string]any{"url": reg.URL}}, reg); err == nil {
+		t.Error("the plugin's own registry section: no error")
+	}
+	p1, err1 := New(Config{Format: "avro", SchemaRegistry: reg})
+	p2, err2 := New(Config{Format: "avro", SchemaRegistry: &sink.SchemaRegistry{URL: reg.URL}})
+	if err1 != nil || err2 != nil || p1.dec != p2.dec {
+		t.Errorf("equal registry settings share one decoder: %v %v", err1, err2)
+	}
+}
+
+// A registry that cannot be reached makes the record's decode transient, not poison; bytes
+// that are not in the wire format are poison.
+func TestDecodeErrorsSort(t *testing.T) {
+	p, err := New(Config{Format: "avro", SchemaRegistry: &sink.SchemaRegistry{URL: "http://127.0.0.1:1", Timeout: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &sink.Record{Topic: "t", Value: []byte{0, 0, 0, 0, 42, 2}}
+	if _, err := p.decode(r); !errors.Is(err, sink.ErrTransient) || errors.Is(err, sink.ErrPoison) {
+		t.Errorf("registry unreachable: %v, want transient", err)
+	}
+	r.Value = []byte("{}")
+	if _, err := p.decode(r); !errors.Is(err, sink.ErrPoison) {
+		t.Errorf("not the wire format: %v, want poison", err)
 	}
 }

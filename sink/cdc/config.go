@@ -6,20 +6,21 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/eosink/eosink/sink/internal/schemaformat"
+	"github.com/eosink/eosink/sink"
 )
 
 // Config configures the cdc plugin. See the package documentation for an example.
 type Config struct {
 	// Format of keys and values: json (Connect's JsonConverter, with or without schemas,
-	// detected per record) or avro (Confluent wire format through Registry). Default json.
+	// detected per record) or avro (Confluent wire format through SchemaRegistry). Default
+	// json.
 	Format string `yaml:"format"`
-	// Registry is the Schema Registry for avro.
-	Registry RegistryConfig `yaml:"registry"`
+	// SchemaRegistry is where avro finds its schemas; required for it. From a config file
+	// it is the pipeline's schema_registry section (sink.PluginConfig.SchemaRegistry).
+	SchemaRegistry *sink.SchemaRegistry `yaml:"-"`
 	// Table is the target table template; ${source.schema}, ${source.table},
 	// ${source.db} and ${topic} are replaced. A name without a schema goes to Schema.
 	// Default "${source.schema}.${source.table}".
@@ -43,32 +44,6 @@ type TableConfig struct {
 	Table   string   `yaml:"table"`
 	Include []string `yaml:"include"`
 	Exclude []string `yaml:"exclude"`
-}
-
-// RegistryConfig says how to reach the Schema Registry (its Confluent-compatible API).
-type RegistryConfig struct {
-	URL                string `yaml:"url"`
-	Username           string `yaml:"username"`
-	Password           string `yaml:"password"`
-	BearerToken        string `yaml:"bearer_token"`
-	Timeout            string `yaml:"timeout"`
-	CAFile             string `yaml:"ca_file"`
-	CertFile           string `yaml:"cert_file"`
-	KeyFile            string `yaml:"key_file"`
-	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
-}
-
-func (r RegistryConfig) decoderConfig() (schemaformat.Config, error) {
-	c := schemaformat.Config{URL: r.URL, Username: r.Username, Password: r.Password, BearerToken: r.BearerToken,
-		TLS: schemaformat.TLSConfig{CAFile: r.CAFile, CertFile: r.CertFile, KeyFile: r.KeyFile, InsecureSkipVerify: r.InsecureSkipVerify}}
-	if r.Timeout != "" {
-		d, err := time.ParseDuration(r.Timeout)
-		if err != nil {
-			return c, fmt.Errorf("registry.timeout: %v", err)
-		}
-		c.Timeout = d
-	}
-	return c, c.Validate()
 }
 
 const defaultTemplate = "${source.schema}.${source.table}"

@@ -1,11 +1,11 @@
 // Package cdc is the built-in sink plugin "cdc": it applies Debezium change events (from
 // the PostgreSQL connector) to replica tables, exactly once, and never moves a row back.
 //
+//	schema_registry:                # the pipeline's section; avro needs it
+//	  url: http://127.0.0.1:8080/apis/ccompat/v7
 //	sink:
 //	  type: cdc
 //	  format: avro                  # json (default; schemas on or off, detected) | avro
-//	  registry:                     # avro only: the registry's Confluent-compatible API
-//	    url: http://127.0.0.1:8080/apis/ccompat/v7
 //	  table: "replica.$${source.table}"   # default $${source.schema}.$${source.table};
 //	                                # also $${source.db}, $${topic}. ($$ escapes the config
 //	                                # loader's own ${ENV} expansion.)
@@ -20,7 +20,9 @@
 // another key deletes the old key), d deletes, tombstones are skipped (counted in Stats).
 // Columns are the target table's (minus exclude); a replicated field without a column is
 // poison. An event with a null key (a source table without a primary key), an unknown op,
-// or bytes that do not decode is poison.
+// or bytes that do not decode (an unknown schema id included) is poison. While the schema
+// registry cannot be reached Write returns sink.Transient: the engine rolls the batch back
+// and retries it; a registry's refusal (401, 403) stops the partition.
 //
 // Each row's source position, (commit LSN from source.sequence, source.lsn), is kept in
 // cdc_positions, also after a delete; a change applies only when its position is newer.

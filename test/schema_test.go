@@ -290,7 +290,7 @@ func waitEnds(t *testing.T, p *pipeline, ends map[int32]int64) {
 func TestAvroRegistryOutage(t *testing.T) {
 	t.Parallel()
 	c, regURL := registryClient(t)
-	proxy, proxied := startTCPProxy(t, regURL)
+	proxy, proxied := testbed.StartTCPProxy(t, regURL)
 	p := newPipeline(t, 2)
 	v1 := registerSchema(t, c, p.Topic+"-value", "AVRO", orderSchemaV1)
 	pl, tbl := orderTable(t, p, &sink.SchemaRegistry{URL: proxied, Timeout: 2 * time.Second})
@@ -321,7 +321,7 @@ func TestAvroRegistryOutage(t *testing.T) {
 	})
 
 	// The registry goes away; records of a schema id the sink has not seen arrive.
-	proxy.cut()
+	proxy.Cut()
 	v2 := registerSchema(t, c, p.Topic+"-value", "AVRO", orderSchemaV2)
 	msgs = msgs[:0]
 	for i := 20; i < 50; i++ {
@@ -349,10 +349,10 @@ func TestAvroRegistryOutage(t *testing.T) {
 		}
 	}
 	away("refuses connections")
-	proxy.setAnswer(http.StatusServiceUnavailable)
-	proxy.restore()
+	proxy.SetAnswer(http.StatusServiceUnavailable)
+	proxy.Restore()
 	away("answers 503")
-	proxy.setAnswer(0)
+	proxy.SetAnswer(0)
 	waitEnds(t, p, p.logEnds(t))
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
@@ -398,8 +398,8 @@ func counterValue(t *testing.T, g prometheus.Gatherer, name, label, value string
 func TestAvroRegistryRefusalStopsPartition(t *testing.T) {
 	t.Parallel()
 	c, regURL := registryClient(t)
-	proxy, proxied := startTCPProxy(t, regURL)
-	proxy.setAnswer(http.StatusUnauthorized)
+	proxy, proxied := testbed.StartTCPProxy(t, regURL)
+	proxy.SetAnswer(http.StatusUnauthorized)
 	p := newPipeline(t, 1)
 	v1 := registerSchema(t, c, p.Topic+"-value", "AVRO", orderSchemaV1)
 	var msgs []testbed.Msg

@@ -1,4 +1,4 @@
-package test
+package testbed
 
 import (
 	"fmt"
@@ -10,12 +10,12 @@ import (
 	"testing"
 )
 
-// tcpProxy forwards a local port to a server, and can be cut (listener closed, connections
+// TCPProxy forwards a local port to a server, and can be cut (listener closed, connections
 // dropped: clients get connection refused) and restored on the same port. The tests put the
 // sink's Schema Registry URL through it, to stop "the registry" without stopping the test
 // bed's shared one.
-type tcpProxy struct {
-	t      *testing.T
+type TCPProxy struct {
+	t      testing.TB
 	addr   string // the local address, fixed across cuts
 	target string
 
@@ -25,27 +25,27 @@ type tcpProxy struct {
 	answer int // when set, answer every new connection with this HTTP status and a plain body
 }
 
-// startTCPProxy proxies to the host of rawURL and returns the proxy and rawURL with its
+// StartTCPProxy proxies to the host of rawURL and returns the proxy and rawURL with its
 // host replaced by the proxy's.
-func startTCPProxy(t *testing.T, rawURL string) (*tcpProxy, string) {
+func StartTCPProxy(t testing.TB, rawURL string) (*TCPProxy, string) {
 	t.Helper()
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &tcpProxy{t: t, target: u.Host, conns: map[net.Conn]bool{}}
+	p := &TCPProxy{t: t, target: u.Host, conns: map[net.Conn]bool{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.addr = ln.Addr().String()
 	p.serve(ln)
-	t.Cleanup(p.cut)
+	t.Cleanup(p.Cut)
 	u.Host = p.addr
 	return p, u.String()
 }
 
-func (p *tcpProxy) serve(ln net.Listener) {
+func (p *TCPProxy) serve(ln net.Listener) {
 	p.mu.Lock()
 	p.ln = ln
 	p.mu.Unlock()
@@ -82,8 +82,8 @@ func (p *tcpProxy) serve(ln net.Listener) {
 	}()
 }
 
-// cut closes the listener and every connection through it.
-func (p *tcpProxy) cut() {
+// Cut closes the listener and every connection through it.
+func (p *TCPProxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ln != nil {
@@ -96,17 +96,17 @@ func (p *tcpProxy) cut() {
 	clear(p.conns)
 }
 
-// setAnswer makes the proxy answer every new connection with an HTTP status and an HTML
+// SetAnswer makes the proxy answer every new connection with an HTTP status and an HTML
 // body, as a load balancer or an auth gateway in front of the registry would; 0 forwards
 // again.
-func (p *tcpProxy) setAnswer(status int) {
+func (p *TCPProxy) SetAnswer(status int) {
 	p.mu.Lock()
 	p.answer = status
 	p.mu.Unlock()
 }
 
-// restore listens again on the same address.
-func (p *tcpProxy) restore() {
+// Restore listens again on the same address.
+func (p *TCPProxy) Restore() {
 	ln, err := net.Listen("tcp", p.addr)
 	if err != nil {
 		p.t.Fatalf("proxy: listen again on %s: %v", p.addr, err)

@@ -22,7 +22,15 @@ import (
 // changes more. Rows end equal to the source, and during the replay no row's version ever
 // goes down and no deleted row comes back.
 // At the end old change events are republished verbatim: none moves a row back.
-func TestCDCAvroSIGKILLAndReplay(t *testing.T) { scenario(t, testbed.Avro, full) }
+// The sink reads the registry through a proxy that is cut while it restarts after the
+// SIGKILL (its schema cache empty) and the source changes: the batches are rolled back and
+// retried (cause transient) until the proxy answers again; nothing is dead-lettered, no
+// partition stops.
+func TestCDCAvroSIGKILLAndReplay(t *testing.T) {
+	ph := full
+	ph.outage = true
+	scenario(t, testbed.Avro, ph)
+}
 
 // TestCDCJSONWithSchemas: the same path with Connect's JsonConverter, schemas enabled,
 // Debezium's default decimal.handling.mode=precise (base64 bytes with a scale parameter).
@@ -39,6 +47,7 @@ type phases struct {
 	kill        bool // SIGKILL the sink mid-stream and restart it
 	replay      bool // reset to the earliest offset while the source changes more
 	republished int  // old change events republished per partition of accounts and lines
+	outage      bool // cut the sink's registry (a proxy) over the restart after the SIGKILL
 }
 
 var (
@@ -89,9 +98,14 @@ func scenario(t *testing.T, conv testbed.Converter, ph phases) {
 	waitTopics(t, e.Brokers, topics)
 
 	format, registry := "json", ""
+	var proxy *testbed.TCPProxy
 	if conv == testbed.Avro {
-		format, registry = "avro", "\n  registry:\n    url: "+registryURL
+		// Debezium writes through the registry itself; the sink reads it through a proxy.
+		var proxied string
+		proxy, proxied = testbed.StartTCPProxy(t, registryURL)
+		format, registry = "avro", "schema_registry:\n  url: "+proxied+"\n  timeout: 2s\n"
 	}
+	httpAddr := freeAddr(t)
 	pipeline := testbed.Name(t, "p")
 	config := filepath.Join(t.TempDir(), "pipeline.yaml")
 	yaml := fmt.Sprintf(`pipeline: %s
@@ -106,11 +120,12 @@ database:
   url: %s
   schema: %s
 on_poison: dead-letter
-sink:
+http: %s
+%ssink:
   type: cdc
-  format: %s%s
+  format: %s
   table: "%s.$${source.table}"
-`, pipeline, e.Brokers, testbed.Name(t, "g"), strings.Join(topics, ", "), e.DatabaseURL, offsets, format, registry, replica)
+`, pipeline, e.Brokers, testbed.Name(t, "g"), strings.Join(topics, ", "), e.DatabaseURL, offsets, httpAddr, registry, format, replica)
 	if err := os.WriteFile(config, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -147,9 +162,18 @@ sink:
 		if err := sink.Wait(10 * time.Second); !testbed.KilledBySIGKILL(err) {
 			t.Fatalf("first run: %v, want killed by SIGKILL", err)
 		}
-		steps(ph.steps)
+		if ph.outage {
+			proxy.Cut()
+		}
 		sink = run("eosink run (after SIGKILL)")
+		steps(ph.steps)
+		if ph.outage {
+			registryOutage(t, sink, httpAddr, proxy)
+		}
 		equal("after SIGKILL and restart", 3*time.Minute)
+		if m := scrape(t, httpAddr); ph.outage && (m.transient == 0 || m.stopped != 0) {
+			t.Errorf("after the registry outage: %d transient retries, %d partitions stopped; want some, 0", m.transient, m.stopped)
+		}
 	} else {
 		equal("streamed", 3*time.Minute)
 	}

@@ -96,25 +96,18 @@ func (p *PGProxy) Arm(m CutMode) { p.mode.Store(int32(m)) }
 
 func (p *PGProxy) accept() {
 	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
+	relay(p.ln, p.target, func(c net.Conn) bool {
 		if p.down.Load() {
 			c.Close()
-			continue
+			return true
 		}
-		s, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
+		return false
+	}, func(c, s net.Conn) {
 		p.track(c, s)
 		var cut atomic.Bool // set when the COMMIT's reply must be lost
 		go downstream(c, s, &cut)
 		go p.upstream(c, s, &cut)
-	}
+	})
 }
 
 // commitQuery is the simple-protocol Query message pgx sends for Tx.Commit: 'Q', the length

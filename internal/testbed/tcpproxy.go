@@ -49,37 +49,49 @@ func (p *TCPProxy) serve(ln net.Listener) {
 	p.mu.Lock()
 	p.ln = ln
 	p.mu.Unlock()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.mu.Lock()
-			answer := p.answer
-			p.mu.Unlock()
-			if answer != 0 {
-				go func() {
-					_, _ = c.Read(make([]byte, 4096))
-					body := "<h1>" + http.StatusText(answer) + "</h1>"
-					_, _ = fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/html\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
-						answer, http.StatusText(answer), len(body), body)
-					c.Close()
-				}()
-				continue
-			}
-			s, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns[c], p.conns[s] = true, true
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(s, c); s.Close(); c.Close() }()
-			go func() { _, _ = io.Copy(c, s); s.Close(); c.Close() }()
+	go relay(ln, p.target, func(c net.Conn) bool {
+		p.mu.Lock()
+		answer := p.answer
+		p.mu.Unlock()
+		if answer == 0 {
+			return false
 		}
-	}()
+		go func() {
+			_, _ = c.Read(make([]byte, 4096))
+			body := "<h1>" + http.StatusText(answer) + "</h1>"
+			_, _ = fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/html\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+				answer, http.StatusText(answer), len(body), body)
+			c.Close()
+		}()
+		return true
+	}, func(c, s net.Conn) {
+		p.mu.Lock()
+		p.conns[c], p.conns[s] = true, true
+		p.mu.Unlock()
+		go func() { _, _ = io.Copy(s, c); s.Close(); c.Close() }()
+		go func() { _, _ = io.Copy(c, s); s.Close(); c.Close() }()
+	})
+}
+
+// relay accepts connections on ln until it is closed. handled(c) may take a connection
+// over (and return true); else relay dials target (closing c when that fails) and hands
+// both ends to pipe.
+func relay(ln net.Listener, target string, handled func(c net.Conn) bool, pipe func(c, s net.Conn)) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		if handled(c) {
+			continue
+		}
+		s, err := net.Dial("tcp", target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		pipe(c, s)
+	}
 }
 
 // Cut closes the listener and every connection through it.

@@ -229,29 +229,7 @@ func varDecimal(v any) (any, error) {
 }
 
 // decimalText returns the big-endian two's-complement unscaled value b × 10^-scale.
-func decimalText(b []byte, scale int) string {
-	u := new(big.Int).SetBytes(b)
-	if len(b) > 0 && b[0]&0x80 != 0 {
-		u.Sub(u, new(big.Int).Lsh(big.NewInt(1), uint(len(b))*8))
-	}
-	s := u.String()
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	switch {
-	case scale <= 0:
-		if s != "0" {
-			s += strings.Repeat("0", -scale)
-		}
-	case len(s) <= scale:
-		s = "0." + strings.Repeat("0", scale-len(s)) + s
-	default:
-		s = s[:len(s)-scale] + "." + s[len(s)-scale:]
-	}
-	if neg {
-		s = "-" + s
-	}
-	return s
-}
+func decimalText(b []byte, scale int) string { return string(schemaformat.DecimalBytes(b, scale)) }
 
 // numbers turns the json.Number leaves of a JSON tree into Decimals, which
 // schemaformat.JSON writes back with their exact digits.

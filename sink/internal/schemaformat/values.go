@@ -47,6 +47,10 @@ func decimalText(unscaled *big.Int, scale int) Decimal {
 
 // twosComplement reads b as a big-endian two's-complement integer, as Avro's decimal and
 // Kafka Connect's Decimal store the unscaled value.
+// DecimalBytes returns the decimal whose unscaled value is b, big-endian two's complement
+// (Avro's decimal, Kafka Connect's Decimal), times 10^-scale, as exact text.
+func DecimalBytes(b []byte, scale int) Decimal { return decimalText(twosComplement(b), scale) }
+
 func twosComplement(b []byte) *big.Int {
 	v := new(big.Int).SetBytes(b)
 	if len(b) > 0 && b[0]&0x80 != 0 {

@@ -148,6 +148,10 @@ func (p *PGProxy) upstream(c, s net.Conn, cut *atomic.Bool) {
 			if m := CutMode(p.mode.Load()); m != CutOff && bytes.Contains(chunk, commitQuery) &&
 				p.mode.CompareAndSwap(int32(m), int32(CutOff)) {
 				cut.Store(true)
+				// Count the cut before acting on it: with CutAfterForward the server's reply
+				// already ends the client's side while this goroutine sleeps, and a caller
+				// that finishes within the sleep must still see the cut.
+				p.Fired.Add(1)
 				switch m {
 				case CutAfterForward:
 					_, _ = s.Write(chunk)
@@ -158,7 +162,6 @@ func (p *PGProxy) upstream(c, s net.Conn, cut *atomic.Bool) {
 					p.held = append(p.held, s)
 					p.mu.Unlock()
 				}
-				p.Fired.Add(1)
 				return
 			}
 			if _, err := s.Write(chunk); err != nil {

@@ -31,6 +31,7 @@ import (
 
 var (
 	pointsBin string
+	eosinkBin string // cmd/eosink, for the scenarios that run a config-file pipeline (18, cdc)
 	seed      uint64
 	phase     = 12 * time.Second
 
@@ -71,8 +72,8 @@ func TestMain(m *testing.M) {
 		phase = time.Duration(v) * time.Second
 	}
 	fmt.Printf("chaos: seed %d (rerun with CHAOS_SEED=%d), fault phase %s per scenario\n", seed, seed, phase)
-	bin, cleanup := testbed.BuildPoints()
-	pointsBin = bin
+	dir, cleanup := testbed.Build("github.com/eosink/eosink/examples/points", "github.com/eosink/eosink/cmd/eosink")
+	pointsBin, eosinkBin = filepath.Join(dir, "points"), filepath.Join(dir, "eosink")
 	code := m.Run()
 	cleanup()
 	if err := writeReport(); err != nil {
@@ -131,11 +132,18 @@ type run struct {
 }
 
 func newRun(t *testing.T, env testbed.Env, partitions int) *run {
+	r := newBareRun(t)
+	r.p = testbed.NewPipelineOn(t, env, partitions)
+	return r
+}
+
+// newBareRun is a run without the points example's pipeline, for scenarios that bring
+// their own topics and tables (18, cdc).
+func newBareRun(t *testing.T) *run {
 	h := fnv.New64a()
 	h.Write([]byte(t.Name()))
 	s := seed ^ h.Sum64()
-	r := &run{t: t, name: strings.TrimPrefix(t.Name(), "TestChaos/"), seed: s, rng: rand.New(rand.NewPCG(s, 7)),
-		p: testbed.NewPipelineOn(t, env, partitions)}
+	r := &run{t: t, name: strings.TrimPrefix(t.Name(), "TestChaos/"), seed: s, rng: rand.New(rand.NewPCG(s, 7))}
 	t.Logf("scenario %s: seed %d", r.name, s)
 	return r
 }
@@ -227,15 +235,7 @@ func (r *run) finishWith(timeout time.Duration, o finishOpts, extra ...func(verd
 		time.Sleep(500 * time.Millisecond)
 	}
 	recovery := time.Since(r.healed).Seconds()
-	r.mu.Lock()
-	var evidence []string
-	for what, n := range r.evidence {
-		evidence = append(evidence, fmt.Sprintf("%s x%d", what, n))
-	}
-	r.mu.Unlock()
-	sort.Strings(evidence)
-	res := result{Scenario: r.name, Seed: r.seed, FaultsInjected: r.faults.Load(), Records: v.Records,
-		Duplicates: v.Duplicates, Lost: v.Lost, RecoverySeconds: recovery, Evidence: evidence, Verdict: "PASS"}
+	res := r.result(v.Records, v.Duplicates, v.Lost, recovery)
 	var problems []string
 	if err != nil {
 		problems = append(problems, "verifier: "+err.Error())
@@ -246,16 +246,36 @@ func (r *run) finishWith(timeout time.Duration, o finishOpts, extra ...func(verd
 	if !v.exact() && !o.recreated {
 		problems = append(problems, fmt.Sprintf("C1-C3: %+v", v))
 	}
-	if res.FaultsInjected == 0 {
-		problems = append(problems, "C5: no fault fired")
-	}
-	if v.Records == 0 {
-		problems = append(problems, "no records")
-	}
 	for _, f := range extra {
 		if p := f(v); p != "" {
 			problems = append(problems, p)
 		}
+	}
+	r.record(res, problems)
+	return v
+}
+
+// result is the report's row for this run so far, with the evidence of the faults.
+func (r *run) result(records, duplicates, lost int, recovery float64) result {
+	r.mu.Lock()
+	var evidence []string
+	for what, n := range r.evidence {
+		evidence = append(evidence, fmt.Sprintf("%s x%d", what, n))
+	}
+	r.mu.Unlock()
+	sort.Strings(evidence)
+	return result{Scenario: r.name, Seed: r.seed, FaultsInjected: r.faults.Load(), Records: records,
+		Duplicates: duplicates, Lost: lost, RecoverySeconds: recovery, Evidence: evidence, Verdict: "PASS"}
+}
+
+// record adds res to the report with the problems found (and C5 and the record count
+// checked here), and fails the test unless there are none.
+func (r *run) record(res result, problems []string) {
+	if res.FaultsInjected == 0 {
+		problems = append(problems, "C5: no fault fired")
+	}
+	if res.Records == 0 {
+		problems = append(problems, "no records")
 	}
 	if len(problems) > 0 {
 		res.Verdict = "FAIL"
@@ -265,9 +285,8 @@ func (r *run) finishWith(timeout time.Duration, o finishOpts, extra ...func(verd
 	report = append(report, res)
 	reportMu.Unlock()
 	r.t.Logf("%s: faults %d, records %d, duplicates %d, lost %d, recovery %.1fs, evidence %v", r.name,
-		res.FaultsInjected, res.Records, res.Duplicates, res.Lost, recovery, evidence)
+		res.FaultsInjected, res.Records, res.Duplicates, res.Lost, res.RecoverySeconds, res.Evidence)
 	if res.Verdict != "PASS" {
 		r.t.Fatalf("%s failed: %s", r.name, res.Details)
 	}
-	return v
 }

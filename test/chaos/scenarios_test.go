@@ -53,6 +53,7 @@ func TestChaos(t *testing.T) {
 	t.Run("15-long-pipeline-stalled-session", scenarioLongPipelineStalledSession)
 	t.Run("16-zombie-reclaim-race", scenarioZombieReclaimRace)
 	t.Run("17-non-utf8-header-dead-letter", scenarioNonUTF8HeaderDeadLetter)
+	t.Run("18-cdc-storm", scenarioCDCStorm)
 }
 
 // 1. SIGKILL at every commit boundary through failpoints, and at random times.

@@ -339,22 +339,31 @@ func (c *cdcRun) compare(ctx context.Context, conn *pgx.Conn) ([]cdcTableResult,
 			return nil, err
 		}
 		r := cdcTableResult{Table: tb.name, Source: len(model[ti]), Replica: len(got)}
-		show := func(s string) string { return strings.ReplaceAll(fmt.Sprintf("%q", s), nullText, "NULL") }
+		show := func(row []string) string {
+			s := make([]string, len(row))
+			for i, v := range row {
+				s[i] = "NULL"
+				if v != nullText {
+					s[i] = fmt.Sprintf("%q", v)
+				}
+			}
+			return "(" + strings.Join(s, ", ") + ")"
+		}
 		for k, want := range model[ti] {
 			g, ok := got[k]
 			switch {
 			case !ok:
 				r.Missing++
-				r.Diff = append(r.Diff, fmt.Sprintf("%s: + %s (only in the source)", tb.name, show(strings.Join(want, " | "))))
+				r.Diff = append(r.Diff, fmt.Sprintf("%s: + %s (only in the source)", tb.name, show(want)))
 			case strings.Join(g, "\x01") != strings.Join(want, "\x01"):
 				r.Mismatches++
-				r.Diff = append(r.Diff, fmt.Sprintf("%s: ~ source %s, replica %s", tb.name, show(strings.Join(want, " | ")), show(strings.Join(g, " | "))))
+				r.Diff = append(r.Diff, fmt.Sprintf("%s: ~ source %s, replica %s", tb.name, show(want), show(g)))
 			}
 		}
 		for k, g := range got {
 			if _, ok := model[ti][k]; !ok {
 				r.Extra++
-				r.Diff = append(r.Diff, fmt.Sprintf("%s: - %s (only in the replica)", tb.name, show(strings.Join(g, " | "))))
+				r.Diff = append(r.Diff, fmt.Sprintf("%s: - %s (only in the replica)", tb.name, show(g)))
 			}
 		}
 		sort.Strings(r.Diff)
@@ -620,7 +629,7 @@ func scenarioCDCStorm(t *testing.T) {
 		}
 		return len(results) == len(cdcTables)
 	}
-	deadline := time.Now().Add(180 * time.Second)
+	deadline := time.Now().Add(120 * time.Second)
 	for {
 		lag, dead, err = c.lagAndDead(ctx, conn)
 		if err == nil {

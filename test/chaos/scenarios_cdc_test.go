@@ -522,6 +522,7 @@ func scenarioCDCStorm(t *testing.T) {
 	}
 	sctx, stopStream := context.WithCancel(ctx)
 	waitStream := c.stream(sctx, prod, 40, 200*time.Millisecond)
+	defer func() { stopStream(); waitStream() }() // before the producer closes, also on a failure
 
 	// reap removes the members that exited, counting the failpoint kills.
 	reap := func() {
@@ -540,8 +541,9 @@ func scenarioCDCStorm(t *testing.T) {
 			i--
 		}
 	}
-	// Replays a third and two thirds into the fault phase (and every third after that):
-	// the operator's reset to the earliest offsets, then old events republished.
+	// Replays a third and two thirds into the fault phase (at most 30 s apart, alternating in
+	// longer runs): the operator's reset to the earliest offsets, then old events republished.
+	every := min(phase/3, 30*time.Second)
 	replay := func(i int) {
 		if i%2 == 0 {
 			if back := c.resetToEarliest(); back > 0 {
@@ -553,14 +555,14 @@ func scenarioCDCStorm(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	replays, nextReplay := 0, start.Add(phase/3)
+	replays, nextReplay := 0, start.Add(every)
 	for end := start.Add(phase); time.Now().Before(end); {
 		time.Sleep(time.Duration(800+c.rng.IntN(1700)) * time.Millisecond)
 		reap()
 		if time.Now().After(nextReplay) {
 			replay(replays)
 			replays++
-			nextReplay = time.Now().Add(phase / 3)
+			nextReplay = time.Now().Add(every)
 			continue
 		}
 		switch {
@@ -576,7 +578,19 @@ func scenarioCDCStorm(t *testing.T) {
 			c.fault("member started")
 		default:
 			i := c.rng.IntN(len(procs))
-			if c.rng.IntN(2) == 0 {
+			if fp := victim[procs[i]]; fp != "" && c.rng.IntN(2) == 0 {
+				// Armed with a failpoint, which may fire while it drains.
+				procs[i].Signal(syscall.SIGTERM)
+				err := procs[i].Wait(60 * time.Second)
+				switch {
+				case err == nil:
+					c.fault("member stopped with SIGTERM")
+				case testbed.KilledBySIGKILL(err) && procs[i].Contains("failpoint fired: "+fp+" kill"):
+					c.fault("failpoint kill at " + fp)
+				default:
+					t.Fatalf("a member armed with a failpoint, after SIGTERM: %v", err)
+				}
+			} else if fp == "" && c.rng.IntN(2) == 0 {
 				procs[i].StopClean(60 * time.Second)
 				c.fault("member stopped with SIGTERM")
 			} else {

@@ -174,7 +174,7 @@ func (c *cdcRun) send(p *kafka.Producer, from int) error {
 }
 
 // deliver produces n records (topic index, partition, key, value) and waits for every
-// delivery report; keep records them in sent.
+// delivery report; with keep, it records them in sent (to be republished).
 func (c *cdcRun) deliver(p *kafka.Producer, n int, rec func(int) (int, int32, []byte, []byte), keep bool) error {
 	dr := make(chan kafka.Event, n)
 	for i := 0; i < n; i++ {

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/eosink/eosink/cli"
 	"github.com/eosink/eosink/internal/testbed"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/table"
@@ -32,6 +33,7 @@ type routed struct {
 	offsetsSchema string
 	group         string
 	produced      map[string]int // records produced per topic name
+	protocol      string         // "" (eager), cooperative-sticky, or consumer (KIP-848)
 }
 
 func newRouted(t *testing.T) *routed {
@@ -129,12 +131,17 @@ func (r *routed) count(t *testing.T, name string) int {
 // config is the pipeline: a pattern subscription with a fast metadata refresh (so that new
 // topics are seen within a second), the table plugin p.
 func (r *routed) config(t *testing.T, p sink.Plugin, logs io.Writer) sink.Config {
+	props := kafka.ConfigMap{"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, "topic.metadata.refresh.interval.ms": 1000}
+	switch r.protocol {
+	case "cooperative-sticky":
+		props["partition.assignment.strategy"] = "cooperative-sticky"
+	case "consumer":
+		props = kafka.ConfigMap{"group.protocol": "consumer", "topic.metadata.refresh.interval.ms": 1000}
+	}
 	return sink.Config{
 		Brokers: r.e.Brokers, GroupID: r.group, Topics: []string{r.pattern()},
 		DatabaseURL: r.e.DatabaseURL, Schema: r.offsetsSchema, Plugin: p,
-		Kafka: kafka.ConfigMap{"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
-			"topic.metadata.refresh.interval.ms": 1000},
-		MaxBatchRecords: 40,
+		Kafka: props, MaxBatchRecords: 40,
 		Logger:          slog.New(slog.NewTextHandler(io.MultiWriter(logs, t.Output()), nil)),
 	}
 }
@@ -192,10 +199,23 @@ func (r *routed) verify(t *testing.T, name string) {
 // TestPatternRoutesTopicsToTables: a pipeline subscribed to ^<prefix>\..* consumes two
 // existing topics into two tables; a third topic created while it runs is picked up and
 // routed to its own table; after a restart more records of all three follow. Each table then
-// holds exactly its topic's records, once, and the stored positions are the logs' ends.
+// holds exactly its topic's records, once, and the stored positions are the logs' ends. With
+// the eager and cooperative-sticky assignors and the consumer protocol (KIP-848).
 func TestPatternRoutesTopicsToTables(t *testing.T) {
 	t.Parallel()
+	for _, protocol := range []string{"eager", "cooperative-sticky", "consumer"} {
+		t.Run(protocol, func(t *testing.T) {
+			t.Parallel()
+			testPatternRoutes(t, protocol)
+		})
+	}
+}
+
+func testPatternRoutes(t *testing.T, protocol string) {
 	r := newRouted(t)
+	if protocol != "eager" {
+		r.protocol = protocol
+	}
 	for _, name := range []string{"alpha", "beta", "gamma"} {
 		r.createTable(t, name)
 	}
@@ -418,4 +438,72 @@ func TestPatternUnroutedTopicAtRuntime(t *testing.T) {
 	}
 	r.verify(t, "alpha")
 	r.verify(t, "stray")
+}
+
+// eosink runs the eosink command in this process on the test's services.
+func (r *routed) eosink(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	args = append(args, "-database-url", r.e.DatabaseURL, "-brokers", r.e.Brokers, "-schema", r.offsetsSchema)
+	var out, errOut strings.Builder
+	if code := cli.Run(context.Background(), args, &out, &errOut); code != 0 {
+		return out.String(), fmt.Errorf("eosink %v: exit %d: %s", args, code, errOut.String())
+	}
+	return out.String(), nil
+}
+
+// TestPatternTopicDeleted: a topic of a pattern subscription deleted while the sink runs is
+// revoked; the other topics go on, and `eosink lag` and `eosink offsets list` still answer,
+// showing the deleted topic's rows with the broker's error instead of failing.
+func TestPatternTopicDeleted(t *testing.T) {
+	t.Parallel()
+	r := newRouted(t)
+	r.createTable(t, "alpha")
+	r.createTable(t, "beta")
+	r.createTopic(t, "alpha", 1)
+	r.createTopic(t, "beta", 1)
+	r.produce(t, "alpha", 20)
+	r.produce(t, "beta", 20)
+	p, err := table.New(table.Config{Columns: routeColumns,
+		Routes: []table.Route{{Topic: "^" + r.prefix + `\.(.*)`, Table: r.schema + ".${1}"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := startSink(t, r.config(t, p, io.Discard))
+	testbed.Eventually(t, 60*time.Second, "alpha and beta applied", func() (bool, string) {
+		a, b := r.count(t, "alpha"), r.count(t, "beta")
+		return a == 20 && b == 20, fmt.Sprintf("alpha %d, beta %d", a, b)
+	})
+	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": r.e.Brokers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if res, err := a.DeleteTopics(ctx, []string{r.topic("beta")}); err != nil || res[0].Error.Code() != kafka.ErrNoError {
+		t.Fatalf("delete beta: %v %v", err, res)
+	}
+	r.produce(t, "alpha", 20)
+	testbed.Eventually(t, 60*time.Second, "alpha goes on", func() (bool, string) {
+		n := r.count(t, "alpha")
+		return n == 40, fmt.Sprint(n)
+	})
+	if errs := run.s.PartitionErrors(); len(errs) > 0 {
+		t.Fatalf("partitions stopped: %v", errs)
+	}
+	for _, cmd := range [][]string{{"lag", "-pipeline", r.group}, {"offsets", "list", "-pipeline", r.group}} {
+		testbed.Eventually(t, 30*time.Second, "eosink "+cmd[0]+" to answer with alpha at lag 0", func() (bool, string) {
+			out, err := r.eosink(t, cmd...)
+			if err != nil {
+				return false, err.Error()
+			}
+			return strings.Contains(out, r.topic("alpha")) && strings.Contains(out, r.topic("beta")), out
+		})
+		out, _ := r.eosink(t, cmd...)
+		t.Logf("eosink %s:\n%s", strings.Join(cmd, " "), out)
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	r.verify(t, "alpha")
 }

@@ -142,7 +142,7 @@ func (r *routed) config(t *testing.T, p sink.Plugin, logs io.Writer) sink.Config
 		Brokers: r.e.Brokers, GroupID: r.group, Topics: []string{r.pattern()},
 		DatabaseURL: r.e.DatabaseURL, Schema: r.offsetsSchema, Plugin: p,
 		Kafka: props, MaxBatchRecords: 40,
-		Logger:          slog.New(slog.NewTextHandler(io.MultiWriter(logs, t.Output()), nil)),
+		Logger: slog.New(slog.NewTextHandler(io.MultiWriter(logs, t.Output()), nil)),
 	}
 }
 

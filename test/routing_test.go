@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -506,4 +508,74 @@ func TestPatternTopicDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.verify(t, "alpha")
+}
+
+// TestPatternPipelineFile: `eosink run -config` with kafka.topics: ["^<prefix>\\..*"] and a
+// routes list reads both matching topics into their tables; the same file with a topic that
+// no route takes exits 1 at start, naming it, having written nothing.
+func TestPatternPipelineFile(t *testing.T) {
+	t.Parallel()
+	r := newRouted(t)
+	r.createTable(t, "alpha")
+	r.createTable(t, "beta")
+	r.createTopic(t, "alpha", 2)
+	r.createTopic(t, "beta", 1)
+	r.produce(t, "alpha", 50)
+	r.produce(t, "beta", 30)
+	file := func(routes string) string {
+		path := filepath.Join(t.TempDir(), "pipeline.yaml")
+		text := fmt.Sprintf(`kafka:
+  brokers: %s
+  group: %s
+  topics: ["^%s\\..*"]
+  properties: {topic.metadata.refresh.interval.ms: 1000}
+database: {url: "%s", schema: %s}
+sink:
+  type: table
+  columns: {k: key, id: {from: value.id, required: true}, body: value, src_topic: topic, src_partition: partition, src_offset: offset}
+  routes:
+%s`, r.e.Brokers, r.group, r.prefix, r.e.DatabaseURL, r.offsetsSchema, routes)
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+
+	// alpha only: beta matches and has no route.
+	var out, errOut strings.Builder
+	code := cli.Run(context.Background(), []string{"run", "-config", file(fmt.Sprintf("    - {topic: %s.alpha, table: %s.alpha}\n", r.prefix, r.schema))}, &out, &errOut)
+	t.Logf("exit %d: %s", code, lastLines(errOut.String(), 2))
+	if code != 1 || !strings.Contains(errOut.String(), `no route for topic "`+r.topic("beta")+`"`) {
+		t.Fatalf("exit %d, want 1 naming %s", code, r.topic("beta"))
+	}
+	if n := r.count(t, "alpha"); n != 0 {
+		t.Fatalf("%d rows written", n)
+	}
+
+	// Both, by the pattern's group.
+	routes := fmt.Sprintf("    - {topic: '^%s\\.(alpha|beta)$', table: \"%s.$${1}\"}\n", r.prefix, r.schema)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	var runErr syncBuffer
+	go func() { done <- cli.Run(ctx, []string{"run", "-config", file(routes)}, io.Discard, &runErr) }()
+	testbed.Eventually(t, 60*time.Second, "alpha and beta applied by eosink run", func() (bool, string) {
+		select {
+		case code := <-done:
+			t.Fatalf("eosink run exited %d: %s", code, lastLines(runErr.String(), 5))
+		default:
+		}
+		a, b := r.count(t, "alpha"), r.count(t, "beta")
+		return a == 50 && b == 30, fmt.Sprintf("alpha %d, beta %d", a, b)
+	})
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("eosink run exited %d after cancellation: %s", code, lastLines(runErr.String(), 5))
+	}
+	r.verify(t, "alpha")
+	r.verify(t, "beta")
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

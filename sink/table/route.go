@@ -317,6 +317,9 @@ func (rt *router[T]) summary() []string {
 	var lines []string
 	for _, r := range rt.routes {
 		from := "(any other topic)"
+		if len(rt.routes) == 1 {
+			from = "(every topic)"
+		}
 		if r.path != "" {
 			from = r.spec.Topic
 		}

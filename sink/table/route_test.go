@@ -63,6 +63,9 @@ func TestDefaultTableTakesEveryOtherTopic(t *testing.T) {
 	if err := p.CheckTopic("a.b-c"); err != nil {
 		t.Error(err)
 	}
+	if got, want := p.RouteSummary(), []string{"(every topic) -> raw.${topic}"}; !slices.Equal(got, want) {
+		t.Errorf("summary %q, want %q", got, want)
+	}
 	long := strings.Repeat("t", 64)
 	if err := p.CheckTopic(long); !errors.Is(err, sink.ErrNoRoute) || !strings.Contains(err.Error(), "63 bytes") {
 		t.Errorf("a 64-byte table name: got %v, want a no-route error about 63 bytes", err)

@@ -21,6 +21,7 @@ import (
 	"github.com/eosink/eosink/cli"
 	"github.com/eosink/eosink/internal/testbed"
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/cdc"
 	"github.com/eosink/eosink/sink/table"
 )
 
@@ -578,4 +579,86 @@ sink:
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// changeEvent is a Debezium change event (JsonConverter without schemas) of source table
+// public.<table>: key {"id": id}, after {"id": id, "v": v}, at source LSN lsn.
+func changeEvent(table string, id, v, lsn int) testbed.Msg {
+	return testbed.Msg{Partition: -1, Key: []byte(fmt.Sprintf(`{"id": %d}`, id)),
+		Value: []byte(fmt.Sprintf(`{"before": null, "after": {"id": %d, "v": "%s-%d"}, "op": "c",
+			"source": {"db": "src", "schema": "public", "table": %q, "lsn": %d}}`, id, table, v, table, lsn))}
+}
+
+// TestCDCOverPattern: the cdc plugin under a pattern subscription ^<prefix>\.public\..*:
+// it routes by each event's source table (table: <schema>.${source.table}), so every
+// topic has a route; two topics are replicated, and a third created while the sink runs is
+// picked up and replicated too.
+func TestCDCOverPattern(t *testing.T) {
+	t.Parallel()
+	r := newRouted(t)
+	ctx := context.Background()
+	db := testbed.Pool(t, r.e)
+	for _, name := range []string{"accounts", "lines", "notes"} {
+		if _, err := db.Exec(ctx, "CREATE TABLE "+pgx.Identifier{r.schema, name}.Sanitize()+" (id int PRIMARY KEY, v text NOT NULL)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := cdc.New(cdc.Config{Table: r.schema + ".${source.table}", PositionsSchema: r.offsetsSchema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.MigratePlugin(ctx, r.e.DatabaseURL, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	lsn := 0
+	write := func(table string, ids, version int) {
+		msgs := make([]testbed.Msg, ids)
+		for i := range msgs {
+			lsn += 10
+			msgs[i] = changeEvent(table, i, version, lsn)
+		}
+		testbed.Produce(t, r.e, r.topic("public."+table), msgs)
+	}
+	// replica returns how many rows of table have version v (and how many rows in all).
+	replica := func(table string, v int) (int, int) {
+		var at, all int
+		if err := db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE v = $1::text || '-' || $2::int), count(*) FROM `+
+			pgx.Identifier{r.schema, table}.Sanitize(), table, v).Scan(&at, &all); err != nil {
+			t.Fatal(err)
+		}
+		return at, all
+	}
+	r.createTopic(t, "public.accounts", 2)
+	r.createTopic(t, "public.lines", 1)
+	write("accounts", 40, 1)
+	write("lines", 25, 1)
+	cfg := r.config(t, p, io.Discard)
+	cfg.Topics = []string{"^" + r.prefix + `\.public\..*`}
+	run := startSink(t, cfg)
+	testbed.Eventually(t, 60*time.Second, "accounts and lines replicated", func() (bool, string) {
+		a, _ := replica("accounts", 1)
+		l, _ := replica("lines", 1)
+		return a == 40 && l == 25, fmt.Sprintf("accounts %d, lines %d", a, l)
+	})
+	r.createTopic(t, "public.notes", 1)
+	write("notes", 15, 1)
+	write("accounts", 40, 2) // every account updated
+	testbed.Eventually(t, 60*time.Second, "notes (a topic created while running) replicated, accounts updated", func() (bool, string) {
+		if errs := run.s.PartitionErrors(); len(errs) > 0 {
+			t.Fatalf("partition stopped: %v", errs)
+		}
+		n, _ := replica("notes", 1)
+		a, _ := replica("accounts", 2)
+		return n == 15 && a == 40, fmt.Sprintf("notes %d, accounts at version 2 %d", n, a)
+	})
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	for table, want := range map[string][2]int{"accounts": {2, 40}, "lines": {1, 25}, "notes": {1, 15}} {
+		at, all := replica(table, want[0])
+		t.Logf("%s: %d rows, %d at version %d", table, all, at, want[0])
+		if at != want[1] || all != want[1] {
+			t.Fatalf("%s: %d rows, %d at version %d; want %d", table, all, at, want[0], want[1])
+		}
+	}
 }

@@ -662,3 +662,33 @@ func TestCDCOverPattern(t *testing.T) {
 		}
 	}
 }
+
+// TestPatternMatchingNothingYet: a pattern that matches no topic at start is no error (it
+// is logged); the sink runs and reads the first matching topic once it is created.
+func TestPatternMatchingNothingYet(t *testing.T) {
+	t.Parallel()
+	r := newRouted(t)
+	r.createTable(t, "first")
+	p, err := table.New(table.Config{Columns: routeColumns, Table: r.schema + ".first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	run := startSink(t, r.config(t, p, &logs))
+	testbed.Eventually(t, 30*time.Second, "the sink consuming, with no topic yet", func() (bool, string) {
+		return run.s.Ready(), "not ready"
+	})
+	if !strings.Contains(logs.String(), "no topic matches the pattern yet") {
+		t.Fatal("no warning that the pattern matches nothing")
+	}
+	r.createTopic(t, "first", 1)
+	r.produce(t, "first", 35)
+	testbed.Eventually(t, 60*time.Second, "the first matching topic applied", func() (bool, string) {
+		n := r.count(t, "first")
+		return n == 35, fmt.Sprint(n)
+	})
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	r.verify(t, "first")
+}

@@ -16,5 +16,9 @@ func (p *CDC) RouteSummary() []string {
 	for _, st := range slices.Sorted(maps.Keys(p.rs.byST)) {
 		lines = append(lines, fmt.Sprintf("source table %s -> %s", st, strings.Join(p.rs.byST[st].tmpl.parts, ".")))
 	}
-	return append(lines, "any other source table -> "+strings.Join(p.rs.def.tmpl.parts, ".")+" (from each event's source, any topic)")
+	other := "any other source table"
+	if len(lines) == 0 {
+		other = "every source table"
+	}
+	return append(lines, other+" -> "+strings.Join(p.rs.def.tmpl.parts, ".")+" (from each event's source, any topic)")
 }

@@ -15,4 +15,12 @@ func TestRouteSummary(t *testing.T) {
 	if got := p.RouteSummary(); !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
 	}
+	p, err = New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"every source table -> ${source.schema}.${source.table} (from each event's source, any topic)"}
+	if got := p.RouteSummary(); !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
 }

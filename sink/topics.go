@@ -87,10 +87,26 @@ func checkRoute(p Plugin, topic, pattern string) error {
 	return &NoRouteError{Topic: topic, Pattern: pattern, Reason: err.Error()}
 }
 
-// subscription is Config.Topics split into names and compiled patterns.
+// subscription is Config.Topics split into names and compiled patterns, with the topics
+// librdkafka's topic.blacklist hides from pattern matches.
 type subscription struct {
 	names    []string
 	patterns []*regexp.Regexp
+	ignored  []*regexp.Regexp
+}
+
+// ignore sets the topic.blacklist property: regular expressions separated by commas, as
+// librdkafka reads them (one that does not compile is left to librdkafka to refuse).
+func (s *subscription) ignore(blacklist any) {
+	list, _ := blacklist.(string)
+	for _, p := range strings.Split(list, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if re, err := regexp.Compile(p); err == nil {
+			s.ignored = append(s.ignored, re)
+		}
+	}
 }
 
 func newSubscription(topics []string) (subscription, error) {
@@ -109,8 +125,14 @@ func newSubscription(topics []string) (subscription, error) {
 	return s, nil
 }
 
-// pattern returns the first pattern matching topic, "" for none.
+// pattern returns the first pattern matching topic, "" for none (or when topic.blacklist
+// hides the topic).
 func (s subscription) pattern(topic string) string {
+	for _, re := range s.ignored {
+		if re.MatchString(topic) {
+			return ""
+		}
+	}
 	for _, re := range s.patterns {
 		if re.MatchString(topic) {
 			return re.String()
@@ -139,6 +161,7 @@ func (s *Sink) checkTopics(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err // Validate compiled them already
 	}
+	sub.ignore(s.cfg.Kafka["topic.blacklist"])
 	topics := slices.Clone(sub.names)
 	for _, t := range sub.names {
 		for {
@@ -199,6 +222,7 @@ func (s *Sink) checkTopics(ctx context.Context) ([]string, error) {
 // here.
 func (s *Sink) checkRoutes(topics []string) error {
 	sub, _ := newSubscription(s.cfg.Topics)
+	sub.ignore(s.cfg.Kafka["topic.blacklist"])
 	var errs []error
 	for _, t := range topics {
 		p := sub.pattern(t)

@@ -229,8 +229,11 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 // workerConfig gathers what the partition workers use, once the pool and the store exist.
 func (s *Sink) workerConfig() *workerConfig {
 	c := &s.cfg
+	sub, _ := newSubscription(c.Topics) // compiled by Validate already
+	sub.ignore(c.Kafka["topic.blacklist"])
 	return &workerConfig{
-		plugin: s.plugin, db: s.pool, store: s.store,
+		subscription: sub,
+		plugin:       s.plugin, db: s.pool, store: s.store,
 		limits:    batchLimits{records: c.MaxBatchRecords, bytes: c.MaxBatchBytes, wait: c.MaxBatchWait, buffered: c.MaxBufferedBytes},
 		isolation: c.IsolationLevel, onPoison: c.OnPoison, schema: c.Schema, pipeline: c.Pipeline,
 		deadLetterRatio: c.MaxDeadLetterRatio, deadLetterWindow: c.DeadLetterWindow,

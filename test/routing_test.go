@@ -371,8 +371,8 @@ func TestPatternUnroutedTopicAtRuntime(t *testing.T) {
 	for _, e := range run.s.PartitionErrors() {
 		errors.As(e, &nr)
 	}
-	if nr == nil || nr.Topic != r.topic("stray") {
-		t.Fatalf("partition errors %v, want a *sink.NoRouteError for %s", run.s.PartitionErrors(), r.topic("stray"))
+	if nr == nil || nr.Topic != r.topic("stray") || nr.Pattern != r.pattern() {
+		t.Fatalf("partition errors %v, want a *sink.NoRouteError for %s matched by %s", run.s.PartitionErrors(), r.topic("stray"), r.pattern())
 	}
 	testbed.Eventually(t, 15*time.Second, "eosink_partition_stopped{reason=no_route}", func() (bool, string) {
 		g := stoppedGauges(t, reg)

@@ -1,10 +1,15 @@
 package table_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/table"
@@ -127,5 +132,104 @@ func TestSinkRefusesUnroutedListedTopic(t *testing.T) {
 	var ce *sink.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "Topics[1]" || !strings.Contains(ce.Reason, `no route for topic "payments"`) {
 		t.Fatalf("got %v, want a ConfigError for Topics[1] naming payments", err)
+	}
+}
+
+// write applies one batch of topic through p in a transaction of its own.
+func write(t *testing.T, db *pgxpool.Pool, p sink.Plugin, topic string, values ...string) error {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	b := sink.Batch{Topic: topic}
+	for i, v := range values {
+		b.Records = append(b.Records, sink.Record{Topic: topic, Offset: int64(i), Key: []byte(fmt.Sprint(i)), Value: []byte(v)})
+	}
+	if err := p.Write(ctx, tx, b); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// Routes write each topic to its table: a name, a pattern's group, ${topic} with dots (one
+// quoted identifier); upsert routes with their own key. A fixed route's missing table fails
+// Prepare; a templated one fails its first batch.
+func TestRoutesWriteToTheirTables(t *testing.T) {
+	db, schema := testDB(t)
+	ctx := context.Background()
+	for _, name := range []string{"orders", "eu", "raw.events.x"} {
+		exec(t, db, "CREATE TABLE "+pgx.Identifier{schema, name}.Sanitize()+" (id int PRIMARY KEY, src text)")
+	}
+	c := map[string]table.Column{"id": {From: "value.id"}, "src": {From: "topic"}}
+	p, err := table.New(table.Config{Columns: c, Table: schema + ".${topic}", Routes: []table.Route{
+		{Topic: "shop-orders", Table: schema + ".orders"},
+		{Topic: `^region-(eu|us)$`, Table: schema + ".${1}"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Prepare(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	for topic, v := range map[string]string{"shop-orders": `{"id": 1}`, "region-eu": `{"id": 2}`, "raw.events.x": `{"id": 3}`} {
+		if err := write(t, db, p, topic, v); err != nil {
+			t.Fatalf("%s: %v", topic, err)
+		}
+	}
+	got, err := rows(ctx, db, `SELECT format('%s %s %s', 'orders', id, src) FROM `+pgx.Identifier{schema, "orders"}.Sanitize()+
+		` UNION ALL SELECT format('%s %s %s', 'eu', id, src) FROM `+pgx.Identifier{schema, "eu"}.Sanitize()+
+		` UNION ALL SELECT format('%s %s %s', 'raw', id, src) FROM `+pgx.Identifier{schema, "raw.events.x"}.Sanitize()+` ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"eu 2 region-eu", "orders 1 shop-orders", "raw 3 raw.events.x"}; !slices.Equal(got, want) {
+		t.Fatalf("rows %q, want %q", got, want)
+	}
+	// region-us renders a table that does not exist: the batch fails, naming it.
+	if err := write(t, db, p, "region-us", `{"id": 4}`); err == nil || !strings.Contains(err.Error(), "us does not exist") {
+		t.Fatalf("region-us: %v, want a missing table", err)
+	}
+
+	// upsert: a route with its own columns and key.
+	exec(t, db, "CREATE TABLE "+pgx.Identifier{schema, "balances"}.Sanitize()+" (account text PRIMARY KEY, amount int)")
+	u, err := table.NewUpsert(table.UpsertConfig{Key: []string{"id"}, Config: table.Config{Columns: c, Routes: []table.Route{
+		{Topic: "balances", Table: schema + ".balances", Key: []string{"account"},
+			Columns: map[string]table.Column{"account": {From: "value.a"}, "amount": {From: "value.n"}}},
+		{Topic: "^shop-", Table: schema + ".orders"},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := u.Prepare(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if err := write(t, db, u, "balances", `{"a": "x", "n": 1}`, `{"a": "x", "n": 5}`, `{"a": "y", "n": 2}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := write(t, db, u, "shop-orders", `{"id": 1}`, `{"id": 9}`); err != nil {
+		t.Fatal(err)
+	}
+	got, err = rows(ctx, db, `SELECT format('%s=%s', account, amount) FROM `+pgx.Identifier{schema, "balances"}.Sanitize()+
+		` UNION ALL SELECT format('%s=%s', id, src) FROM `+pgx.Identifier{schema, "orders"}.Sanitize()+` ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"1=shop-orders", "9=shop-orders", "x=5", "y=2"}; !slices.Equal(got, want) {
+		t.Fatalf("rows %q, want %q", got, want)
+	}
+	if err := write(t, db, u, "other", `{"id": 1}`); !errors.Is(err, sink.ErrNoRoute) {
+		t.Fatalf("an unrouted topic's batch: %v, want ErrNoRoute", err)
+	}
+
+	// A fixed route's missing table fails at start.
+	missing, err := table.New(table.Config{Columns: c, Routes: []table.Route{{Topic: "a", Table: schema + ".nosuch"}, {Topic: "^b", Table: schema + ".${topic}"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := missing.Prepare(ctx, db); err == nil || !strings.Contains(err.Error(), "nosuch does not exist") {
+		t.Fatalf("Prepare: %v, want the missing table", err)
 	}
 }

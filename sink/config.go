@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -59,7 +60,13 @@ type Config struct {
 	Brokers string
 	// GroupID is the Kafka consumer group. Required.
 	GroupID string
-	// Topics to consume. Required.
+	// Topics to consume: names, and regular expressions starting with ^ (librdkafka's
+	// syntax), which subscribe to every topic they match, including topics created later;
+	// for example "^cdc\\.public\\..*". New topics are found at librdkafka's metadata refresh,
+	// every topic.metadata.refresh.interval.ms (5 minutes unless set in Kafka). Write
+	// patterns that Go's regexp and librdkafka's POSIX extended expressions read alike
+	// (no \d, \w or (?...) groups): the sink matches them itself to check routes at start.
+	// With a TopicRouter plugin every topic needs a route (see TopicRouter). Required.
 	Topics []string
 	// Pipeline names this pipeline's rows in the offsets table. Two pipelines with different
 	// names keep separate positions. Defaults to GroupID.
@@ -287,8 +294,25 @@ func (c Config) problems(given Config) []*ConfigError {
 		bad("Topics", "at least one topic is required")
 	}
 	for i, t := range c.Topics {
-		if strings.TrimSpace(t) == "" || strings.HasPrefix(t, "^") {
-			bad(fmt.Sprintf("Topics[%d]", i), "%q is not a topic name (patterns are not supported)", t)
+		field := fmt.Sprintf("Topics[%d]", i)
+		switch {
+		case strings.TrimSpace(t) == "" || t != strings.TrimSpace(t):
+			bad(field, "%q is not a topic name", t)
+		case slices.Index(c.Topics, t) < i:
+			bad(field, "%q is listed twice", t)
+		case IsTopicPattern(t):
+			if _, err := regexp.Compile(t); err != nil {
+				bad(field, "%q is not a regular expression: %v", t, err)
+			}
+		case c.Plugin != nil:
+			if err := checkRoute(c.Plugin, t, ""); err != nil {
+				var nr *NoRouteError
+				if errors.As(err, &nr) {
+					bad(field, "no route for topic %q: %s", t, nr.Reason)
+				} else {
+					bad(field, "%v", err)
+				}
+			}
 		}
 	}
 	if (c.Handler == nil) == (c.Plugin == nil) {

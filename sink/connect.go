@@ -7,55 +7,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eosink/eosink/rebalance"
 )
-
-// checkTopics fails fast, with a clear message, when the broker cannot be reached or a topic
-// does not exist. A topic that is unknown is asked for again for up to topicWait, since a
-// topic created a moment ago may not be in the broker's metadata yet.
-func (s *Sink) checkTopics(ctx context.Context) error {
-	const topicWait = 10 * time.Second
-	deadline := time.Now().Add(topicWait)
-	for _, t := range s.cfg.Topics {
-		for {
-			timeout := time.Until(deadline)
-			if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
-				timeout = time.Until(d)
-			}
-			md, err := s.consumer.GetMetadata(&t, false, int(max(timeout, time.Second).Milliseconds()))
-			if err != nil {
-				return fmt.Errorf("eosink: cannot reach Kafka at %s: %w", s.brokers(), err)
-			}
-			tm, ok := md.Topics[t]
-			if ok && tm.Error.Code() == kafka.ErrNoError {
-				break
-			}
-			unknown := !ok || tm.Error.Code() == kafka.ErrUnknownTopicOrPart || tm.Error.Code() == kafka.ErrUnknownTopic
-			if !unknown {
-				return fmt.Errorf("eosink: topic %q: %w", t, tm.Error)
-			}
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				return fmt.Errorf("eosink: topic %q does not exist on %s", t, s.brokers())
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(500 * time.Millisecond):
-			}
-		}
-	}
-	return nil
-}
-
-func (s *Sink) brokers() string {
-	if s.cfg.Brokers != "" {
-		return s.cfg.Brokers
-	}
-	return fmt.Sprint(s.cfg.Kafka["bootstrap.servers"])
-}
 
 // openDatabase creates the pool (unless the caller gave one), checks the connection,
 // migrates when asked, checks the schema versions and lets the plugin check the database.

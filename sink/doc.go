@@ -51,6 +51,19 @@
 // conformance suite every plugin should pass. See ExamplePlugin, ExampleRegister and
 // docs/plugins.md.
 //
+// # Many topics
+//
+// Config.Topics takes topic names and patterns: an entry starting with ^ is a regular
+// expression (^cdc\.public\..*), and the sink reads every topic it matches, including topics
+// created later (found at librdkafka's metadata refresh, topic.metadata.refresh.interval.ms,
+// 5 minutes unless set in Config.Kafka). A new topic is just new (topic, partition) claims.
+// A plugin that writes each topic somewhere of its own implements TopicRouter; a topic it
+// has no route for is refused by New (a listed name), by Run before it consumes (a
+// pattern's match at start), or stops its partitions with a *NoRouteError, reason
+// no_route (a topic created later). Nothing is dropped for want of a route. The table and
+// upsert plugins route by topic (sink/table's Route); cdc routes by each event's source
+// table. See docs/pipeline-config.md.
+//
 // # The offsets table
 //
 // The framework's migrations (package migrations, applied by Migrate, AutoMigrate or
@@ -98,8 +111,9 @@
 // the others.
 //
 // Run returns an error only when the sink cannot work at all: bad configuration, an
-// unreachable database or broker at start, a missing offsets table, claims that keep
-// failing, or a fatal librdkafka error.
+// unreachable database or broker at start, a missing offsets table, a topic matched at
+// start that the plugin has no route for (ErrNoRoute), claims that keep failing, or a fatal
+// librdkafka error.
 //
 // # Rebalances
 //

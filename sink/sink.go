@@ -140,7 +140,9 @@ func (s *Sink) PartitionErrors() []error {
 // Errors in one partition (fenced, handler failure, offset out of range) stop that
 // partition only; they are logged and listed by PartitionErrors. Run returns an error when
 // the sink cannot go on: the database or the broker is unreachable at start, the offsets
-// table is missing, a claim keeps failing, or librdkafka reports a fatal error.
+// table is missing, a listed topic does not exist, the plugin has no route for a topic
+// about to be consumed (ErrNoRoute: *NoRouteError values, joined), a claim keeps failing,
+// or librdkafka reports a fatal error.
 func (s *Sink) Run(ctx context.Context) (err error) {
 	if !s.ran.CompareAndSwap(false, true) {
 		return ErrClosed
@@ -174,7 +176,11 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 	s.consumer = c
 	s.setScraped(c)
 	defer s.setScraped(nil)
-	if err := s.checkTopics(ctx); err != nil {
+	topics, err := s.checkTopics(ctx)
+	if err == nil {
+		err = s.checkRoutes(topics)
+	}
+	if err != nil {
 		_ = c.Close()
 		return err
 	}
@@ -188,7 +194,7 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 		s.kcommit = newKafkaCommitter(c, s.cfg.KafkaCommitInterval, s.log)
 		s.wcfg.committed = s.kcommit.note
 	}
-	s.log.Info("sink started", "topics", s.cfg.Topics, "group", s.cfg.GroupID, "instance", s.cfg.InstanceID)
+	s.log.Info("sink started", "topics", s.cfg.Topics, "matching", topics, "group", s.cfg.GroupID, "instance", s.cfg.InstanceID)
 
 	lctx, stopListening := context.WithCancel(context.Background())
 	listening := make(chan struct{})
@@ -223,8 +229,11 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 // workerConfig gathers what the partition workers use, once the pool and the store exist.
 func (s *Sink) workerConfig() *workerConfig {
 	c := &s.cfg
+	sub, _ := newSubscription(c.Topics) // compiled by Validate already
+	sub.ignore(c.Kafka["topic.blacklist"])
 	return &workerConfig{
-		plugin: s.plugin, db: s.pool, store: s.store,
+		subscription: sub,
+		plugin:       s.plugin, db: s.pool, store: s.store,
 		limits:    batchLimits{records: c.MaxBatchRecords, bytes: c.MaxBatchBytes, wait: c.MaxBatchWait, buffered: c.MaxBufferedBytes},
 		isolation: c.IsolationLevel, onPoison: c.OnPoison, schema: c.Schema, pipeline: c.Pipeline,
 		deadLetterRatio: c.MaxDeadLetterRatio, deadLetterWindow: c.DeadLetterWindow,

@@ -23,6 +23,7 @@ const (
 	StopOutOfRange     = "out_of_range"
 	StopTopicRecreated = "topic_recreated"
 	StopNoPosition     = "no_position"
+	StopNoRoute        = "no_route"
 	StopPoison         = "poison"
 	StopHandler        = "handler"
 	StopOther          = "error"
@@ -40,6 +41,8 @@ func StopReason(err error) string {
 		return StopTopicRecreated
 	case errors.Is(err, ErrNoStoredPosition):
 		return StopNoPosition
+	case errors.Is(err, ErrNoRoute):
+		return StopNoRoute
 	case errors.Is(err, ErrPoison):
 		return StopPoison
 	case errors.As(err, &herr):
@@ -61,6 +64,9 @@ func StopRemedy(reason string) string {
 			"`eosink offsets set -pipeline P -topic T -partition N -to earliest -accept-new-topic -reason TEXT`, then restart the sink"
 	case StopNoPosition:
 		return "no stored position and the initial position is error; set one with `eosink offsets set -to earliest|latest|OFFSET`"
+	case StopNoRoute:
+		return "the topic matches the subscription but the plugin has no route for it; nothing of it is written or skipped. " +
+			"Add a route for the topic to the sink's config (or narrow kafka.topics), then restart the sink: it resumes at the stored offset"
 	case StopPoison:
 		return "a record cannot be applied; fix the data or the plugin, or use the dead-letter policy, then restart the instance"
 	case StopHandler:

@@ -27,6 +27,8 @@ type workerConfig struct {
 	onPoison  PoisonPolicy
 	schema    string // of the dead_letters table
 	pipeline  string
+	// subscription names the pattern that matched a topic, for a *NoRouteError.
+	subscription subscription
 
 	// The dead-letter circuit breaker (breaker.go): Config.MaxDeadLetterRatio and
 	// Config.DeadLetterWindow.
@@ -178,6 +180,12 @@ func (w *worker) run() {
 		close(w.done)
 	}()
 	p := Partition{Topic: w.topic, Partition: w.partition, Epoch: w.epoch, NextOffset: w.next.Load()}
+	// A topic that appeared under a pattern subscription may have no route: stop here,
+	// before Open, rather than let the plugin see records it has nowhere to write.
+	if err := checkRoute(w.cfg.plugin, w.topic, w.cfg.subscription.pattern(w.topic)); err != nil {
+		w.cfg.failed(w, &PartitionError{Topic: w.topic, Partition: w.partition, Err: err})
+		return
+	}
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -193,6 +193,23 @@ func (ib *Inbox) Prepare(ctx context.Context, db sink.DB) error {
 	return nil
 }
 
+// CheckTopic asks the wrapped plugin whether it has a route for topic (sink.TopicRouter);
+// nil when it does not route by topic.
+func (ib *Inbox) CheckTopic(topic string) error {
+	if r, ok := ib.inner.(sink.TopicRouter); ok {
+		return r.CheckTopic(topic)
+	}
+	return nil
+}
+
+// RouteSummary is the wrapped plugin's, when it has one.
+func (ib *Inbox) RouteSummary() []string {
+	if r, ok := ib.inner.(interface{ RouteSummary() []string }); ok {
+		return r.RouteSummary()
+	}
+	return nil
+}
+
 // Open opens the wrapped plugin for p.
 func (ib *Inbox) Open(ctx context.Context, p sink.Partition) error { return ib.inner.Open(ctx, p) }
 

@@ -1,5 +1,5 @@
-// Package table holds two built-in sink plugins that map record fields to the columns of one
-// table, registered as "table" and "upsert".
+// Package table holds two built-in sink plugins that map record fields to the columns of a
+// table, one per topic or one for all (see Routes), registered as "table" and "upsert".
 //
 // # table
 //
@@ -45,6 +45,33 @@
 //
 // Without delete_on_tombstone, a tombstone is poison. delete_on_tombstone is refused with
 // on_conflict: nothing, whose result would then depend on where batches split.
+//
+// # Routes: many topics into many tables
+//
+// Both plugins write each topic to a table of its own with routes, tried in order before
+// table (which then serves every other topic; without it, such a topic has no route):
+//
+//	sink:
+//	  type: upsert
+//	  key: [id]
+//	  columns: {id: value.id, body: value}
+//	  routes:
+//	    - topic: audit                        # a topic name
+//	      table: ops.audit_log
+//	      columns: {id: value.event_id, who: value.user}   # default: the section's columns
+//	      key: [id]                           # upsert only; default: the section's key
+//	    - topic: '^cdc\.public\.(.*)$'        # a pattern (starts with ^)
+//	      table: "replica.$${1}"              # ${1}..${9}: the pattern's groups
+//	    - topic: '^raw\..*'
+//	      table: "raw.$${topic}"              # ${topic}: the record's topic
+//	  table: public.events                    # optional: every other topic
+//
+// ($$ keeps the config loader from expanding ${...} itself.) A rendered name longer than
+// 63 bytes, or empty, is no route. The plugins implement sink.TopicRouter, so a topic
+// without a route never loses a record: a listed topic is refused at load, a topic that
+// kafka.topics' pattern matches at start makes the sink refuse to start, and one created
+// later stops its partitions (reason no_route). Tables with fixed names are checked by
+// Prepare; a table named after the topic is checked at its first batch.
 //
 // # Errors
 //

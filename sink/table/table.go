@@ -18,10 +18,17 @@ import (
 
 // Config configures the table plugin.
 type Config struct {
-	// Table is the target, "table" or "schema.table". Required.
+	// Table is the target, "table" or "schema.table", of every topic no route takes.
+	// ${topic} in it is replaced by the record's topic (in a pipeline config file write
+	// $${topic}). Required unless Routes is set; without it, a topic no route takes has no
+	// route, which the sink refuses (sink.TopicRouter).
 	Table string `yaml:"table"`
-	// Columns maps each column to a source expression (see package doc). Required.
+	// Columns maps each column to a source expression (see package doc). Required, unless
+	// every route has its own.
 	Columns map[string]Column `yaml:"columns"`
+	// Routes send topics to tables of their own, tried in order before Table. Defaults to
+	// none: every topic goes to Table.
+	Routes []Route `yaml:"routes"`
 	// KeyFormat and ValueFormat say how key and value decode: json, string, bytes, avro,
 	// protobuf or json_schema. Default to string and json.
 	KeyFormat   string `yaml:"key_format"`
@@ -80,21 +87,46 @@ func init() {
 
 // Table is the insert plugin.
 type Table struct {
+	r *router[*tableTarget]
+}
+
+// tableTarget is one target table with its row mapping.
+type tableTarget struct {
 	w   *writer
 	row rowFunc
 }
 
 // New returns the table plugin for c.
 func New(c Config) (*Table, error) {
-	w, err := newWriter(c, nil)
+	for i, r := range c.Routes {
+		if len(r.Key) > 0 {
+			return nil, fmt.Errorf("routes[%d].key: only the upsert plugin has key columns", i)
+		}
+	}
+	r, err := newRouter(c, nil, func(r *route, table pgx.Identifier) (*tableTarget, error) {
+		w, err := newWriter(c, table, r.spec.Columns, nil)
+		if err != nil {
+			return nil, err
+		}
+		return &tableTarget{w: w, row: w.insertRow(w.readsValue())}, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	return &Table{w: w, row: w.insertRow(w.readsValue())}, nil
+	return &Table{r: r}, nil
 }
 
-// Prepare checks that the table and its columns exist.
-func (t *Table) Prepare(ctx context.Context, db sink.DB) error { return t.w.load(ctx, db) }
+// CheckTopic reports whether a route or the default table takes topic (sink.TopicRouter).
+func (t *Table) CheckTopic(topic string) error { return t.r.CheckTopic(topic) }
+
+// RouteSummary lists the routes, one "topic -> table" line each, in the order they are tried.
+func (t *Table) RouteSummary() []string { return t.r.summary() }
+
+// Prepare checks that the tables whose names have no variable, and their columns, exist.
+// A table named after the topic is checked when its first batch is written.
+func (t *Table) Prepare(ctx context.Context, db sink.DB) error {
+	return prepareAll(ctx, t.r, func(ctx context.Context, tt *tableTarget) error { return tt.w.load(ctx, db) })
+}
 
 // Open does nothing: the plugin keeps no per-partition state.
 func (t *Table) Open(context.Context, sink.Partition) error { return nil }
@@ -102,13 +134,17 @@ func (t *Table) Open(context.Context, sink.Partition) error { return nil }
 // Close does nothing.
 func (t *Table) Close(context.Context, sink.Partition) error { return nil }
 
-// Write copies one row per record into the table.
+// Write copies one row per record into the batch's topic's table.
 func (t *Table) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
-	buf, err := t.w.rows(ctx, tx, b.Records, t.row)
+	tt, err := t.r.target(b.Topic)
+	if err != nil {
+		return err
+	}
+	buf, err := tt.w.rows(ctx, tx, b.Records, tt.row)
 	if err != nil || buf == nil {
 		return err
 	}
-	return copyIn(ctx, tx, buf, t.w.copySQL)
+	return copyIn(ctx, tx, buf, tt.w.copySQL)
 }
 
 // writer is what table and upsert share: the mapping, the column types and COPY encoding.
@@ -126,25 +162,12 @@ type writer struct {
 	types  map[string]string
 }
 
-func parseTable(s string) (pgx.Identifier, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, errors.New("table: required")
-	}
-	parts := strings.Split(s, ".")
-	if len(parts) > 2 || slices.Contains(parts, "") {
-		return nil, fmt.Errorf("table: %q is not table or schema.table", s)
-	}
-	return pgx.Identifier(parts), nil
-}
-
-func newWriter(c Config, extra []string) (*writer, error) {
-	table, err := parseTable(c.Table)
-	if err != nil {
-		return nil, err
-	}
-	if len(c.Columns) == 0 {
+// newWriter returns the writer of table with columns, in c's formats.
+func newWriter(c Config, table pgx.Identifier, columns map[string]Column, extra []string) (*writer, error) {
+	if len(columns) == 0 {
 		return nil, errors.New("columns: at least one column is required")
 	}
+	var err error
 	m := mapping.Mapping{Key: mapping.String, Value: mapping.JSON}
 	if c.KeyFormat != "" {
 		if m.Key, err = mapping.ParseFormat(c.KeyFormat); err != nil {
@@ -159,10 +182,10 @@ func newWriter(c Config, extra []string) (*writer, error) {
 	if err := m.SetDecoder(c.SchemaRegistry, "key_format", "value_format"); err != nil {
 		return nil, err
 	}
-	cols := slices.Sorted(maps.Keys(c.Columns))
+	cols := slices.Sorted(maps.Keys(columns))
 	var errs []error
 	for _, name := range cols {
-		spec := c.Columns[name]
+		spec := columns[name]
 		src, err := mapping.ParseSource(spec.From)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("columns.%s: %w", name, err))
@@ -176,7 +199,7 @@ func newWriter(c Config, extra []string) (*writer, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	w := &writer{name: c.Table, table: table, m: m, cols: cols, extra: extra}
+	w := &writer{name: strings.Join(table, "."), table: table, m: m, cols: cols, extra: extra}
 	w.copySQL = fmt.Sprintf("COPY %s (%s) FROM STDIN", table.Sanitize(), quoteAll(cols))
 	return w, nil
 }

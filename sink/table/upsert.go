@@ -36,7 +36,13 @@ func init() {
 
 // Upsert is the insert-or-update plugin.
 type Upsert struct {
+	r *router[*upsertTarget]
+}
+
+// upsertTarget is one target table with its statements.
+type upsertTarget struct {
 	w        *writer
+	key      []string
 	c        UpsertConfig
 	stage    string // quoted temporary table
 	stageSQL string // CREATE TEMP TABLE IF NOT EXISTS
@@ -51,10 +57,28 @@ const (
 
 // NewUpsert returns the upsert plugin for c.
 func NewUpsert(c UpsertConfig) (*Upsert, error) {
-	w, err := newWriter(c.Config, []string{ordCol, delCol})
+	r, err := newRouter(c.Config, c.Key, func(r *route, table pgx.Identifier) (*upsertTarget, error) {
+		return newUpsertTarget(c, table, r.spec.Columns, r.spec.Key)
+	})
 	if err != nil {
 		return nil, err
 	}
+	return &Upsert{r: r}, nil
+}
+
+// CheckTopic reports whether a route or the default table takes topic (sink.TopicRouter).
+func (u *Upsert) CheckTopic(topic string) error { return u.r.CheckTopic(topic) }
+
+// RouteSummary lists the routes, one "topic -> table" line each, in the order they are tried.
+func (u *Upsert) RouteSummary() []string { return u.r.summary() }
+
+// newUpsertTarget builds the statements of one target table with its columns and key.
+func newUpsertTarget(c UpsertConfig, table pgx.Identifier, columns map[string]Column, key []string) (*upsertTarget, error) {
+	w, err := newWriter(c.Config, table, columns, []string{ordCol, delCol})
+	if err != nil {
+		return nil, err
+	}
+	c.Key, c.Columns = key, columns
 	if len(c.Key) == 0 {
 		return nil, errors.New("key: at least one key column is required")
 	}
@@ -85,7 +109,7 @@ func NewUpsert(c UpsertConfig) (*Upsert, error) {
 		// later value in one batch would give another result than in two batches.
 		return nil, errors.New("on_conflict: nothing cannot be combined with delete_on_tombstone")
 	}
-	u := &Upsert{w: w, c: c}
+	u := &upsertTarget{w: w, key: key, c: c}
 	h := fnv.New64a()
 	h.Write([]byte(w.table.Sanitize()))
 	u.stage = pgx.Identifier{fmt.Sprintf("eosink_stage_%x", h.Sum64())}.Sanitize()
@@ -125,7 +149,7 @@ ON CONFLICT (%[2]s) %[9]s`, u.stage, keys, ordCol, order, w.table.Sanitize(), de
 
 // row maps a record to its staging row: the mapped columns, the offset, and whether it
 // deletes. A tombstone's row holds only its key columns.
-func (u *Upsert) row(r *sink.Record, row []any) ([]any, error) {
+func (u *upsertTarget) row(r *sink.Record, row []any) ([]any, error) {
 	if r.Value != nil {
 		row, err := u.w.m.Row(r, row)
 		if err != nil {
@@ -153,9 +177,14 @@ func (u *Upsert) row(r *sink.Record, row []any) ([]any, error) {
 	return append(row, strconv.FormatInt(r.Offset, 10), "t"), nil
 }
 
-// Prepare checks the table, its columns, and that the merge statement plans: a key without
-// a unique index fails here, at start, rather than on the first batch.
+// Prepare checks the tables whose names have no variable, their columns, and that their
+// merge statements plan: a key without a unique index fails here, at start, rather than on
+// the first batch. A table named after the topic is checked when its first batch is written.
 func (u *Upsert) Prepare(ctx context.Context, db sink.DB) error {
+	return prepareAll(ctx, u.r, func(ctx context.Context, t *upsertTarget) error { return t.prepare(ctx, db) })
+}
+
+func (u *upsertTarget) prepare(ctx context.Context, db sink.DB) error {
 	if err := u.w.load(ctx, db); err != nil {
 		return err
 	}
@@ -185,8 +214,12 @@ func (u *Upsert) Open(context.Context, sink.Partition) error { return nil }
 // Close does nothing.
 func (u *Upsert) Close(context.Context, sink.Partition) error { return nil }
 
-// Write stages the batch with COPY and merges it into the table.
-func (u *Upsert) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
+// Write stages the batch with COPY and merges it into the batch's topic's table.
+func (p *Upsert) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
+	u, err := p.r.target(b.Topic)
+	if err != nil {
+		return err
+	}
 	buf, err := u.w.rows(ctx, tx, b.Records, u.row)
 	if err != nil || buf == nil {
 		return err

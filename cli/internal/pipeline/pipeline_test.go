@@ -215,7 +215,8 @@ func TestErrorsNameTheirPath(t *testing.T) {
 	}{
 		{"no topics", strings.Replace(minimal, "topics: [orders]", "topics: []", 1), "pipeline.yaml: kafka.topics: at least one topic is required"},
 		{"topics missing", strings.Replace(minimal, "  topics: [orders]\n", "", 1), "pipeline.yaml: kafka.topics: at least one topic is required"},
-		{"bad topic", strings.Replace(minimal, "[orders]", "[orders, ^ord.*]", 1), "pipeline.yaml: kafka.topics[1]: \"^ord.*\": topic patterns are not supported"},
+		{"bad topic", strings.Replace(minimal, "[orders]", "[orders, ^(ord]", 1), "pipeline.yaml: kafka.topics[1]: \"^(ord\" is not a regular expression: error parsing regexp: missing closing )"},
+		{"duplicate pattern", strings.Replace(minimal, "[orders]", "[\"^ord.*\", \"^ord.*\"]", 1), "pipeline.yaml: kafka.topics[1]: \"^ord.*\" is listed twice"},
 		{"bad topic name", strings.Replace(minimal, "[orders]", "[orders, \"a b\"]", 1), "pipeline.yaml: kafka.topics[1]: \"a b\" is not a Kafka topic name"},
 		{"duplicate topic", strings.Replace(minimal, "[orders]", "[orders, orders]", 1), "pipeline.yaml: kafka.topics[1]: \"orders\" is listed twice"},
 		{"topics mapping", strings.Replace(minimal, "[orders]", "{a: b}", 1), "pipeline.yaml: kafka.topics: must be a single value, not a mapping"},
@@ -447,5 +448,48 @@ func TestDatabasePasswordsAreRedacted(t *testing.T) {
 		if got := l.secrets.redact("x db-secret-1 y"); got != "x xxxxx y" {
 			t.Errorf("%q: the password is not redacted: %q", url, got)
 		}
+	}
+}
+
+// kafka.topics takes patterns; the table plugin's routes are checked against the listed
+// names at load (connecting to nothing) and shown by the summary.
+func TestTopicPatternsAndRoutes(t *testing.T) {
+	const routed = `
+kafka:
+  brokers: 127.0.0.1:9092
+  group: g
+  topics: ["^cdc\\.public\\..*", orders]
+database:
+  url: postgres://eosink@127.0.0.1:5432/eosink
+sink:
+  type: table
+  columns: {id: value.id}
+  routes:
+    - {topic: orders, table: shop.orders}
+    - {topic: "^cdc\\.public\\.(.*)", table: "replica.$${1}"}
+`
+	p, err := parse(t, routed, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{`^cdc\.public\..*`, "orders"}; !reflect.DeepEqual(p.Config.Topics, want) {
+		t.Errorf("topics %q, want %q", p.Config.Topics, want)
+	}
+	var summary bytes.Buffer
+	if err := p.Summary(&summary); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"topics ^cdc\\.public\\..*, orders", "routes:    orders -> shop.orders\n", "           ^cdc\\.public\\.(.*) -> replica.${1}\n"} {
+		if !strings.Contains(summary.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, summary.String())
+		}
+	}
+	got := parseErr(t, strings.Replace(routed, `orders]`, `orders, payments]`, 1), nil)
+	if want := `pipeline.yaml: kafka.topics[2]: no route for topic "payments": it matches none of the sink's routes (orders, ^cdc\.public\.(.*)) and the sink has no default table (line 5)`; got != want {
+		t.Errorf("unrouted topic:\n got %s\nwant %s", got, want)
+	}
+	got = parseErr(t, strings.Replace(routed, `table: "replica.$${1}"`, `table: "replica.$${2}"`, 1), nil)
+	if want := "${2} but the route's topic pattern has 1 capture groups"; !strings.Contains(got, want) {
+		t.Errorf("bad template: %s", got)
 	}
 }

@@ -37,11 +37,23 @@ func (p *Pipeline) Summary(w io.Writer) error {
 		{"", fmt.Sprintf("properties: %s (values not shown)", strings.Join(props, ", "))},
 		{"database", fmt.Sprintf("%s, schema %s, isolation %s, auto_migrate %t", db, c.Schema, c.IsolationLevel, c.AutoMigrate)},
 		{"sink", p.PluginType},
+	}
+	// The plugin's routes, when it routes by topic (table, upsert, inbox around them, cdc).
+	if r, ok := c.Plugin.(interface{ RouteSummary() []string }); ok {
+		for i, route := range r.RouteSummary() {
+			label := ""
+			if i == 0 {
+				label = "routes"
+			}
+			lines = append(lines, [2]string{label, route})
+		}
+	}
+	lines = append(lines, [][2]string{
 		{"on_poison", c.OnPoison.String()},
 		{"batch", fmt.Sprintf("max %d records, %s, wait %s; %s buffered per partition",
 			c.MaxBatchRecords, sizeText(c.MaxBatchBytes), c.MaxBatchWait, sizeText(c.MaxBufferedBytes))},
 		{"http", http},
-	}
+	}...)
 	if r := p.SchemaRegistry; r != nil {
 		auth := "no auth"
 		switch {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/eosink/eosink/sink"
 )
 
 // scalar is one expanded value of the file.
@@ -172,7 +174,7 @@ func (l *loader) brokers(path string, n *yaml.Node) (string, scalar) {
 
 var topicRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
 
-// topics is a list of topic names (or one name).
+// topics is a list of topic names and patterns (^regex), or one of them.
 func (l *loader) topics(path string, n *yaml.Node) []string {
 	const none = "at least one topic is required"
 	n = deref(n)
@@ -204,12 +206,17 @@ func (l *loader) topics(path string, n *yaml.Node) []string {
 			continue
 		}
 		switch {
-		case strings.HasPrefix(s.val, "^"):
-			l.fail(p, s.line, "%s: topic patterns are not supported; list the topics", describe(s))
-		case !topicRE.MatchString(s.val) || s.val == "." || s.val == "..":
-			l.fail(p, s.line, "%s is not a Kafka topic name (letters, digits, '.', '_' and '-', at most 249)", describe(s))
 		case seen[s.val] > 0:
 			l.fail(p, s.line, "%s is listed twice (first at line %d)", describe(s), seen[s.val])
+		case sink.IsTopicPattern(s.val):
+			if _, err := regexp.Compile(s.val); err != nil {
+				l.fail(p, s.line, "%s is not a regular expression: %v", describe(s), err)
+			} else {
+				seen[s.val] = s.line
+				topics = append(topics, s.val)
+			}
+		case !topicRE.MatchString(s.val) || s.val == "." || s.val == "..":
+			l.fail(p, s.line, "%s is not a Kafka topic name (letters, digits, '.', '_' and '-', at most 249) nor a pattern starting with ^", describe(s))
 		default:
 			seen[s.val] = s.line
 			topics = append(topics, s.val)

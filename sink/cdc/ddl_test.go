@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/eosink/eosink/sink"
 )
 
 const jsonKey = `{"schema":{"type":"struct","name":"src.public.items.Key","fields":[{"type":"int64","field":"id"}]},"payload":{"id":7}}`
@@ -90,5 +92,26 @@ func TestEvolveConfig(t *testing.T) {
 	}
 	if _, err := New(Config{Create: true, Evolve: EvolveAddColumns}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// From a config file: create and evolve are keys of the sink section; an unknown evolve
+// value is a config error naming the field.
+func TestDDLKeysFromConfig(t *testing.T) {
+	_, err := sink.BuildPlugin(sink.PluginConfig{Path: "sink", Schema: "eosink",
+		Raw: map[string]any{"type": "cdc", "create": true, "evolve": "add-columns"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sink.BuildPlugin(sink.PluginConfig{Path: "sink", Schema: "eosink",
+		Raw: map[string]any{"type": "cdc", "evolve": "drop-columns"}})
+	var ce *sink.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "sink" || !strings.HasPrefix(ce.Reason, `evolve: "drop-columns" is not add-columns`) {
+		t.Fatalf("evolve: drop-columns: %#v", err)
+	}
+	_, err = sink.BuildPlugin(sink.PluginConfig{Path: "sink", Schema: "eosink",
+		Raw: map[string]any{"type": "cdc", "create": "sometimes"}})
+	if !errors.As(err, &ce) {
+		t.Fatalf("create: sometimes: %v", err)
 	}
 }

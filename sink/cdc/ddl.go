@@ -317,18 +317,16 @@ func (p *CDC) addColumns(ctx context.Context, tx pgx.Tx, table pgx.Identifier, t
 	if err != nil {
 		return nil, fmt.Errorf("evolve %s: %w", t.name, err)
 	}
-	var add []column
-	for _, f := range missing {
-		i := -1
-		for j, c := range cols {
-			if c.name == f {
-				i = j
-			}
+	var add []column // in the schema's order
+	for _, c := range cols {
+		if contains(missing, c.name) {
+			add = append(add, c)
 		}
-		if i < 0 {
+	}
+	for _, f := range missing {
+		if !hasColumn(add, f) {
 			return nil, fmt.Errorf("cdc: evolve %s: field %q is not in the change event's schema", t.name, f)
 		}
-		add = append(add, cols[i])
 	}
 	if err := lockDDL(ctx, tx, t.name); err != nil {
 		return nil, err

@@ -122,16 +122,15 @@ func (p *CDC) Prepare(ctx context.Context, db sink.DB) error {
 		if id.Sanitize() != r.tmpl.render("x", "x", "x", "x").Sanitize() {
 			continue // depends on the event
 		}
-		if _, err := p.target(ctx, db, id, r); err != nil && !(p.c.Create && errors.Is(err, errNoTable)) {
+		if _, err := p.target(ctx, db, id, r, nil); err != nil && !(p.c.Create && errors.Is(err, errNoTable)) {
 			return fmt.Errorf("tables.%s: %w", st, err)
 		}
 	}
 	return nil
 }
 
-// target returns the replica table id, reading its catalog on first use. The catalog read
-// is cached for every partition only when it holds no DDL of db's open transaction.
-func (p *CDC) target(ctx context.Context, db sink.DB, id pgx.Identifier, r route) (*target, error) {
+// target returns the replica table id, reading its catalog on first use (see reload).
+func (p *CDC) target(ctx context.Context, db sink.DB, id pgx.Identifier, r route, local map[string]*target) (*target, error) {
 	name := id.Sanitize()
 	p.mu.Lock()
 	t := p.targets[name]
@@ -139,11 +138,13 @@ func (p *CDC) target(ctx context.Context, db sink.DB, id pgx.Identifier, r route
 	if t != nil {
 		return t, nil
 	}
-	return p.reload(ctx, db, id, r, nil)
+	return p.reload(ctx, db, id, r, local)
 }
 
-// reload reads the table's catalog again. A target without the transaction's own DDL
-// replaces the cached one; one with it goes to local, the Write's own (nil in Prepare).
+// reload reads the table's catalog again. A target without the DDL of db's open
+// transaction replaces the cached one, for every partition; one with it (an earlier Write
+// of the same transaction, in a savepoint, made it) goes to local, the Write's own (nil in
+// Prepare), and is never cached: the transaction may still roll back.
 func (p *CDC) reload(ctx context.Context, db sink.DB, id pgx.Identifier, r route, local map[string]*target) (*target, error) {
 	t, mine, err := loadTarget(ctx, db, id, r, p.positions)
 	if err != nil {
@@ -172,8 +173,11 @@ func (p *CDC) resolve(ctx context.Context, tx pgx.Tx, id pgx.Identifier, r route
 	t := local[name]
 	if t == nil {
 		var err error
-		t, err = p.target(ctx, tx, id, r)
+		t, err = p.target(ctx, tx, id, r, local)
 		if errors.Is(err, errNoTable) && p.c.Create {
+			if ev.op == "t" {
+				return nil, fmt.Errorf("cdc: truncate of %s, which does not exist: create: true creates a table from a change event with a key, not from a truncate", name)
+			}
 			if t, err = p.create(ctx, tx, id, r, ev); err != nil {
 				return nil, err
 			}

@@ -30,7 +30,7 @@ import (
 const EvolveAddColumns = "add-columns"
 
 // errUntyped: the event carries no schema to take column types from.
-var errUntyped = errors.New("cdc: create/evolve needs the change events' schema to choose column types, " +
+var errUntyped = errors.New("create/evolve needs the change events' schema to choose column types, " +
 	"and these events have none (the JsonConverter with schemas.enable=false); " +
 	"use schemas.enable=true or format: avro, or create the table (or column) yourself; eosink never guesses column types")
 
@@ -172,17 +172,17 @@ func (ev *event) columns() (cols []column, keys []string, err error) {
 			fs, ok = ev.valueMsg.Fields("before")
 		}
 		if !ok {
-			return nil, nil, errors.New("cdc: the change event's Avro schema has no after or before record")
+			return nil, nil, errors.New("the change event's Avro schema has no after or before record")
 		}
 		if cols, err = avroColumns(fs); err != nil {
 			return nil, nil, err
 		}
 		if ev.keyMsg == nil {
-			return nil, nil, errors.New("cdc: the change event has no key (its table has no primary key)")
+			return nil, nil, errors.New("the change event has no key (its table has no primary key)")
 		}
 		kf, ok := ev.keyMsg.Fields()
 		if !ok {
-			return nil, nil, errors.New("cdc: the change event's Avro key is not a record")
+			return nil, nil, errors.New("the change event's Avro key is not a record")
 		}
 		if keyCols, err = avroColumns(kf); err != nil {
 			return nil, nil, err
@@ -193,7 +193,7 @@ func (ev *event) columns() (cols []column, keys []string, err error) {
 			side = ev.valueSchema.field("before")
 		}
 		if side == nil || len(side.Fields) == 0 {
-			return nil, nil, errors.New("cdc: the change event's schema has no after or before struct")
+			return nil, nil, errors.New("the change event's schema has no after or before struct")
 		}
 		if cols, err = jsonColumns(side.Fields); err != nil {
 			return nil, nil, err
@@ -216,7 +216,7 @@ func (ev *event) columns() (cols []column, keys []string, err error) {
 		return nil, nil, errUntyped
 	}
 	if len(keyCols) == 0 {
-		return nil, nil, errors.New("cdc: the change event's key has no fields (its table has no primary key)")
+		return nil, nil, errors.New("the change event's key has no fields (its table has no primary key)")
 	}
 	for _, k := range keyCols {
 		keys = append(keys, k.name)
@@ -232,7 +232,7 @@ func avroColumns(fs []schemaformat.Field) ([]column, error) {
 	for _, f := range fs {
 		typ, err := pgType(avroBase(f))
 		if err != nil {
-			return nil, fmt.Errorf("cdc: field %q: %w", f.Name, err)
+			return nil, fmt.Errorf("field %q: %w", f.Name, err)
 		}
 		cols = append(cols, column{f.Name, typ})
 	}
@@ -244,7 +244,7 @@ func jsonColumns(fs []jsonSchema) ([]column, error) {
 	for _, f := range fs {
 		typ, err := pgType(f.Type, f.Name)
 		if err != nil {
-			return nil, fmt.Errorf("cdc: field %q: %w", f.Field, err)
+			return nil, fmt.Errorf("field %q: %w", f.Field, err)
 		}
 		cols = append(cols, column{f.Field, typ})
 	}
@@ -296,7 +296,7 @@ func (p *CDC) create(ctx context.Context, tx pgx.Tx, table pgx.Identifier, r rou
 	name := table.Sanitize()
 	cols, keys, err := ev.columns()
 	if err != nil {
-		return nil, fmt.Errorf("create %s: %w", name, err)
+		return nil, fmt.Errorf("cdc: create %s: %w", name, err)
 	}
 	if err := lockDDL(ctx, tx, name); err != nil {
 		return nil, err
@@ -315,7 +315,7 @@ func (p *CDC) create(ctx context.Context, tx pgx.Tx, table pgx.Identifier, r rou
 func (p *CDC) addColumns(ctx context.Context, tx pgx.Tx, table pgx.Identifier, t *target, ev *event, missing []string) (*target, error) {
 	cols, _, err := ev.columns()
 	if err != nil {
-		return nil, fmt.Errorf("evolve %s: %w", t.name, err)
+		return nil, fmt.Errorf("cdc: evolve %s: %w", t.name, err)
 	}
 	var add []column // in the schema's order
 	for _, c := range cols {

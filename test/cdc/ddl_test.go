@@ -340,3 +340,134 @@ sink:
 		t.Error("no log line of the columns added")
 	}
 }
+
+// TestCDCDDLWithoutSchemasStops: JsonConverter events without schemas carry no types. With
+// create, a missing table stops its partition with a clear error; with evolve, a new field
+// does too. Nothing is created or guessed, nothing is skipped or dead-lettered, and the
+// stored offsets stay at 0.
+func TestCDCDDLWithoutSchemasStops(t *testing.T) {
+	e := testbed.Require(t)
+	ctx := context.Background()
+	db := testbed.Pool(t, e)
+	replica, offsets := testbed.Schema(t, e), testbed.Schema(t, e)
+	if _, err := db.Exec(ctx, fmt.Sprintf("CREATE SCHEMA %[1]s; CREATE TABLE %[1]s.known (id bigint PRIMARY KEY, name text)", pgx.Identifier{replica}.Sanitize())); err != nil {
+		t.Fatal(err)
+	}
+	plain := func(table string, id int64, fields string) testbed.Msg {
+		return testbed.Msg{Key: []byte(fmt.Sprintf(`{"id":%d}`, id)), Value: []byte(fmt.Sprintf(
+			`{"before":null,"after":{"id":%d,"name":"n%d"%s},"source":{"db":"src","schema":"public","table":"%s","lsn":%d},"op":"c"}`,
+			id, id, fields, table, 100+id))}
+	}
+	missing, known := testbed.Topic(t, e, 1), testbed.Topic(t, e, 1)
+	testbed.Produce(t, e, missing, []testbed.Msg{plain("missing", 1, ""), plain("missing", 2, "")})
+	testbed.Produce(t, e, known, []testbed.Msg{plain("known", 1, ""), plain("known", 2, `,"extra":"x"`)})
+	pipeline := testbed.Name(t, "p")
+	config := filepath.Join(t.TempDir(), "pipeline.yaml")
+	yaml := fmt.Sprintf(`pipeline: %s
+kafka:
+  brokers: %s
+  group: %s
+  topics: [%s, %s]
+database:
+  url: %s
+  schema: %s
+on_poison: dead-letter
+sink:
+  type: cdc
+  table: "%s.$${source.table}"
+  create: true
+  evolve: add-columns
+`, pipeline, e.Brokers, testbed.Name(t, "g"), missing, known, e.DatabaseURL, offsets, replica)
+	if err := os.WriteFile(config, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cli(t, "migrate", "up", "-config", config)
+	run := testbed.StartProcess(t, eosinkBin, "eosink run", []string{"run", "-config", config})
+	type stop struct {
+		topic, reason, err string
+		next               int64
+	}
+	var stops []stop
+	testbed.Eventually(t, 90*time.Second, "both partitions stopped", func() (bool, string) {
+		rows, err := db.Query(ctx, fmt.Sprintf(`SELECT topic, coalesce(stopped_reason, ''), coalesce(stopped_error, ''), next_offset FROM %s.offsets ORDER BY topic`,
+			pgx.Identifier{offsets}.Sanitize()))
+		if err != nil {
+			return false, err.Error()
+		}
+		stops = stops[:0]
+		var s stop
+		if _, err := pgx.ForEachRow(rows, []any{&s.topic, &s.reason, &s.err, &s.next}, func() error { stops = append(stops, s); return nil }); err != nil {
+			return false, err.Error()
+		}
+		return len(stops) == 2 && stops[0].reason != "" && stops[1].reason != "", fmt.Sprint(stops)
+	})
+	run.StopClean(60 * time.Second)
+	for _, s := range stops {
+		t.Logf("%s stopped (%s) at offset %d: %s", s.topic, s.reason, s.next, s.err)
+		if s.next != 0 || !strings.Contains(s.err, "eosink never guesses column types") {
+			t.Errorf("%s: stopped at %d with %q; want 0 and the untyped error", s.topic, s.next, s.err)
+		}
+	}
+	if exists(t, ctx, db, pgx.Identifier{replica, "missing"}.Sanitize()) {
+		t.Error("a table was created from events without schemas")
+	}
+	if cols, _ := columnTypes(t, ctx, db, pgx.Identifier{replica, "known"}.Sanitize()); len(cols) != 2 {
+		t.Errorf("known's columns: %v, want id and name only", cols)
+	}
+	var n int
+	_ = db.QueryRow(ctx, fmt.Sprintf("SELECT (SELECT count(*) FROM %s.dead_letters) + (SELECT count(*) FROM %s.known)",
+		pgx.Identifier{offsets}.Sanitize(), pgx.Identifier{replica}.Sanitize())).Scan(&n)
+	if n != 0 {
+		t.Errorf("%d dead letters and rows in known, want 0", n)
+	}
+}
+
+// TestCDCCreateWithDeadLetters: a batch that creates the table and holds a poison record,
+// written as the engine does with on_poison: dead-letter (savepoints, rolled back and
+// written again): the table is created once, its rows written, the poison record
+// dead-lettered; after the transaction rolls back nothing of it remains, and the plugin
+// does it all again.
+func TestCDCCreateWithDeadLetters(t *testing.T) {
+	e := testbed.Require(t)
+	ctx := context.Background()
+	db := testbed.Pool(t, e)
+	replica, positions := testbed.Schema(t, e), testbed.Schema(t, e)
+	if _, err := db.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{replica}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Migrate(ctx, e.DatabaseURL, positions); err != nil {
+		t.Fatal(err)
+	}
+	p := newPlugin(t, e, replica, positions, cdc.Config{Create: true, Evolve: cdc.EvolveAddColumns})
+	poison := itemEvent("items", 3, false)
+	poison.Value = []byte(strings.Replace(string(poison.Value), `"op":"c"`, `"op":"x"`, 1))
+	batch := records(0, itemEvent("items", 1, false), itemEvent("items", 2, true), poison, itemEvent("items", 4, false))
+	table := pgx.Identifier{replica, "items"}.Sanitize()
+	for _, commit := range []bool{false, true} {
+		tx, err := db.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := sink.WriteBatch(ctx, tx, p, batch, sink.WriteOptions{Isolate: true, Schema: positions, Pipeline: "ddl"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Applied != 3 || len(res.DeadLettered) != 1 || res.DeadLettered[0].Record.Offset != 2 {
+			t.Fatalf("applied %d, dead-lettered %v; want 3 and offset 2", res.Applied, res.DeadLettered)
+		}
+		if commit {
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if exists(t, ctx, db, table) != commit {
+			t.Fatalf("after the batch (commit %v): table exists %v", commit, !commit)
+		}
+	}
+	if ok, msg := sameRows(ctx, db, "SELECT * FROM "+table, "SELECT *, NULL::text, NULL::int FROM ("+itemRowsSQL(1, 1, false)+
+		") v1 UNION ALL "+itemRowsSQL(2, 2, true)+" UNION ALL SELECT *, NULL::text, NULL::int FROM ("+itemRowsSQL(4, 4, false)+") v1"); !ok {
+		t.Fatal(msg)
+	}
+}

@@ -85,6 +85,7 @@ func NewUpsert(c UpsertConfig) (*Upsert, error) {
 		// later value in one batch would give another result than in two batches.
 		return nil, errors.New("on_conflict: nothing cannot be combined with delete_on_tombstone")
 	}
+	w.key = c.Key
 	u := &Upsert{w: w, c: c}
 	h := fnv.New64a()
 	h.Write([]byte(w.table.Sanitize()))
@@ -154,9 +155,10 @@ func (u *Upsert) row(r *sink.Record, row []any) ([]any, error) {
 }
 
 // Prepare checks the table, its columns, and that the merge statement plans: a key without
-// a unique index fails here, at start, rather than on the first batch.
+// a unique index fails here, at start, rather than on the first batch. With Create, a
+// missing table is created by the first batch, its key as primary key.
 func (u *Upsert) Prepare(ctx context.Context, db sink.DB) error {
-	if err := u.w.load(ctx, db); err != nil {
+	if exists, err := u.w.prepare(ctx, db); err != nil || !exists {
 		return err
 	}
 	beginner, ok := db.(interface {

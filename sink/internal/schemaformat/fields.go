@@ -24,6 +24,8 @@ type Field struct {
 	ConnectBase string
 	// Optional is true for a union with null.
 	Optional bool
+	// Items is the type of an array's items (Name empty); nil for other types.
+	Items *Field
 }
 
 // Fields returns the fields, in the schema's order, of the Avro record at path in m's
@@ -55,24 +57,69 @@ func (m *Message) Fields(path ...string) (fields []Field, ok bool) {
 		return nil, false
 	}
 	for _, f := range rec.Fields() {
-		fs := f.Type()
-		if ref, ok := fs.(*avro.RefSchema); ok {
-			fs = ref.Schema()
-		}
-		out := Field{Name: f.Name()}
-		if u, ok := fs.(*avro.UnionSchema); ok {
-			out.Optional = u.Nullable()
-		}
-		b := nonNull(fs)
-		out.Type = string(b.Type())
-		out.Logical = string(logicalType(b))
-		out.Connect, out.HasConnect = connectType(b)
-		if ps, ok := b.(avro.PropertySchema); ok {
-			out.ConnectBase, _ = ps.Prop("connect.type").(string)
-		}
-		fields = append(fields, out)
+		fields = append(fields, fieldOf(f.Name(), f.Type()))
 	}
 	return fields, true
+}
+
+// Node returns the node at path in m's schema as a Field named after the path's last
+// segment: path segments are record field names; through an array any segment (an index,
+// or "*") stands for its items, through a map for its values; a union of null and one
+// other type is looked through. ok is false when the path leads nowhere, or m is not Avro.
+func (m *Message) Node(path ...string) (f Field, ok bool) {
+	if m.avro == nil {
+		return Field{}, false
+	}
+	s := m.avro
+	for _, seg := range path {
+		switch n := nonNull(s).(type) {
+		case *avro.RecordSchema:
+			var next avro.Schema
+			for _, f := range n.Fields() {
+				if f.Name() == seg {
+					next = f.Type()
+				}
+			}
+			if next == nil {
+				return Field{}, false
+			}
+			s = next
+		case *avro.ArraySchema:
+			s = n.Items()
+		case *avro.MapSchema:
+			s = n.Values()
+		default:
+			return Field{}, false
+		}
+	}
+	name := ""
+	if len(path) > 0 {
+		name = path[len(path)-1]
+	}
+	return fieldOf(name, s), true
+}
+
+// fieldOf describes schema s of a field named name.
+func fieldOf(name string, s avro.Schema) Field {
+	if ref, ok := s.(*avro.RefSchema); ok {
+		s = ref.Schema()
+	}
+	out := Field{Name: name}
+	if u, ok := s.(*avro.UnionSchema); ok {
+		out.Optional = u.Nullable()
+	}
+	b := nonNull(s)
+	out.Type = string(b.Type())
+	out.Logical = string(logicalType(b))
+	out.Connect, out.HasConnect = connectType(b)
+	if ps, ok := b.(avro.PropertySchema); ok {
+		out.ConnectBase, _ = ps.Prop("connect.type").(string)
+	}
+	if a, ok := b.(*avro.ArraySchema); ok {
+		items := fieldOf("", a.Items())
+		out.Items = &items
+	}
+	return out
 }
 
 // nonNull returns s without references, and the branch of a union of null and one other

@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -470,4 +471,56 @@ func TestCDCCreateWithDeadLetters(t *testing.T) {
 		") v1 UNION ALL "+itemRowsSQL(2, 2, true)+" UNION ALL SELECT *, NULL::text, NULL::int FROM ("+itemRowsSQL(4, 4, false)+") v1"); !ok {
 		t.Fatal(msg)
 	}
+}
+
+// TestCDCTypeChangeNeverAlters: a field whose type changes (qty, integer in the replica,
+// arrives as a string) keeps its column's type: PostgreSQL casts the value ("12" into
+// integer works), and a value it refuses ("many") is poison, dead-lettered with
+// PostgreSQL's reason; the column is never altered.
+func TestCDCTypeChangeNeverAlters(t *testing.T) {
+	e := testbed.Require(t)
+	ctx := context.Background()
+	db := testbed.Pool(t, e)
+	replica, positions := testbed.Schema(t, e), testbed.Schema(t, e)
+	if _, err := db.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{replica}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Migrate(ctx, e.DatabaseURL, positions); err != nil {
+		t.Fatal(err)
+	}
+	p := newPlugin(t, e, replica, positions, cdc.Config{Create: true, Evolve: cdc.EvolveAddColumns})
+	retyped := func(id int64, qty string) testbed.Msg {
+		m := itemEvent("items", id, true)
+		s := strings.Replace(string(m.Value), `{"type":"int32","optional":true,"field":"qty"}`, `{"type":"string","optional":true,"field":"qty"}`, 2)
+		s = strings.Replace(s, fmt.Sprintf(`"qty":%d`, id%7), `"qty":"`+qty+`"`, 1)
+		m.Value = []byte(s)
+		return m
+	}
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	res, err := sink.WriteBatch(ctx, tx, p, records(0, itemEvent("items", 1, true), retyped(2, "12"), retyped(3, "many")),
+		sink.WriteOptions{Isolate: true, Schema: positions, Pipeline: "ddl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if res.Applied != 2 || len(res.DeadLettered) != 1 || !strings.Contains(res.DeadLettered[0].Err.Error(), "invalid input syntax for type integer") {
+		t.Fatalf("applied %d, dead-lettered %v; want 2, and offset 2 for its integer", res.Applied, res.DeadLettered)
+	}
+	table := pgx.Identifier{replica, "items"}.Sanitize()
+	cols, _ := columnTypes(t, ctx, db, table)
+	if cols[len(cols)-1] != "qty integer" {
+		t.Fatalf("columns %v: qty was altered", cols)
+	}
+	var qty []int
+	rows, _ := db.Query(ctx, "SELECT qty FROM "+table+" ORDER BY id")
+	if qty, err = pgx.CollectRows(rows, pgx.RowTo[int]); err != nil || !slices.Equal(qty, []int{1, 12}) {
+		t.Fatalf("qty %v, %v; want [1 12]", qty, err)
+	}
+	t.Logf("qty stays integer; %q dead-lettered: %v", "many", res.DeadLettered[0].Err)
 }

@@ -90,6 +90,11 @@ func New(c Config) (*CDC, error) {
 	default:
 		return nil, fmt.Errorf("format: %q is not json or avro", c.Format)
 	}
+	switch c.Evolve {
+	case "", EvolveAddColumns:
+	default:
+		return nil, fmt.Errorf("evolve: %q is not %s (the only evolution; columns are never dropped or retyped)", c.Evolve, EvolveAddColumns)
+	}
 	return p, nil
 }
 
@@ -103,7 +108,7 @@ func (p *CDC) Migrations() []sink.Migrations {
 }
 
 // Prepare checks the positions table, and the target of every per-table override whose
-// name has no variable: that it exists and has a primary key.
+// name has no variable: that it exists (unless Create is set) and has a primary key.
 func (p *CDC) Prepare(ctx context.Context, db sink.DB) error {
 	var ok bool
 	if err := db.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", p.positions).Scan(&ok); err != nil {
@@ -117,15 +122,15 @@ func (p *CDC) Prepare(ctx context.Context, db sink.DB) error {
 		if id.Sanitize() != r.tmpl.render("x", "x", "x", "x").Sanitize() {
 			continue // depends on the event
 		}
-		if _, err := p.target(ctx, db, id, r); err != nil {
+		if _, err := p.target(ctx, db, id, r, nil); err != nil && !(p.c.Create && errors.Is(err, errNoTable)) {
 			return fmt.Errorf("tables.%s: %w", st, err)
 		}
 	}
 	return nil
 }
 
-// target returns the replica table id, reading its catalog on first use.
-func (p *CDC) target(ctx context.Context, db sink.DB, id pgx.Identifier, r route) (*target, error) {
+// target returns the replica table id, reading its catalog on first use (see reload).
+func (p *CDC) target(ctx context.Context, db sink.DB, id pgx.Identifier, r route, local map[string]*target) (*target, error) {
 	name := id.Sanitize()
 	p.mu.Lock()
 	t := p.targets[name]
@@ -133,13 +138,74 @@ func (p *CDC) target(ctx context.Context, db sink.DB, id pgx.Identifier, r route
 	if t != nil {
 		return t, nil
 	}
-	t, err := loadTarget(ctx, db, id, r, p.positions)
+	return p.reload(ctx, db, id, r, local)
+}
+
+// reload reads the table's catalog again. A target without the DDL of db's open
+// transaction replaces the cached one, for every partition; one with it (an earlier Write
+// of the same transaction, in a savepoint, made it) goes to local, the Write's own (nil in
+// Prepare), and is never cached: the transaction may still roll back.
+func (p *CDC) reload(ctx context.Context, db sink.DB, id pgx.Identifier, r route, local map[string]*target) (*target, error) {
+	t, mine, err := loadTarget(ctx, db, id, r, p.positions)
 	if err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
-	p.targets[name] = t
+	if mine {
+		delete(p.targets, t.name)
+	} else {
+		p.targets[t.name] = t
+	}
 	p.mu.Unlock()
+	if mine && local != nil {
+		local[t.name] = t
+	}
+	return t, nil
+}
+
+// resolve returns the target of ev (table id), for a Write: the one whose DDL this
+// Write's transaction ran, else the cached one, else the catalog's; with Create, a
+// missing table is created. For an event with an after image, a replicated field without
+// a column makes it read the catalog again (another partition, or an operator, may have
+// added it) and then, with Evolve, add the column.
+func (p *CDC) resolve(ctx context.Context, tx pgx.Tx, id pgx.Identifier, r route, ev *event, local map[string]*target) (*target, error) {
+	name := id.Sanitize()
+	t := local[name]
+	if t == nil {
+		var err error
+		t, err = p.target(ctx, tx, id, r, local)
+		if errors.Is(err, errNoTable) && p.c.Create {
+			if ev.op == "t" {
+				return nil, fmt.Errorf("cdc: truncate of %s, which does not exist: create: true creates a table from a change event with a key, not from a truncate", name)
+			}
+			if t, err = p.create(ctx, tx, id, r, ev); err != nil {
+				return nil, err
+			}
+			local[name] = t
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	missing := t.missing(ev.after)
+	if len(missing) == 0 {
+		return t, nil
+	}
+	if local[name] == nil {
+		fresh, err := p.reload(ctx, tx, id, r, local)
+		if err != nil {
+			return nil, err
+		}
+		t, missing = fresh, fresh.missing(ev.after)
+	}
+	if len(missing) == 0 || p.c.Evolve != EvolveAddColumns {
+		return t, nil // a field left without a column is poison (stagedTable.add)
+	}
+	t, err := p.addColumns(ctx, tx, id, t, ev, missing)
+	if err != nil {
+		return nil, err
+	}
+	local[name] = t
 	return t, nil
 }
 
@@ -153,6 +219,7 @@ func (p *CDC) Close(context.Context, sink.Partition) error { return nil }
 // merged with one statement per table. A truncate (when enabled) first applies the changes
 // before it.
 func (p *CDC) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
+	local := map[string]*target{} // targets with this transaction's DDL (create, evolve)
 	pending := map[string]*stagedTable{}
 	var order []string
 	flush := func() error {
@@ -188,7 +255,7 @@ func (p *CDC) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 			if err := flush(); err != nil {
 				return err
 			}
-			t, err := p.target(ctx, tx, id, rt)
+			t, err := p.resolve(ctx, tx, id, rt, ev, local)
 			if err != nil {
 				return err
 			}
@@ -204,11 +271,18 @@ func (p *CDC) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 			return sink.Poison(r, fmt.Errorf("cdc: source table %s.%s has no primary key (the change event's key is null); "+
 				"the cdc plugin applies changes by primary key: give the table one, or set Debezium's message.key.columns", ev.schema, ev.table))
 		}
-		t, err := p.target(ctx, tx, id, rt)
+		t, err := p.resolve(ctx, tx, id, rt, ev, local)
 		if err != nil {
 			return err
 		}
 		st := pending[t.name]
+		if st != nil && st.t != t {
+			// The table changed (a column added): apply what was staged with its old shape.
+			if err := flush(); err != nil {
+				return err
+			}
+			st = nil
+		}
 		if st == nil {
 			st = &stagedTable{t: t}
 			pending[t.name] = st
@@ -251,6 +325,7 @@ func (p *CDC) decodeOnce(r *sink.Record) (*event, error) {
 			if ev.key, err = avroImage(&km, km.Value, ""); err != nil {
 				return nil, err
 			}
+			ev.keyMsg = &km
 		}
 		return ev, nil
 	}
@@ -259,7 +334,7 @@ func (p *CDC) decodeOnce(r *sink.Record) (*event, error) {
 		return nil, err
 	}
 	if r.Key != nil {
-		if ev.key, err = decodeJSONKey(r.Key); err != nil {
+		if ev.key, ev.keySchema, err = decodeJSONKey(r.Key); err != nil {
 			return nil, fmt.Errorf("key: %w", err)
 		}
 	}

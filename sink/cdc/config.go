@@ -37,6 +37,16 @@ type Config struct {
 	Truncate bool `yaml:"truncate"`
 	// PositionsSchema holds cdc_positions. Default the pipeline's schema.
 	PositionsSchema string `yaml:"positions_schema"`
+	// Create creates a missing target table from the change event's schema (the
+	// JsonConverter's with schemas.enable=true, or Avro's), with the Kafka key's fields as
+	// its primary key, in the transaction of the batch that needs it. Its schema must
+	// exist. Default false: a missing table stops the partition.
+	Create bool `yaml:"create"`
+	// Evolve is "add-columns" to add a nullable column, typed from the change event's
+	// schema, when a replicated field has no column, in the transaction of the batch that
+	// needs it. Columns are never dropped, narrowed or retyped. Default "" (off): such a
+	// field makes its event poison.
+	Evolve string `yaml:"evolve"`
 }
 
 // TableConfig overrides the routing of one source table.

@@ -15,6 +15,8 @@
 //	    public.orders: {table: archive.orders, exclude: [blob]}
 //	  truncate: false               # apply op t (truncate); default: skip and log
 //	  positions_schema: eosink      # where cdc_positions lives; default the pipeline's schema
+//	  create: false                 # true: create a missing target table from the event's schema
+//	  evolve: ""                    # add-columns: add a nullable column for a new field
 //
 // c and r upsert by the target's primary key, u updates (a u whose before image has
 // another key deletes the old key), d deletes, tombstones are skipped (counted in Stats).
@@ -23,6 +25,15 @@
 // or bytes that do not decode (an unknown schema id included) is poison. While the schema
 // registry cannot be reached Write returns sink.Transient: the engine rolls the batch back
 // and retries it; a registry's refusal (401, 403) stops the partition.
+//
+// With create, a missing target table is created (CREATE TABLE IF NOT EXISTS) from the
+// change event's schema, the Kafka key's fields as primary key; with evolve: add-columns a
+// replicated field without a column adds one (ADD COLUMN IF NOT EXISTS), nullable. Columns
+// are never dropped or retyped. Types come from the JsonConverter's schema or the Avro
+// schema (see docs/cdc.md for the mapping); events without a schema make create and
+// evolve stop the partition rather than guess. The DDL runs in the batch's transaction
+// after an advisory lock on the table's name, so a rollback leaves neither the DDL nor the
+// rows, and partitions creating the same table queue instead of failing.
 //
 // Each row's source position, (commit LSN from source.sequence, source.lsn), is kept in
 // cdc_positions, also after a delete; a change applies only when its position is newer.

@@ -37,6 +37,11 @@ type event struct {
 	commit, lsn       int64  // the source position (see position)
 	before, after     image
 	key               image // the Kafka key's struct; nil for a null key
+
+	// The writers' schemas, for create and evolve (ddl.go): the JsonConverter's (nil
+	// without schemas) or the Avro messages'.
+	valueSchema, keySchema *jsonSchema
+	valueMsg, keyMsg       *schemaformat.Message
 }
 
 var errNotEnvelope = errors.New("not a Debezium change event envelope (no op and source)")
@@ -153,19 +158,22 @@ func decodeJSONValue(data []byte) (*event, error) {
 	if ev.after, err = jsonImage(m["after"], s.field("after"), "after"); err != nil {
 		return nil, err
 	}
+	ev.valueSchema = s
 	return ev, nil
 }
 
-// decodeJSONKey parses a JsonConverter key struct.
-func decodeJSONKey(data []byte) (image, error) {
+// decodeJSONKey parses a JsonConverter key struct, and returns its schema (nil without
+// schemas).
+func decodeJSONKey(data []byte) (image, *jsonSchema, error) {
 	p, s, err := parseJSON(data)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if p == nil {
-		return nil, nil
+		return nil, s, nil
 	}
-	return jsonImage(p, s, "key")
+	img, err := jsonImage(p, s, "key")
+	return img, s, err
 }
 
 // avroImage turns a decoded Avro record into an image, with the Connect types of its
@@ -208,6 +216,7 @@ func decodeAvroValue(msg *schemaformat.Message) (*event, error) {
 	if ev.after, err = avroImage(msg, m["after"], "after"); err != nil {
 		return nil, err
 	}
+	ev.valueMsg = msg
 	return ev, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
@@ -109,6 +110,18 @@ func (t *target) row(img image, keyOnly bool) ([]any, error) {
 		}
 	}
 	return row, nil
+}
+
+// missing returns the replicated fields of img that have no column.
+func (t *target) missing(img image) []string {
+	var out []string
+	for f := range img {
+		if _, ok := t.colIdx[f]; !ok && t.r.replicated(f) {
+			out = append(out, f)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // keyRow is the row of a delete: the key columns only, from the Kafka key when it holds

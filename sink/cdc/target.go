@@ -2,6 +2,7 @@ package cdc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strings"
@@ -33,16 +34,25 @@ type target struct {
 	stageSQL, copySQL, mergeSQL, truncSQL string
 }
 
-// loadTarget reads table's columns and primary key. A missing table or one without a
-// primary key is an error naming it.
-func loadTarget(ctx context.Context, db sink.DB, table pgx.Identifier, r route, positions string) (*target, error) {
+// errNoTable: the target table does not exist.
+var errNoTable = errors.New("does not exist")
+
+// loadTarget reads table's columns and primary key. A missing table (errNoTable) or one
+// without a primary key is an error naming it. mine reports that the transaction of db
+// holds the table's ACCESS EXCLUSIVE lock, which CREATE TABLE and ALTER TABLE take and
+// keep to the end of the transaction: the table may then hold this transaction's
+// uncommitted DDL, and the target must not be cached for others (a rollback would leave
+// the cache describing a table, or columns, that do not exist).
+func loadTarget(ctx context.Context, db sink.DB, table pgx.Identifier, r route, positions string) (t *target, mine bool, err error) {
 	name := table.Sanitize()
 	var exists bool
-	if err := db.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", name).Scan(&exists); err != nil {
-		return nil, fmt.Errorf("cdc: target table %s: %w", name, err)
+	if err := db.QueryRow(ctx, `SELECT c IS NOT NULL, c IS NOT NULL AND EXISTS (SELECT 1 FROM pg_locks
+  WHERE pid = pg_backend_pid() AND locktype = 'relation' AND relation = c AND mode = 'AccessExclusiveLock' AND granted)
+FROM to_regclass($1) c`, name).Scan(&exists, &mine); err != nil {
+		return nil, false, fmt.Errorf("cdc: target table %s: %w", name, err)
 	}
 	if !exists {
-		return nil, fmt.Errorf("cdc: target table %s does not exist (create it with the source table's columns and primary key)", name)
+		return nil, false, fmt.Errorf("cdc: target table %s %w (create it with the source table's columns and primary key, or set create: true)", name, errNoTable)
 	}
 	rows, err := db.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod),
        coalesce((SELECT k.n FROM unnest(i.indkey) WITH ORDINALITY k(att, n) WHERE k.att = a.attnum), 0)::int
@@ -50,9 +60,9 @@ FROM pg_attribute a LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisp
 WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
 ORDER BY a.attnum`, name)
 	if err != nil {
-		return nil, fmt.Errorf("cdc: target table %s: read columns: %w", name, err)
+		return nil, false, fmt.Errorf("cdc: target table %s: read columns: %w", name, err)
 	}
-	t := &target{name: name, colIdx: map[string]int{}, r: r}
+	t = &target{name: name, colIdx: map[string]int{}, r: r}
 	keyPos := map[int]string{}
 	var col, typ string
 	var pos int
@@ -67,10 +77,10 @@ ORDER BY a.attnum`, name)
 		t.types = append(t.types, typ)
 		return nil
 	}); err != nil {
-		return nil, fmt.Errorf("cdc: target table %s: read columns: %w", name, err)
+		return nil, false, fmt.Errorf("cdc: target table %s: read columns: %w", name, err)
 	}
 	if len(keyPos) == 0 {
-		return nil, fmt.Errorf("cdc: target table %s has no primary key; cdc applies changes by primary key", name)
+		return nil, false, fmt.Errorf("cdc: target table %s has no primary key; cdc applies changes by primary key", name)
 	}
 	for i := 1; i <= len(keyPos); i++ {
 		t.keys = append(t.keys, keyPos[i])
@@ -81,7 +91,7 @@ ORDER BY a.attnum`, name)
 	}
 	t.bytea = append(t.bytea, false, false, false, false)
 	t.build(positions)
-	return t, nil
+	return t, mine, nil
 }
 
 func quote(cols []string, prefix string) string {
@@ -99,8 +109,16 @@ func quote(cols []string, prefix string) string {
 // concurrent partitions cannot race past it), and applies only the changes that won:
 // deletes, then upserts.
 func (t *target) build(positions string) {
+	// The staging table lives as long as the session: its name changes with the columns,
+	// so that a session never copies into one made for the table before a column was added.
 	h := fnv.New64a()
 	h.Write([]byte(t.name))
+	for i, c := range t.cols {
+		h.Write([]byte{0})
+		h.Write([]byte(c))
+		h.Write([]byte{0})
+		h.Write([]byte(t.types[i]))
+	}
 	t.stage = pgx.Identifier{fmt.Sprintf("eosink_cdc_%x", h.Sum64())}.Sanitize()
 	cols := quote(t.cols, "")
 	t.stageSQL = fmt.Sprintf(`CREATE TEMP TABLE IF NOT EXISTS %s ON COMMIT DELETE ROWS AS

@@ -16,6 +16,7 @@
 //	    payload: value              # the whole value (JSON text into json/jsonb/text)
 //	    k: key
 //	    src_offset: offset          # also topic, partition, timestamp, header.<name>
+//	  create: false                 # true: create a missing table (below)
 //
 // A tombstone (a record with a null value) is poison when a column reads the value.
 //
@@ -72,6 +73,31 @@
 // kafka.topics' pattern matches at start makes the sink refuse to start, and one created
 // later stops its partitions (reason no_route). Tables with fixed names are checked by
 // Prepare; a table named after the topic is checked at its first batch.
+//
+// # Creating the table
+//
+// With create: true a missing table is created (CREATE TABLE IF NOT EXISTS) in the
+// transaction of the first batch that writes to it, so a batch rolled back leaves no
+// table; for upsert its key columns are the primary key, the table plugin's has none.
+// Columns are nullable, in sorted order, typed from the registry schema of the batch's
+// first record that decodes:
+//
+//	value.<path>, key.<path> (avro)   by the Avro schema: decimal numeric, timestamp-micros
+//	                                  timestamptz, timestamp-millis timestamptz(3),
+//	                                  local-timestamp-* timestamp, date, time-* time, uuid,
+//	                                  boolean, int integer, long bigint, float real, double
+//	                                  double precision, string and enum text, bytes and fixed
+//	                                  bytea, records, maps and arrays jsonb
+//	key, value (whole side)           string text, bytes bytea, json jsonb, protobuf and
+//	                                  json_schema jsonb, avro by its root type
+//	topic, header.<name>              text
+//	partition, offset, timestamp      integer, bigint, timestamptz
+//
+// A path into a json, protobuf or json_schema side, or a field the schema lacks, has no
+// type: the batch fails with an error that stops the partition (never poison, never a
+// guessed type). Writers creating the same table at once queue on an advisory lock on its
+// name and the later ones find it there. New fields do not add columns: the columns are the
+// mapping's. Prepare accepts a missing table with create.
 //
 // # Errors
 //

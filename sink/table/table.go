@@ -37,6 +37,11 @@ type Config struct {
 	// schemas; required for them. From a config file it is the pipeline's schema_registry
 	// section (sink.PluginConfig.SchemaRegistry).
 	SchemaRegistry *sink.SchemaRegistry `yaml:"-"`
+	// Create creates a missing table, in the transaction of the first batch that writes to
+	// it, with the mapped columns typed from the registry schema of the batch's first
+	// record that decodes (paths into avro keys and values; see mapping.ColumnTypes), and
+	// for upsert its key as primary key. Defaults to false: a missing table fails Prepare.
+	Create bool `yaml:"create"`
 }
 
 // Column is one column's source. In a config file it is a string (the source expression) or
@@ -122,10 +127,14 @@ func (t *Table) CheckTopic(topic string) error { return t.r.CheckTopic(topic) }
 // RouteSummary lists the routes, one "topic -> table" line each, in the order they are tried.
 func (t *Table) RouteSummary() []string { return t.r.summary() }
 
-// Prepare checks that the tables whose names have no variable, and their columns, exist.
-// A table named after the topic is checked when its first batch is written.
+// Prepare checks that the tables whose names have no variable, and their columns, exist
+// (with Create, a missing table is created by its first batch). A table named after the
+// topic is checked when its first batch is written.
 func (t *Table) Prepare(ctx context.Context, db sink.DB) error {
-	return prepareAll(ctx, t.r, func(ctx context.Context, tt *tableTarget) error { return tt.w.load(ctx, db) })
+	return prepareAll(ctx, t.r, func(ctx context.Context, tt *tableTarget) error {
+		_, err := tt.w.prepare(ctx, db)
+		return err
+	})
 }
 
 // Open does nothing: the plugin keeps no per-partition state.
@@ -156,11 +165,17 @@ type writer struct {
 	extra   []string // upsert's staging columns, appended to each row
 	copySQL string   // COPY ... FROM STDIN into table (table plugin)
 
+	create bool     // Config.Create
+	key    []string // primary key of a created table (upsert's key)
+
 	mu     sync.Mutex
 	loaded bool
 	bytea  []bool // per column of cols+extra
 	types  map[string]string
 }
+
+// errNoTable: the table does not exist.
+var errNoTable = errors.New("does not exist")
 
 // newWriter returns the writer of table with columns, in c's formats.
 func newWriter(c Config, table pgx.Identifier, columns map[string]Column, extra []string) (*writer, error) {
@@ -199,7 +214,7 @@ func newWriter(c Config, table pgx.Identifier, columns map[string]Column, extra 
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	w := &writer{name: strings.Join(table, "."), table: table, m: m, cols: cols, extra: extra}
+	w := &writer{name: strings.Join(table, "."), table: table, m: m, cols: cols, extra: extra, create: c.Create}
 	w.copySQL = fmt.Sprintf("COPY %s (%s) FROM STDIN", table.Sanitize(), quoteAll(cols))
 	return w, nil
 }
@@ -222,29 +237,34 @@ func (w *writer) readsValue() bool {
 	return false
 }
 
-// load reads the table's column types once, and checks the mapped columns exist.
-func (w *writer) load(ctx context.Context, db sink.DB) error {
+// load reads the table's column types once, and checks the mapped columns exist; it
+// returns the bytea flag of each column of cols+extra. A table that holds DDL of db's open
+// transaction (create: the transaction holds its ACCESS EXCLUSIVE lock) is read for this
+// call only, never kept: the transaction may still roll back.
+func (w *writer) load(ctx context.Context, db sink.DB) ([]bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.loaded {
-		return nil
+		return w.bytea, nil
 	}
-	var exists bool
-	if err := db.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", w.table.Sanitize()).Scan(&exists); err != nil {
-		return fmt.Errorf("table %s: %w", w.name, err)
+	var exists, mine bool
+	if err := db.QueryRow(ctx, `SELECT c IS NOT NULL, c IS NOT NULL AND EXISTS (SELECT 1 FROM pg_locks
+  WHERE pid = pg_backend_pid() AND locktype = 'relation' AND relation = c AND mode = 'AccessExclusiveLock' AND granted)
+FROM to_regclass($1) c`, w.table.Sanitize()).Scan(&exists, &mine); err != nil {
+		return nil, fmt.Errorf("table %s: %w", w.name, err)
 	}
 	if !exists {
-		return fmt.Errorf("table %s does not exist", w.name)
+		return nil, fmt.Errorf("table %s %w", w.name, errNoTable)
 	}
 	rows, err := db.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
 WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped`, w.table.Sanitize())
 	if err != nil {
-		return fmt.Errorf("table %s: read columns: %w", w.name, err)
+		return nil, fmt.Errorf("table %s: read columns: %w", w.name, err)
 	}
 	types := map[string]string{}
 	var name, typ string
 	if _, err := pgx.ForEachRow(rows, []any{&name, &typ}, func() error { types[name] = typ; return nil }); err != nil {
-		return fmt.Errorf("table %s: read columns: %w", w.name, err)
+		return nil, fmt.Errorf("table %s: read columns: %w", w.name, err)
 	}
 	var missing []string
 	bytea := make([]bool, 0, len(w.cols)+len(w.extra))
@@ -255,35 +275,105 @@ WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped`, w.tabl
 		}
 		bytea = append(bytea, t == "bytea")
 		// An array from a schema'd format goes to an array column as an array literal.
-		w.m.Columns[i].Array = strings.HasSuffix(t, "[]")
+		// (Written only when it changes: a created table has no array column.)
+		if array := strings.HasSuffix(t, "[]"); w.m.Columns[i].Array != array {
+			w.m.Columns[i].Array = array
+		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("table %s has no column %s", w.name, strings.Join(missing, ", "))
+		return nil, fmt.Errorf("table %s has no column %s", w.name, strings.Join(missing, ", "))
 	}
 	for range w.extra {
 		bytea = append(bytea, false)
 	}
-	w.types, w.bytea, w.loaded = types, bytea, true
+	if !mine {
+		w.types, w.bytea, w.loaded = types, bytea, true
+	}
+	return bytea, nil
+}
+
+// prepare is load for Prepare: with create, a missing table is fine (created later).
+func (w *writer) prepare(ctx context.Context, db sink.DB) (exists bool, err error) {
+	if _, err := w.load(ctx, db); err != nil {
+		if w.create && errors.Is(err, errNoTable) {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+// createTable creates the table in tx with the mapped columns, typed from the first record
+// of recs whose schema gives them all (mapping.ColumnTypes), and w.key as primary key,
+// after an advisory lock on the table's name held to the end of tx: writers creating the
+// same table queue, and the later ones find it there (IF NOT EXISTS). A column without a
+// type in the schema (a path into a json side, a field the schema lacks) stops the
+// partition: types are never guessed. A registry that cannot be reached is transient.
+func (w *writer) createTable(ctx context.Context, tx pgx.Tx, recs []sink.Record) error {
+	var types []string
+	var first error
+	for i := range recs {
+		t, err := w.m.ColumnTypes(&recs[i])
+		if err == nil {
+			types = t
+			break
+		}
+		var rc *mapping.RegistryConfigError
+		if rerr := mapping.RecordError(&recs[i], err); errors.Is(rerr, sink.ErrTransient) || errors.As(rerr, &rc) {
+			return rerr
+		}
+		if errors.Is(err, mapping.ErrUntyped) {
+			return fmt.Errorf("create table %s: %w", w.name, err)
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	if types == nil {
+		return fmt.Errorf("create table %s: no record of the batch decodes: %w", w.name, first)
+	}
+	defs := make([]string, 0, len(w.cols)+1)
+	for i, c := range w.cols {
+		defs = append(defs, pgx.Identifier{c}.Sanitize()+" "+types[i])
+	}
+	if len(w.key) > 0 {
+		defs = append(defs, "PRIMARY KEY ("+quoteAll(w.key)+")")
+	}
+	name := w.table.Sanitize()
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "eosink.table.ddl "+name); err != nil {
+		return fmt.Errorf("create table %s: lock: %w", w.name, err)
+	}
+	if _, err := tx.Exec(ctx, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s)", name, strings.Join(defs, ", "))); err != nil {
+		return fmt.Errorf("create table %s: %w", w.name, err)
+	}
 	return nil
 }
 
 // rowFunc maps one record to its row values, appending to row.
 type rowFunc func(r *sink.Record, row []any) ([]any, error)
 
-// rows loads the table's columns (once) and encodes recs as COPY text rows; nil for no records.
+// rows loads the table's columns (once; with create, creating the table) and encodes recs
+// as COPY text rows; nil for no records.
 func (w *writer) rows(ctx context.Context, tx pgx.Tx, recs []sink.Record, rowFn rowFunc) ([]byte, error) {
 	if len(recs) == 0 {
 		return nil, nil
 	}
-	if err := w.load(ctx, tx); err != nil {
+	bytea, err := w.load(ctx, tx)
+	if w.create && errors.Is(err, errNoTable) {
+		if err := w.createTable(ctx, tx, recs); err != nil {
+			return nil, err
+		}
+		bytea, err = w.load(ctx, tx)
+	}
+	if err != nil {
 		return nil, err
 	}
-	return w.encode(recs, rowFn)
+	return w.encode(recs, rowFn, bytea)
 }
 
 // encode maps each record to a COPY text row with rowFn. A record that cannot be mapped is
 // returned as a *sink.PoisonError, unless the schema registry failed (mapping.RecordError).
-func (w *writer) encode(recs []sink.Record, rowFn rowFunc) ([]byte, error) {
+func (w *writer) encode(recs []sink.Record, rowFn rowFunc, bytea []bool) ([]byte, error) {
 	buf := make([]byte, 0, len(recs)*128)
 	row := make([]any, 0, len(w.cols)+len(w.extra))
 	var err error
@@ -292,7 +382,7 @@ func (w *writer) encode(recs []sink.Record, rowFn rowFunc) ([]byte, error) {
 		if row, err = rowFn(r, row[:0]); err != nil {
 			return nil, mapping.RecordError(r, err)
 		}
-		if buf, err = mapping.AppendCopyRow(buf, row, w.bytea); err != nil {
+		if buf, err = mapping.AppendCopyRow(buf, row, bytea); err != nil {
 			return nil, sink.Poison(r, err)
 		}
 	}

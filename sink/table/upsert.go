@@ -109,6 +109,7 @@ func newUpsertTarget(c UpsertConfig, table pgx.Identifier, columns map[string]Co
 		// later value in one batch would give another result than in two batches.
 		return nil, errors.New("on_conflict: nothing cannot be combined with delete_on_tombstone")
 	}
+	w.key = key
 	u := &upsertTarget{w: w, key: key, c: c}
 	h := fnv.New64a()
 	h.Write([]byte(w.table.Sanitize()))
@@ -179,13 +180,14 @@ func (u *upsertTarget) row(r *sink.Record, row []any) ([]any, error) {
 
 // Prepare checks the tables whose names have no variable, their columns, and that their
 // merge statements plan: a key without a unique index fails here, at start, rather than on
-// the first batch. A table named after the topic is checked when its first batch is written.
+// the first batch. With Create, a missing table is created by its first batch, its key as
+// primary key. A table named after the topic is checked when its first batch is written.
 func (u *Upsert) Prepare(ctx context.Context, db sink.DB) error {
 	return prepareAll(ctx, u.r, func(ctx context.Context, t *upsertTarget) error { return t.prepare(ctx, db) })
 }
 
 func (u *upsertTarget) prepare(ctx context.Context, db sink.DB) error {
-	if err := u.w.load(ctx, db); err != nil {
+	if exists, err := u.w.prepare(ctx, db); err != nil || !exists {
 		return err
 	}
 	beginner, ok := db.(interface {

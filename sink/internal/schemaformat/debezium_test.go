@@ -103,4 +103,31 @@ func TestDebeziumAvro(t *testing.T) {
 	if got := len(m.ConnectTypes()); got != 18 { // envelope, source, before and after with 7 typed fields each
 		t.Errorf("%d Connect types: %v", got, m.ConnectTypes())
 	}
+
+	// The fields of after, in order, with their Avro and Connect types (to create columns).
+	fs, ok := m.Fields("after")
+	if !ok || len(fs) != 8 {
+		t.Fatalf("Fields(after) = %+v, %v", fs, ok)
+	}
+	for i, want := range []struct {
+		name, typ, logical, connect string
+		optional                    bool
+	}{
+		{"id", "int", "", "", false}, {"amount", "bytes", "decimal", "org.apache.kafka.connect.data.Decimal", false},
+		{"created", "long", "", "io.debezium.time.MicroTimestamp", true}, {"day", "int", "", "io.debezium.time.Date", true},
+		{"updated", "string", "", "io.debezium.time.ZonedTimestamp", true}, {"ratio", "record", "", "io.debezium.data.VariableScaleDecimal", true},
+		{"doc", "string", "", "io.debezium.data.Json", true}, {"uid", "string", "", "io.debezium.data.Uuid", true},
+	} {
+		f := fs[i]
+		if f.Name != want.name || f.Type != want.typ || f.Logical != want.logical || f.Connect.Name != want.connect ||
+			f.HasConnect != (want.connect != "") || f.Optional != want.optional {
+			t.Errorf("field %d: %+v, want %+v", i, f, want)
+		}
+	}
+	if _, ok := m.Fields("op"); ok {
+		t.Error("Fields(op): a string is not a record")
+	}
+	if fs, ok := m.Fields(); !ok || len(fs) != 5 || fs[4].Name != "ts_ms" {
+		t.Errorf("Fields() = %+v, %v", fs, ok)
+	}
 }

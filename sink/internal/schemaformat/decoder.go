@@ -11,6 +11,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/schemaregistry/serde"
 	"github.com/confluentinc/confluent-kafka-go/v2/schemaregistry/serde/jsonschema"
 	"github.com/confluentinc/confluent-kafka-go/v2/schemaregistry/serde/protobuf"
+	"github.com/hamba/avro/v2"
 )
 
 // Format is a schema'd encoding in the Confluent wire format.
@@ -107,6 +108,7 @@ type Message struct {
 	SchemaID int
 
 	connect map[string]ConnectType // Avro only: path → Kafka Connect type
+	avro    avro.Schema            // Avro only: the writer's schema
 }
 
 // Decode decodes data, a key or a value in format f. A nil data is a null record (a
@@ -131,7 +133,7 @@ func (d *Decoder) Decode(f Format, data []byte) (Message, error) {
 	switch f {
 	case Avro:
 		m.Value, err = c.avro.decode(body)
-		m.connect = c.avro.connect
+		m.connect, m.avro = c.avro.connect, c.avro.schema
 	case Protobuf:
 		m.Value, err = d.decodeProtobuf(c.proto, h, data)
 	case JSONSchema:

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"sort"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -14,7 +16,9 @@ import (
 func (p *Pipeline) Summary(w io.Writer) error {
 	c := p.Config.WithDefaults()
 	db := "?"
-	if cfg, err := pgxpool.ParseConfig(c.DatabaseURL); err == nil {
+	if raw, ok := p.unresolved["database.url"]; ok {
+		db = raw + " (unset)"
+	} else if cfg, err := pgxpool.ParseConfig(c.DatabaseURL); err == nil {
 		cc := cfg.ConnConfig
 		db = fmt.Sprintf("%s:%d/%s", cc.Host, cc.Port, cc.Database)
 	}
@@ -22,7 +26,19 @@ func (p *Pipeline) Summary(w io.Writer) error {
 	if brokers == "" {
 		brokers = fmt.Sprint(c.Kafka["bootstrap.servers"])
 	}
+	if p.unresolvedWithin("kafka.brokers") || p.unresolvedWithin("kafka.properties[bootstrap.servers]") {
+		brokers = "(unset variable)"
+		if raw, ok := p.unresolved["kafka.brokers"]; ok {
+			brokers = raw + " (unset)"
+		}
+	}
 	props := sortedKeys(c.Kafka)
+	for q := range p.unresolved { // a property with an unset variable is left out of c.Kafka
+		if k, ok := strings.CutPrefix(q, "kafka.properties["); ok {
+			props = append(props, strings.TrimSuffix(k, "]")+" (unset)")
+		}
+	}
+	sort.Strings(props)
 	if len(props) == 0 {
 		props = []string{"none"}
 	}
@@ -37,11 +53,15 @@ func (p *Pipeline) Summary(w io.Writer) error {
 		{"", fmt.Sprintf("properties: %s (values not shown)", strings.Join(props, ", "))},
 		{"database", fmt.Sprintf("%s, schema %s, isolation %s, auto_migrate %t", db, c.Schema, c.IsolationLevel, c.AutoMigrate)},
 		{"sink", p.PluginType},
+	}
+	lines = append(lines, p.routeLines()...)
+	lines = append(lines, [][2]string{
 		{"on_poison", c.OnPoison.String()},
 		{"batch", fmt.Sprintf("max %d records, %s, wait %s; %s buffered per partition",
 			c.MaxBatchRecords, sizeText(c.MaxBatchBytes), c.MaxBatchWait, sizeText(c.MaxBufferedBytes))},
 		{"http", http},
-	}
+		{"progress", progressText(p.Progress)},
+	}...)
 	if r := p.SchemaRegistry; r != nil {
 		auth := "no auth"
 		switch {
@@ -80,4 +100,155 @@ func sizeText(n int) string {
 		}
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+func progressText(d time.Duration) string {
+	if d == 0 {
+		return "off"
+	}
+	return "every " + d.String()
+}
+
+func (p *Pipeline) unresolvedWithin(path string) bool {
+	for q := range p.unresolved {
+		if q == path || within(q, path) {
+			return true
+		}
+	}
+	return false
+}
+
+// route is where a plugin writes: what it takes (all records, a source table, a topic), the
+// target table (or a template), and each column with its source ("" when the source's own
+// columns are copied).
+type route struct {
+	from, table string
+	columns     [][2]string // name, source
+	notes       []string    // key, include, exclude
+}
+
+// routers describe a built-in plugin's routes from its section, for the summary. A plugin
+// with routes of its own (per topic, per source table) adds them here; plugins not listed
+// show their type only.
+var routers = map[string]func(sec map[string]any, schema string) []route{
+	"table":  tableRoutes,
+	"upsert": tableRoutes,
+	"cdc": func(sec map[string]any, _ string) []route {
+		def := str(sec["table"])
+		if def == "" {
+			def = "${source.schema}.${source.table}"
+		}
+		s := str(sec["schema"])
+		if s == "" {
+			s = "public"
+		}
+		rs := []route{{from: "every source table", table: def, notes: columnFilter(sec)}}
+		if !strings.Contains(def, ".") {
+			rs[0].notes = append(rs[0].notes, "schema "+s)
+		}
+		tables, _ := sec["tables"].(map[string]any)
+		for _, st := range sortedKeys(tables) {
+			tc, _ := tables[st].(map[string]any)
+			t := str(tc["table"])
+			if t == "" {
+				t = def
+			}
+			rs = append(rs, route{from: "source table " + st, table: t, notes: columnFilter(tc)})
+		}
+		return rs
+	},
+}
+
+func init() { routers["inbox"] = inboxRoutes } // inbox wraps another plugin: it looks its routes up
+
+func inboxRoutes(sec map[string]any, schema string) []route {
+	inner, _ := sec["inner"].(map[string]any)
+	f := routers[str(inner["type"])]
+	if f == nil {
+		return nil
+	}
+	rs := f(inner, schema)
+	for i := range rs {
+		rs[i].notes = append(rs[i].notes, "once per event id "+str(sec["event_id"]))
+	}
+	return rs
+}
+
+func tableRoutes(sec map[string]any, _ string) []route {
+	r := route{from: "every record", table: str(sec["table"])}
+	cols, _ := sec["columns"].(map[string]any)
+	for _, name := range sortedKeys(cols) {
+		src := ""
+		switch v := cols[name].(type) {
+		case string:
+			src = v
+		case map[string]any:
+			src = str(v["from"])
+			if b, _ := v["required"].(bool); b {
+				src += " (required)"
+			}
+		}
+		r.columns = append(r.columns, [2]string{name, src})
+	}
+	if key, ok := sec["key"].([]any); ok && len(key) > 0 {
+		names := make([]string, len(key))
+		for i, k := range key {
+			names[i] = str(k)
+		}
+		r.notes = append(r.notes, "key "+strings.Join(names, ", "))
+	}
+	return []route{r}
+}
+
+func columnFilter(sec map[string]any) []string {
+	var notes []string
+	for _, k := range []string{"include", "exclude"} {
+		if list, ok := sec[k].([]any); ok && len(list) > 0 {
+			names := make([]string, len(list))
+			for i, v := range list {
+				names[i] = str(v)
+			}
+			notes = append(notes, k+" "+strings.Join(names, ", "))
+		}
+	}
+	return notes
+}
+
+func str(v any) string {
+	if v == nil {
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+// routeLines are the summary's lines for the plugin's routes: one per route, then one per
+// column.
+func (p *Pipeline) routeLines() [][2]string {
+	f := routers[p.PluginType]
+	if f == nil || p.sinkRaw == nil {
+		return nil
+	}
+	var lines [][2]string
+	for i, r := range f(p.sinkRaw, p.Config.Schema) {
+		label := ""
+		if i == 0 {
+			label = "routes"
+		}
+		text := r.from + " -> " + r.table
+		if len(r.notes) > 0 {
+			text += " (" + strings.Join(r.notes, "; ") + ")"
+		}
+		if r.columns == nil {
+			text += ", columns as in the source"
+		}
+		lines = append(lines, [2]string{label, text})
+		width := 0
+		for _, c := range r.columns {
+			width = max(width, len(c[0]))
+		}
+		for _, c := range r.columns {
+			lines = append(lines, [2]string{"", fmt.Sprintf("  %-*s <- %s", width, c[0], c[1])})
+		}
+	}
+	return lines
 }

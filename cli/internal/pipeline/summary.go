@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -16,8 +17,8 @@ import (
 func (p *Pipeline) Summary(w io.Writer) error {
 	c := p.Config.WithDefaults()
 	db := "?"
-	if raw, ok := p.unresolved["database.url"]; ok {
-		db = raw + " (unset)"
+	if _, ok := p.unresolved["database.url"]; ok {
+		db = p.unsetText("database.url")
 	} else if cfg, err := pgxpool.ParseConfig(c.DatabaseURL); err == nil {
 		cc := cfg.ConnConfig
 		db = fmt.Sprintf("%s:%d/%s", cc.Host, cc.Port, cc.Database)
@@ -27,10 +28,7 @@ func (p *Pipeline) Summary(w io.Writer) error {
 		brokers = fmt.Sprint(c.Kafka["bootstrap.servers"])
 	}
 	if p.unresolvedWithin("kafka.brokers") || p.unresolvedWithin("kafka.properties[bootstrap.servers]") {
-		brokers = "(unset variable)"
-		if raw, ok := p.unresolved["kafka.brokers"]; ok {
-			brokers = raw + " (unset)"
-		}
+		brokers = p.unsetText("kafka.brokers")
 	}
 	props := sortedKeys(c.Kafka)
 	for q := range p.unresolved { // a property with an unset variable is left out of c.Kafka
@@ -108,6 +106,17 @@ func progressText(d time.Duration) string {
 	}
 	return "every " + d.String()
 }
+
+// unsetText shows a value with an unset variable: the reference when it is the whole value,
+// else only that a variable is unset (the rest may be a secret, such as a password in a URL).
+func (p *Pipeline) unsetText(path string) string {
+	if raw := p.unresolved[path]; wholeReference.MatchString(raw) {
+		return raw + " (unset)"
+	}
+	return "(unset variable)"
+}
+
+var wholeReference = regexp.MustCompile(`^\$\{[A-Za-z_][A-Za-z0-9_]*\}$`)
 
 func (p *Pipeline) unresolvedWithin(path string) bool {
 	for q := range p.unresolved {

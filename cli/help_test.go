@@ -7,6 +7,7 @@ import (
 	"flag"
 	"io"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -281,4 +282,33 @@ func newOpsFlagSet(o *opsFlags) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	o.register(fs)
 	return fs
+}
+
+func TestVersionOf(t *testing.T) {
+	settings := []debug.BuildSetting{{Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.modified", Value: "true"}}
+	for _, c := range []struct {
+		name string
+		bi   *debug.BuildInfo
+		want Version
+	}{
+		{"built from a checkout", &debug.BuildInfo{Main: debug.Module{Path: modulePath, Version: "(devel)"}, Settings: settings},
+			Version{Module: "(devel)", Commit: "abc123", Modified: true}},
+		{"go install @v1.2.3", &debug.BuildInfo{Main: debug.Module{Path: modulePath, Version: "v1.2.3"}},
+			Version{Module: "v1.2.3"}},
+		{"a custom binary: its commit is not eosink's", &debug.BuildInfo{Main: debug.Module{Path: "example.com/mine", Version: "(devel)"},
+			Deps: []*debug.Module{{Path: "github.com/other/x", Version: "v9.9.9"}, {Path: modulePath, Version: "v1.4.0"}}, Settings: settings},
+			Version{Module: "v1.4.0"}},
+		{"a custom binary with eosink replaced", &debug.BuildInfo{Main: debug.Module{Path: "example.com/mine"},
+			Deps: []*debug.Module{{Path: modulePath, Version: "v1.4.0", Replace: &debug.Module{Path: "../eosink", Version: "(devel)"}}}},
+			Version{Module: "(devel)"}},
+	} {
+		got := versionOf(c.bi, true)
+		c.want.Go = runtime.Version()
+		if got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+	if got := versionOf(nil, false); got.Module != "unknown" || got.Commit != "" {
+		t.Errorf("without build information: %+v", got)
+	}
 }

@@ -24,9 +24,14 @@ type Version struct {
 
 // BuildVersion reads the binary's build information.
 func BuildVersion() Version {
-	v := Version{Module: "unknown", Go: runtime.Version()}
+	v := versionOf(debug.ReadBuildInfo())
 	_, v.Librdkafka = kafka.LibraryVersion()
-	bi, ok := debug.ReadBuildInfo()
+	return v
+}
+
+// versionOf reads eosink's module version and commit from a binary's build information.
+func versionOf(bi *debug.BuildInfo, ok bool) Version {
+	v := Version{Module: "unknown", Go: runtime.Version()}
 	if !ok {
 		return v
 	}

@@ -108,7 +108,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	log.Info("pipeline starting", "file", p.File, "pipeline", p.Config.Pipeline, "sink", p.PluginType,
 		"topics", p.Config.Topics, "group", p.Config.GroupID, "on_poison", p.Config.OnPoison.String())
-	stopProgress := startProgress(log, progress, s, reg)
+	stopProgress := startProgress(log.With("pipeline", p.Config.Pipeline), progress, s, reg)
 	err = s.Run(ctx)
 	stopProgress()
 	if err != nil {

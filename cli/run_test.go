@@ -179,7 +179,7 @@ log: {format: json, level: info, progress: 200ms}
 	})
 
 	// A progress line (every 200ms) counts the records applied.
-	applied := regexp.MustCompile(`"msg":"progress","records_per_second":[0-9.]+,"records":` + fmt.Sprint(events) + `,`)
+	applied := regexp.MustCompile(`"msg":"progress","pipeline":"[^"]+","records_per_second":[0-9.]+,"records":` + fmt.Sprint(events) + `,`)
 	testbed.Eventually(t, 10*time.Second, "a progress line with every record", func() (bool, string) {
 		return applied.MatchString(errb.String()), "no such line yet"
 	})

@@ -209,9 +209,9 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return parseError(err)
 	}
 	rest = fs.Args()
-	if err := h.check(fs, "eosink migrate "+sub); err != nil && sub != "" {
-		if _, known := migrateHelp[sub]; known {
-			return err
+	if _, known := migrateHelp[sub]; known && sub != "" {
+		if err := h.check(fs, "eosink migrate "+sub); err != nil {
+			return err // an unknown subcommand is reported below
 		}
 	}
 	var forceVersion int

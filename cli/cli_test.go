@@ -60,6 +60,7 @@ func TestMigrateCommand(t *testing.T) {
 
 func TestOffsetsAndLagCommands(t *testing.T) {
 	e := testbed.Require(t)
+	t.Setenv("USER", "tester") // the default -operator
 	schema := testbed.Schema(t, e)
 	topic := testbed.Topic(t, e, 2)
 	ctx := context.Background()

@@ -240,7 +240,7 @@ log: {format: json, level: info, progress: 200ms}
 			}
 		}
 	}
-	if progress == 0 || !regexp.MustCompile(`"msg":"progress","records_per_second":[1-9]`).MatchString(logs) {
+	if !regexp.MustCompile(`"msg":"progress","pipeline":"[^"]+","records_per_second":[1-9]`).MatchString(logs) {
 		t.Fatalf("%d progress lines, none with records per second above 0:\n%s", progress, logs)
 	}
 	if !strings.Contains(logs, `"msg":"pipeline starting"`) || !strings.Contains(logs, `"msg":"pipeline stopped after draining"`) {

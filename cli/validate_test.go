@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/eosink/eosink/sink"
 )
 
 // TestValidateWithoutTheEnvironment: -validate checks a file whose variables are not set,
@@ -96,15 +98,15 @@ sink:
 `, []string{
 			"sink:      table\n",
 			"routes:    every record -> public.orders\n",
-			"             amount   <- value.amount\n",
-			"             order_id <- value.order_id (required)\n",
+			"columns:   amount   <- value.amount\n",
+			"           order_id <- value.order_id (required)\n",
 		}},
 		{"upsert", `
 sink: {type: upsert, table: replica.accounts, key: [id], key_format: json, columns: {id: key.id, balance: value.balance}}
 `, []string{
 			"routes:    every record -> replica.accounts (key id)\n",
-			"             balance <- value.balance\n",
-			"             id      <- key.id\n",
+			"columns:   balance <- value.balance\n",
+			"           id      <- key.id\n",
 		}},
 		{"inbox", `
 sink:
@@ -113,7 +115,7 @@ sink:
   inner: {type: table, table: orders, columns: {id: value.id}}
 `, []string{
 			"routes:    every record -> orders (once per event id header.event-id)\n",
-			"             id <- value.id\n",
+			"columns:   id <- value.id\n",
 		}},
 		{"cdc", `
 sink:
@@ -124,12 +126,12 @@ sink:
     inventory.customers: {table: crm.customers, include: [id, name]}
     inventory.orders: {exclude: [notes]}
 `, []string{
-			"routes:    every source table -> replica.${source.table} (exclude secret), columns as in the source\n",
-			"           source table inventory.customers -> crm.customers (include id, name), columns as in the source\n",
-			"           source table inventory.orders -> replica.${source.table} (exclude notes), columns as in the source\n",
+			"routes:    every source table -> replica.${source.table} (exclude secret)\n",
+			"           source table inventory.customers -> crm.customers (include id, name)\n",
+			"           source table inventory.orders -> replica.${source.table} (exclude notes)\n",
 		}},
 		{"cdc default", "sink: {type: cdc}\n", []string{
-			"routes:    every source table -> ${source.schema}.${source.table}, columns as in the source\n",
+			"routes:    every source table -> ${source.schema}.${source.table} (columns as in the source)\n",
 		}},
 	} {
 		code, out, errOut := runCLI("run", "-validate", "-config", writeFile(t, head+c.sink))
@@ -142,5 +144,33 @@ sink:
 				t.Errorf("%s: summary lacks %q:\n%s", c.name, want, out)
 			}
 		}
+	}
+}
+
+// routedPlugin lists its own routes, as a plugin that routes by topic does.
+type routedPlugin struct{ rowsPlugin }
+
+func (routedPlugin) RouteSummary() []string {
+	return []string{"audit -> ops.audit_log", `^events\..* -> raw.${topic}`}
+}
+
+func init() {
+	sink.RegisterConfig("routedtest", func(cfg sink.PluginConfig, _ struct{}) (*routedPlugin, error) {
+		return &routedPlugin{rowsPlugin{schema: cfg.Schema}}, nil
+	})
+}
+
+// TestValidateShowsAPluginsOwnRoutes: a plugin's RouteSummary is the summary's routes.
+func TestValidateShowsAPluginsOwnRoutes(t *testing.T) {
+	file := writeFile(t, "kafka: {brokers: 127.0.0.1:9092, group: g, topics: [t]}\ndatabase: {url: \"postgres://u@127.0.0.1/db\"}\nsink: {type: routedtest}\n")
+	code, out, errOut := runCLI("run", "-validate", "-config", file)
+	want := "sink:      routedtest\nroutes:    audit -> ops.audit_log\n           ^events\\..* -> raw.${topic}\non_poison: stop\n"
+	if code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("exit %d, %s\nsummary:\n%s\nwant:\n%s", code, errOut, out, want)
+	}
+	// A plugin with neither shows its type only.
+	file = writeFile(t, "kafka: {brokers: 127.0.0.1:9092, group: g, topics: [t]}\ndatabase: {url: \"postgres://u@127.0.0.1/db\"}\nsink: {type: clitest}\n")
+	if code, out, _ := runCLI("run", "-validate", "-config", file); code != 0 || !strings.Contains(out, "sink:      clitest\non_poison:") {
+		t.Fatalf("exit %d, summary:\n%s", code, out)
 	}
 }

@@ -127,22 +127,24 @@ func (p *Pipeline) unresolvedWithin(path string) bool {
 	return false
 }
 
-// route is where a plugin writes: what it takes (all records, a source table, a topic), the
-// target table (or a template), and each column with its source ("" when the source's own
-// columns are copied).
+// RouteSummarizer is implemented by a plugin that lists its routes for the summary of
+// eosink run -validate, one line each ("orders -> public.orders"). The summary shows them
+// under routes:; for a built-in plugin without it, the routes come from its section.
+type RouteSummarizer interface{ RouteSummary() []string }
+
+// route is where a plugin writes: what it takes (every record, a source table), the target
+// table (or a template), and notes (key, include, exclude).
 type route struct {
 	from, table string
-	columns     [][2]string // name, source
-	notes       []string    // key, include, exclude
+	notes       []string
 }
 
-// routers describe a built-in plugin's routes from its section, for the summary. A plugin
-// with routes of its own (per topic, per source table) adds them here; plugins not listed
-// show their type only.
-var routers = map[string]func(sec map[string]any, schema string) []route{
+// routers describe a built-in plugin's routes from its section, for plugins that are not a
+// RouteSummarizer.
+var routers = map[string]func(sec map[string]any) []route{
 	"table":  tableRoutes,
 	"upsert": tableRoutes,
-	"cdc": func(sec map[string]any, _ string) []route {
+	"cdc": func(sec map[string]any) []route {
 		def := str(sec["table"])
 		if def == "" {
 			def = "${source.schema}.${source.table}"
@@ -170,22 +172,47 @@ var routers = map[string]func(sec map[string]any, schema string) []route{
 
 func init() { routers["inbox"] = inboxRoutes } // inbox wraps another plugin: it looks its routes up
 
-func inboxRoutes(sec map[string]any, schema string) []route {
+func inboxRoutes(sec map[string]any) []route {
 	inner, _ := sec["inner"].(map[string]any)
 	f := routers[str(inner["type"])]
 	if f == nil {
 		return nil
 	}
-	rs := f(inner, schema)
+	rs := f(inner)
 	for i := range rs {
 		rs[i].notes = append(rs[i].notes, "once per event id "+str(sec["event_id"]))
 	}
 	return rs
 }
 
-func tableRoutes(sec map[string]any, _ string) []route {
+func tableRoutes(sec map[string]any) []route {
 	r := route{from: "every record", table: str(sec["table"])}
+	if key, ok := sec["key"].([]any); ok && len(key) > 0 {
+		names := make([]string, len(key))
+		for i, k := range key {
+			names[i] = str(k)
+		}
+		r.notes = append(r.notes, "key "+strings.Join(names, ", "))
+	}
+	return []route{r}
+}
+
+// columnsOf lists the columns the table and upsert plugins (also inside inbox) fill, each
+// with its source: the section's columns, which every route without columns of its own uses.
+func columnsOf(plugin string, sec map[string]any) []string {
+	if plugin == "inbox" {
+		inner, _ := sec["inner"].(map[string]any)
+		return columnsOf(str(inner["type"]), inner)
+	}
+	if plugin != "table" && plugin != "upsert" {
+		return nil
+	}
 	cols, _ := sec["columns"].(map[string]any)
+	width := 0
+	for name := range cols {
+		width = max(width, len(name))
+	}
+	var lines []string
 	for _, name := range sortedKeys(cols) {
 		src := ""
 		switch v := cols[name].(type) {
@@ -197,16 +224,9 @@ func tableRoutes(sec map[string]any, _ string) []route {
 				src += " (required)"
 			}
 		}
-		r.columns = append(r.columns, [2]string{name, src})
+		lines = append(lines, fmt.Sprintf("%-*s <- %s", width, name, src))
 	}
-	if key, ok := sec["key"].([]any); ok && len(key) > 0 {
-		names := make([]string, len(key))
-		for i, k := range key {
-			names[i] = str(k)
-		}
-		r.notes = append(r.notes, "key "+strings.Join(names, ", "))
-	}
-	return []route{r}
+	return lines
 }
 
 func columnFilter(sec map[string]any) []string {
@@ -220,6 +240,9 @@ func columnFilter(sec map[string]any) []string {
 			notes = append(notes, k+" "+strings.Join(names, ", "))
 		}
 	}
+	if len(notes) == 0 {
+		notes = append(notes, "columns as in the source")
+	}
 	return notes
 }
 
@@ -230,34 +253,33 @@ func str(v any) string {
 	return fmt.Sprint(v)
 }
 
-// routeLines are the summary's lines for the plugin's routes: one per route, then one per
-// column.
+// routeLines are the summary's routes (the plugin's RouteSummary, else what its section
+// says) and columns.
 func (p *Pipeline) routeLines() [][2]string {
-	f := routers[p.PluginType]
-	if f == nil || p.sinkRaw == nil {
-		return nil
+	var routes []string
+	if rs, ok := p.Config.Plugin.(RouteSummarizer); ok {
+		routes = rs.RouteSummary()
+	} else if f := routers[p.PluginType]; f != nil && p.sinkRaw != nil {
+		for _, r := range f(p.sinkRaw) {
+			text := r.from + " -> " + r.table
+			if len(r.notes) > 0 {
+				text += " (" + strings.Join(r.notes, "; ") + ")"
+			}
+			routes = append(routes, text)
+		}
 	}
-	var lines [][2]string
-	for i, r := range f(p.sinkRaw, p.Config.Schema) {
-		label := ""
-		if i == 0 {
-			label = "routes"
-		}
-		text := r.from + " -> " + r.table
-		if len(r.notes) > 0 {
-			text += " (" + strings.Join(r.notes, "; ") + ")"
-		}
-		if r.columns == nil {
-			text += ", columns as in the source"
-		}
-		lines = append(lines, [2]string{label, text})
-		width := 0
-		for _, c := range r.columns {
-			width = max(width, len(c[0]))
-		}
-		for _, c := range r.columns {
-			lines = append(lines, [2]string{"", fmt.Sprintf("  %-*s <- %s", width, c[0], c[1])})
-		}
+	lines := labelled("routes", routes)
+	return append(lines, labelled("columns", columnsOf(p.PluginType, p.sinkRaw))...)
+}
+
+// labelled gives the first of texts the label.
+func labelled(label string, texts []string) [][2]string {
+	lines := make([][2]string, len(texts))
+	for i, t := range texts {
+		lines[i] = [2]string{"", t}
+	}
+	if len(lines) > 0 {
+		lines[0][0] = label
 	}
 	return lines
 }

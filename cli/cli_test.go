@@ -194,6 +194,8 @@ sink: {type: clitest}
 		{[]string{"lag", "-config", file}, 0, "total lag: 0", ""},
 		{[]string{"lag", "-config", file, "-brokers", e.Brokers}, 2, "-config names the database, schema and brokers; drop -brokers", ""},
 		{[]string{"lag"}, 2, "no database: set DATABASE_URL, -database-url or -config", ""},
+		{[]string{"dlq", "list", "-config", file, "-json"}, 0, "[]", ""}, // the file's database, schema and pipeline
+		{[]string{"dlq", "discard", "-config", file, "-all", "-yes"}, 0, "discarded 0 dead letters of pipeline filepipe", ""},
 	} {
 		code, out := cli(s.args...)
 		if code != s.code || !strings.Contains(out, s.want) || (s.not != "" && strings.Contains(out, s.not)) {

@@ -208,7 +208,7 @@ func offsetsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.SetOutput(stderr)
 	var o opsFlags
 	o.register(fs)
-	pipeline := fs.String("pipeline", "", "pipeline (default: all for list; required for set)")
+	pipeline := fs.String("pipeline", "", "pipeline (list: default all; set: required; with -config, default the file's)")
 	topic := fs.String("topic", "", "set: only this topic (needed when the pipeline has no rows yet)")
 	partition := fs.Int("partition", -1, "set: only this partition")
 	to := fs.String("to", "", "set: earliest, latest, an offset, or an RFC 3339 time")

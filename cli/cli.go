@@ -1,7 +1,7 @@
 // Package cli is the eosink command: running a pipeline from a config file and operating
 // eosink's database-owned offsets.
 //
-//	eosink run -config FILE [-validate]   run a pipeline until SIGTERM or SIGINT, then drain
+//	eosink run -config FILE [-validate] [-progress D]   run a pipeline until SIGTERM or SIGINT, then drain
 //	eosink migrate up [-config FILE]      apply the framework's migrations (the offsets table),
 //	                                      and with -config the sink plugin's own
 //	eosink migrate down -yes              revert them: drops every stored position
@@ -12,9 +12,14 @@
 //	eosink lag [-json]                    lag per partition
 //	eosink status [-json]                 one line per pipeline
 //	eosink dlq list|show|replay|discard   dead letters (see eosink dlq -h)
+//	eosink version                        module version, commit, Go and librdkafka versions
+//
+// Every command prints its help with -h or --help (to standard output, exit 0).
 //
 // The operator commands take the database from -database-url or DATABASE_URL, the broker from
-// -brokers or KAFKA_BOOTSTRAP_SERVERS, and the schema from -schema (default "eosink"). The
+// -brokers or KAFKA_BOOTSTRAP_SERVERS, and the schema from -schema (default "eosink"); or all
+// three, with the broker connection's properties, from a pipeline config file (-config). Kafka
+// properties also come from EOSINK_KAFKA_* environment variables and -kafka key=value. The
 // pipeline config file is described in docs/pipeline-config.md.
 //
 // # Custom binaries
@@ -45,6 +50,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -65,6 +71,7 @@ commands:
   lag                                     lag per partition (-json for JSON)
   status                                  one line per pipeline: partitions, owners (alive or gone), epochs, last commit, lag, stopped partitions (reason, remedy), dead letters
   dlq list|show|replay|discard            dead letters: inspect, apply again through the sink, or delete
+  version                                 module version, commit, Go version, librdkafka version
 
 Run 'eosink <command> -h' for flags.
 `
@@ -92,26 +99,39 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
+	if args[0] == "help" && len(args) > 1 { // eosink help offsets set: eosink offsets set -h
+		args = append(slices.Clone(args[1:]), "-h")
+	}
+	// Asked for, help is the output: it goes to standard output, and the exit code is 0.
+	flagOut := stderr
+	if wantsHelp(args[1:]) {
+		flagOut = stdout
+	}
 	var err error
 	switch args[0] {
 	case "run":
-		err = runCmd(ctx, args[1:], stdout, stderr)
+		err = runCmd(ctx, args[1:], stdout, flagOut)
 	case "migrate":
-		err = migrateCmd(ctx, args[1:], stdout, stderr)
+		err = migrateCmd(ctx, args[1:], stdout, flagOut)
 	case "offsets":
-		err = offsetsCmd(ctx, args[1:], stdout, stderr)
+		err = offsetsCmd(ctx, args[1:], stdout, flagOut)
 	case "lag":
-		err = lagCmd(ctx, args[1:], stdout, stderr)
+		err = lagCmd(ctx, args[1:], stdout, flagOut)
 	case "status":
-		err = statusCmd(ctx, args[1:], stdout, stderr)
+		err = statusCmd(ctx, args[1:], stdout, flagOut)
 	case "dlq":
-		err = dlqCmd(ctx, args[1:], stdout, stderr)
-	case "-h", "--help", "help":
+		err = dlqCmd(ctx, args[1:], stdout, flagOut)
+	case "version":
+		err = versionCmd(args[1:], stdout, flagOut)
+	case "-h", "-help", "--h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
 		fmt.Fprintf(stderr, "eosink: unknown command %q\n%s", args[0], usage)
 		return 2
+	}
+	if isHelp(err) {
+		return 0
 	}
 	var ue usageError
 	if errors.As(err, &ue) {
@@ -135,6 +155,33 @@ func printError(w io.Writer, err error) {
 
 type usageError struct{ error }
 
+// parseError is a flag set's Parse error: a request for help as is, anything else a usage
+// error.
+func parseError(err error) error {
+	if err == nil || isHelp(err) {
+		return err
+	}
+	return usageError{err}
+}
+
+// migrate's subcommands, for their -h.
+var migrateHelp = map[string]help{
+	"": {usage: "eosink migrate up|down|version|force VERSION [-config FILE | -database-url URL -schema S] [-yes]",
+		desc: "Manage the schema of eosink's tables (offsets, audit, dead letters); see eosink migrate SUBCOMMAND -h."},
+	"up": {usage: "eosink migrate up [-config FILE | -database-url URL -schema S]",
+		desc:  "Create or upgrade eosink's tables; with -config, then the sink plugin's own.",
+		flags: []string{"database-url", "schema", "config"}},
+	"down": {usage: "eosink migrate down -yes [-config FILE | -database-url URL -schema S]",
+		desc:  "Revert every migration of eosink's tables: drops every stored position.",
+		flags: []string{"database-url", "schema", "config", "yes"}},
+	"version": {usage: "eosink migrate version [-config FILE | -database-url URL -schema S]",
+		desc:  "Print the applied migration version of eosink's tables.",
+		flags: []string{"database-url", "schema", "config"}},
+	"force": {usage: "eosink migrate force VERSION [-config FILE | -database-url URL -schema S]",
+		desc:  "Record VERSION as applied without migrating, after a failed migration was fixed by hand.",
+		flags: []string{"database-url", "schema", "config"}},
+}
+
 func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("eosink migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -143,13 +190,11 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	schema := fs.String("schema", "eosink", "schema of the offsets table")
 	config := fs.String("config", "", "pipeline config file: its database.url and database.schema; 'up' also applies its sink plugin's migrations")
 	yes := fs.Bool("yes", false, "confirm 'down', which drops every stored position")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: eosink migrate [flags] up|down|version|force VERSION")
-		fs.PrintDefaults()
-	}
+	h := migrateHelp[""]
+	fs.Usage = func() { h.print(fs.Output(), fs) }
 	// Flags may come before or after the subcommand.
 	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+		return parseError(err)
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {
@@ -157,10 +202,18 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usageError{errors.New("migrate: missing subcommand")}
 	}
 	sub, rest := rest[0], rest[1:]
+	if sh, ok := migrateHelp[sub]; ok && sub != "" {
+		h = sh
+	}
 	if err := fs.Parse(rest); err != nil {
-		return usageError{err}
+		return parseError(err)
 	}
 	rest = fs.Args()
+	if _, known := migrateHelp[sub]; known && sub != "" {
+		if err := h.check(fs, "eosink migrate "+sub); err != nil {
+			return err // an unknown subcommand is reported below
+		}
+	}
 	var forceVersion int
 	switch sub {
 	case "up", "version":

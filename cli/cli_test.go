@@ -60,6 +60,7 @@ func TestMigrateCommand(t *testing.T) {
 
 func TestOffsetsAndLagCommands(t *testing.T) {
 	e := testbed.Require(t)
+	t.Setenv("USER", "tester") // the default -operator
 	schema := testbed.Schema(t, e)
 	topic := testbed.Topic(t, e, 2)
 	ctx := context.Background()
@@ -134,5 +135,95 @@ func TestHelpNeverPrintsTheDatabasePassword(t *testing.T) {
 		if all := out.String() + errb.String(); strings.Contains(all, "pw-in-env") || !strings.Contains(all, "database-url") {
 			t.Fatalf("eosink %v printed %q", args, all)
 		}
+	}
+}
+
+// TestOperatorCommandsReadTheConfigFile: offsets, lag and status take the database, schema,
+// brokers, Kafka connection properties and pipeline from -config, and Kafka properties from
+// EOSINK_KAFKA_PROPERTY_* variables, without -kafka arguments (which ps shows); values are
+// never printed.
+func TestOperatorCommandsReadTheConfigFile(t *testing.T) {
+	e := testbed.Require(t)
+	schema := testbed.Schema(t, e)
+	topic := testbed.Topic(t, e, 1)
+	ctx := context.Background()
+	if err := sink.Migrate(ctx, e.DatabaseURL, schema); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := app.Produce(ctx, app.ProduceOptions{Brokers: e.Brokers, Topic: topic, Events: 10, Seed: 9}); err != nil || n != 10 {
+		t.Fatal(n, err)
+	}
+	pool := testbed.Pool(t, e)
+	if _, err := pool.Exec(ctx, "INSERT INTO "+pgx.Identifier{schema, "offsets"}.Sanitize()+
+		" (pipeline, topic, partition, next_offset, epoch, owner) VALUES ('filepipe', $1, 0, 4, 1, 'host-f'), ('otherpipe', $1, 0, 2, 1, 'host-o')", topic); err != nil {
+		t.Fatal(err)
+	}
+	// The file's services come from variables that only the file reads.
+	t.Setenv("OPS_BROKERS", e.Brokers)
+	t.Setenv("OPS_DB", e.DatabaseURL)
+	t.Setenv("KAFKA_BOOTSTRAP_SERVERS", "")
+	t.Setenv("DATABASE_URL", "")
+	t.Setenv("OPS_SECRET", "pw-file-secret")
+	file := writeFile(t, fmt.Sprintf(`
+pipeline: filepipe
+kafka:
+  brokers: ${OPS_BROKERS}
+  group: g
+  topics: [%s]
+  properties:
+    client.id: eosink-ops-test
+    session.timeout.ms: 6000
+database: {url: "${OPS_DB}", schema: %s}
+sink: {type: clitest}
+`, topic, schema))
+	cli := func(args ...string) (int, string) {
+		var out, errb bytes.Buffer
+		code := Run(ctx, args, &out, &errb)
+		return code, out.String() + errb.String()
+	}
+	for _, s := range []struct {
+		args      []string
+		code      int
+		want, not string
+	}{
+		{[]string{"offsets", "list", "-config", file}, 0, "host-f", "host-o"}, // the file's pipeline only
+		{[]string{"offsets", "list", "-config", file, "-pipeline", "otherpipe"}, 0, "host-o", "host-f"},
+		{[]string{"lag", "-config", file}, 0, "total lag: 6", "otherpipe"},
+		{[]string{"status", "-config", file, "-json"}, 0, `"pipeline": "filepipe"`, "otherpipe"},
+		{[]string{"offsets", "set", "-config", file, "-to", "latest", "-reason", "from the file", "-operator", "op"}, 0, "filepipe", "otherpipe"},
+		{[]string{"lag", "-config", file}, 0, "total lag: 0", ""},
+		{[]string{"lag", "-config", file, "-brokers", e.Brokers}, 2, "-config names the database, schema and brokers; drop -brokers", ""},
+		{[]string{"lag"}, 2, "no database: set DATABASE_URL, -database-url or -config", ""},
+		{[]string{"dlq", "list", "-config", file, "-json"}, 0, "[]", ""}, // the file's database, schema and pipeline
+		{[]string{"dlq", "discard", "-config", file, "-all", "-yes"}, 0, "discarded 0 dead letters of pipeline filepipe", ""},
+	} {
+		code, out := cli(s.args...)
+		if code != s.code || !strings.Contains(out, s.want) || (s.not != "" && strings.Contains(out, s.not)) {
+			t.Fatalf("eosink %v: exit %d, output %q; want exit %d, %q and not %q", s.args, code, out, s.code, s.want, s.not)
+		}
+	}
+
+	// The file's connection properties reach the broker client: a property librdkafka does not
+	// know fails the command, named; the password next to it is never shown.
+	bad := writeFile(t, fmt.Sprintf(`
+pipeline: filepipe
+kafka:
+  brokers: ${OPS_BROKERS}
+  group: g
+  topics: [%s]
+  properties: {ssl.no.such.setting: "1", sasl.password: "${OPS_SECRET}"}
+database: {url: "${OPS_DB}", schema: %s}
+sink: {type: clitest}
+`, topic, schema))
+	code, out := cli("lag", "-config", bad)
+	if !strings.Contains(out, "ssl.no.such.setting") || strings.Contains(out, "pw-file-secret") {
+		t.Fatalf("lag with an unknown connection property in the file: exit %d, %q", code, out)
+	}
+	// So do EOSINK_KAFKA_PROPERTY_* variables.
+	t.Setenv("EOSINK_KAFKA_PROPERTY_SOCKET_NO_SUCH_SETTING", "1")
+	t.Setenv("EOSINK_KAFKA_PROPERTY_SASL_PASSWORD", "pw-env-secret")
+	code, out = cli("lag", "-database-url", e.DatabaseURL, "-brokers", e.Brokers, "-schema", schema)
+	if !strings.Contains(out, "socket.no.such.setting") || strings.Contains(out, "pw-env-secret") {
+		t.Fatalf("lag with an unknown property in the environment: exit %d, %q", code, out)
 	}
 }

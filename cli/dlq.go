@@ -27,9 +27,26 @@ commands:
                                                                         each one's removal commits with its write
   discard  -pipeline P (-id N,... | -all) [-topic T] [-partition N] -yes   delete dead letters
 
-The database comes from -database-url or DATABASE_URL (replay: from the config file), the
-schema from -schema (default "eosink").
+The database comes from -database-url or DATABASE_URL, the schema from -schema (default
+"eosink"); or both from a pipeline config file (-config; required for replay), whose pipeline
+is then the default -pipeline. Run 'eosink dlq <command> -h' for its flags.
 `
+
+// dlq's commands, for their -h.
+var dlqHelp = map[string]help{
+	"list": {usage: "eosink dlq list [-pipeline P] [-topic T] [-partition N] [-limit N] [-json] [-config FILE | -database-url URL -schema S]",
+		desc:  "List dead letters, oldest first.",
+		flags: []string{"database-url", "schema", "config", "json", "pipeline", "topic", "partition", "limit"}},
+	"show": {usage: "eosink dlq show -id N [-json] [-config FILE | -database-url URL -schema S]",
+		desc:  "Print one dead letter with its key, value, headers and error.",
+		flags: []string{"database-url", "schema", "config", "json", "id"}},
+	"replay": {usage: "eosink dlq replay -config FILE [-id N,...] [-topic T] [-partition N] [-dry-run] [-json]",
+		desc:  "Apply dead letters again through the pipeline's sink, each removal committing with its write; exit 1 if any failed again.",
+		flags: []string{"config", "json", "id", "topic", "partition", "dry-run"}},
+	"discard": {usage: "eosink dlq discard -pipeline P (-id N,... | -all) [-topic T] [-partition N] -yes [-dry-run] [-config FILE | -database-url URL -schema S]",
+		desc:  "Delete dead letters for good (without -yes: list what would be deleted).",
+		flags: []string{"database-url", "schema", "config", "json", "pipeline", "id", "all", "topic", "partition", "yes", "dry-run"}},
+}
 
 // dlqFlags are the selection flags of the dlq commands.
 type dlqFlags struct {
@@ -38,7 +55,6 @@ type dlqFlags struct {
 	partition            int
 	limit                int
 	all, yes, dryRun     bool
-	config               string
 }
 
 func (d *dlqFlags) filter() (admin.DeadLetterFilter, error) {
@@ -71,11 +87,20 @@ func dbClient(ctx context.Context, url, schema string) (*admin.Client, func(), e
 
 // dlqCmd: eosink dlq list|show|replay|discard.
 func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+	if len(args) > 0 && wantsHelp(args[:1]) {
+		fmt.Fprint(stderr, dlqUsage) // stderr is standard output when help is asked for
+		return flag.ErrHelp
+	}
+	if len(args) == 0 {
 		fmt.Fprint(stderr, dlqUsage)
 		return usageError{errors.New("dlq: a command is required")}
 	}
 	sub := args[0]
+	h, known := dlqHelp[sub]
+	if !known {
+		fmt.Fprint(stderr, dlqUsage)
+		return usageError{fmt.Errorf("dlq: unknown command %q", sub)}
+	}
 	fs := flag.NewFlagSet("eosink dlq "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var d dlqFlags
@@ -90,8 +115,17 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.BoolVar(&d.all, "all", false, "discard: every dead letter of the pipeline (with the other filters)")
 	fs.BoolVar(&d.yes, "yes", false, "discard: confirm")
 	fs.BoolVar(&d.dryRun, "dry-run", false, "replay, discard: list what would be done, change nothing")
-	fs.StringVar(&d.config, "config", "", "replay: the pipeline's config file (its database, schema, pipeline and sink)")
-	if _, err := parseInterleaved(fs, args[1:]); err != nil {
+	fs.StringVar(&d.config, "config", "", "the pipeline's config file: its database, schema and pipeline (replay: and its sink)")
+	fs.Usage = func() { h.print(fs.Output(), fs) }
+	if pos, err := parseInterleaved(fs, args[1:], nil); err != nil {
+		return err
+	} else if len(pos) > 0 {
+		return usageError{fmt.Errorf("dlq %s: unexpected arguments %v", sub, pos)}
+	}
+	if sub == "replay" && (d.dbURL != "" || d.pipeline != "") {
+		return usageError{errors.New("dlq replay: the database and pipeline come from -config")}
+	}
+	if err := h.check(fs, "eosink dlq "+sub); err != nil {
 		return err
 	}
 	f, err := d.filter()
@@ -101,10 +135,13 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if sub == "replay" {
 		return dlqReplay(ctx, &d, f, stdout, stderr)
 	}
-	if d.config != "" {
-		return usageError{fmt.Errorf("dlq %s: -config is for replay; use -database-url and -schema", sub)}
-	}
 	url := d.dbURL
+	if d.config != "" {
+		if err := d.load(fs, stderr, &d.pipeline); err != nil {
+			return err
+		}
+		url, d.schema, f.Pipeline = d.opsFlags.dbURL, d.opsFlags.schema, d.pipeline
+	}
 	if url == "" {
 		url = os.Getenv("DATABASE_URL")
 	}
@@ -162,17 +199,16 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "discarded %d dead letters of pipeline %s\n", n, d.pipeline)
 		return nil
 	}
-	fmt.Fprint(stderr, dlqUsage)
-	return usageError{fmt.Errorf("dlq: unknown command %q", sub)}
+	return nil // not reached: sub is one of dlqHelp's
 }
+
+// errFailedAgain: a replay left dead letters that failed again; the command exits 1.
+var errFailedAgain = errors.New("dlq replay: some dead letters failed again; they stay, with the new error (eosink dlq show -id N)")
 
 // dlqReplay builds the pipeline's plugin from its config file and replays.
 func dlqReplay(ctx context.Context, d *dlqFlags, f admin.DeadLetterFilter, stdout, stderr io.Writer) error {
 	if d.config == "" {
 		return usageError{errors.New("dlq replay: -config is required: the records go back through the pipeline's sink")}
-	}
-	if d.dbURL != "" || d.pipeline != "" {
-		return usageError{errors.New("dlq replay: the database and pipeline come from -config")}
 	}
 	p, err := pipeline.Load(d.config, pipeline.Options{LogOutput: stderr})
 	if err != nil {
@@ -207,6 +243,9 @@ func dlqReplay(ctx context.Context, d *dlqFlags, f admin.DeadLetterFilter, stdou
 		if len(res.FailedIDs) > 0 {
 			fmt.Fprintf(stdout, "still dead-lettered (see eosink dlq show -id N): %v\n", res.FailedIDs)
 		}
+	}
+	if err == nil && res.FailedAgain > 0 {
+		err = errFailedAgain
 	}
 	return err
 }

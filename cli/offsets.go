@@ -19,15 +19,22 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eosink/eosink/admin"
+	"github.com/eosink/eosink/cli/internal/pipeline"
 	"github.com/eosink/eosink/internal/kafkaflag"
 )
 
 // opsFlags are the connection flags of the offsets and lag commands.
 type opsFlags struct {
 	dbURL, schema, brokers string
+	config                 string
 	kafkaProps             kafkaflag.Properties
 	json                   bool
+
+	file *pipeline.Pipeline // loaded from -config by client
 }
+
+// opsFlagNames are the flags register adds, for the commands' help.
+var opsFlagNames = []string{"database-url", "schema", "brokers", "kafka", "config", "json"}
 
 func (o *opsFlags) register(fs *flag.FlagSet) {
 	// Defaults come from the environment after parsing, so that -h never prints a password.
@@ -35,30 +42,115 @@ func (o *opsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.schema, "schema", "eosink", "schema of the offsets table")
 	fs.StringVar(&o.brokers, "brokers", "", "Kafka bootstrap servers (default: env KAFKA_BOOTSTRAP_SERVERS)")
 	o.kafkaProps = kafkaflag.Properties{}
-	fs.Var(o.kafkaProps, "kafka", "librdkafka property key=value for the broker connection (TLS, SASL); repeatable")
+	fs.Var(o.kafkaProps, "kafka", "librdkafka property key=value for the broker connection (TLS, SASL); repeatable. "+
+		"Shows in ps: prefer -config or env "+kafkaEnvPrefix+"<NAME> for secrets")
+	fs.StringVar(&o.config, "config", "", "pipeline config file: its database, schema, brokers, Kafka connection properties "+
+		"(security.*, sasl.*, ssl.*, ...) and pipeline (the default -pipeline)")
 	fs.BoolVar(&o.json, "json", false, "print JSON")
+}
+
+// kafkaEnvPrefix starts the environment variables that set librdkafka properties of the
+// operator commands: EOSINK_KAFKA_PROPERTY_SASL_PASSWORD sets sasl.password ("_" is ".",
+// "__" is "_").
+const kafkaEnvPrefix = "EOSINK_KAFKA_PROPERTY_"
+
+// envKafkaProperties reads the librdkafka properties set in environ (os.Environ's form).
+func envKafkaProperties(environ []string) map[string]string {
+	props := map[string]string{}
+	for _, kv := range environ {
+		name, v, ok := strings.Cut(kv, "=")
+		rest, found := strings.CutPrefix(name, kafkaEnvPrefix)
+		if !ok || !found || rest == "" {
+			continue
+		}
+		parts := strings.Split(strings.ToLower(rest), "__")
+		for i := range parts {
+			parts[i] = strings.ReplaceAll(parts[i], "_", ".")
+		}
+		props[strings.Join(parts, "_")] = v
+	}
+	return props
+}
+
+// connectionProperty reports whether a property of a pipeline file is about reaching the
+// cluster (TLS, SASL, sockets, client identity), which the operator commands take from it;
+// consumer settings (session.timeout.ms, isolation.level, ...) are the sink's.
+func connectionProperty(key string) bool {
+	for _, p := range []string{"security.", "sasl.", "ssl.", "ssl_", "socket.", "broker.", "client.", "enable.ssl.", "enable.sasl.", "https."} {
+		if strings.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return key == "bootstrap.servers"
+}
+
+// load reads -config, refusing the flags it replaces. pipelineFlag, when not nil, defaults to
+// the file's pipeline.
+func (o *opsFlags) load(fs *flag.FlagSet, stderr io.Writer, pipelineFlag *string) error {
+	if o.config == "" {
+		return nil
+	}
+	var conflict []string
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "database-url" || f.Name == "schema" || f.Name == "brokers" {
+			conflict = append(conflict, "-"+f.Name)
+		}
+	})
+	if len(conflict) > 0 {
+		return usageError{fmt.Errorf("-config names the database, schema and brokers; drop %s", strings.Join(conflict, " and "))}
+	}
+	p, err := pipeline.Load(o.config, pipeline.Options{LogOutput: stderr})
+	if err != nil {
+		return err
+	}
+	o.file = p
+	o.dbURL, o.schema, o.brokers = p.Config.DatabaseURL, p.Config.Schema, p.Config.Brokers
+	if pipelineFlag != nil && *pipelineFlag == "" {
+		*pipelineFlag = p.Config.Pipeline
+	}
+	return nil
+}
+
+// kafkaConfig is the broker connection's configuration: from lowest to highest precedence,
+// the EOSINK_KAFKA_PROPERTY_* environment variables, the -config file's connection
+// properties, the -kafka flags, then the brokers.
+func (o *opsFlags) kafkaConfig() kafka.ConfigMap {
+	kc := kafka.ConfigMap{}
+	for k, v := range envKafkaProperties(os.Environ()) {
+		kc[k] = v
+	}
+	if o.file != nil {
+		for k, v := range o.file.Config.Kafka {
+			if connectionProperty(k) {
+				kc[k] = v
+			}
+		}
+	}
+	maps.Copy(kc, o.kafkaProps)
+	if o.brokers != "" {
+		kc["bootstrap.servers"] = o.brokers
+	}
+	return kc
 }
 
 func (o *opsFlags) client(ctx context.Context) (*admin.Client, func(), error) {
 	if o.dbURL == "" {
 		o.dbURL = os.Getenv("DATABASE_URL")
 	}
-	if o.brokers == "" {
+	if o.brokers == "" && o.file == nil {
 		o.brokers = os.Getenv("KAFKA_BOOTSTRAP_SERVERS")
 	}
 	if o.dbURL == "" {
-		return nil, nil, usageError{errors.New("no database: set DATABASE_URL or -database-url")}
+		return nil, nil, usageError{errors.New("no database: set DATABASE_URL, -database-url or -config")}
 	}
-	if o.brokers == "" {
-		return nil, nil, usageError{errors.New("no Kafka: set KAFKA_BOOTSTRAP_SERVERS or -brokers")}
+	kc := o.kafkaConfig()
+	if s, _ := kc["bootstrap.servers"].(string); s == "" {
+		return nil, nil, usageError{errors.New("no Kafka: set KAFKA_BOOTSTRAP_SERVERS, -brokers or -config")}
 	}
 	pool, err := connectDB(ctx, o.dbURL)
 	if err != nil {
 		return nil, nil, err
 	}
-	kc := kafka.ConfigMap{}
-	maps.Copy(kc, o.kafkaProps)
-	kc["bootstrap.servers"] = o.brokers
 	return admin.New(pool, o.schema, kc), pool.Close, nil
 }
 
@@ -77,19 +169,38 @@ func connectDB(ctx context.Context, url string) (*pgxpool.Pool, error) {
 }
 
 // parseInterleaved parses flags that may stand before and after positional arguments.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+// onFirst, when not nil, is called with the first positional argument as soon as it is read
+// (a subcommand: its -h is then its own).
+func parseInterleaved(fs *flag.FlagSet, args []string, onFirst func(string)) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, usageError{err}
+			return nil, parseError(err)
 		}
 		if fs.NArg() == 0 {
 			return pos, nil
+		}
+		if len(pos) == 0 && onFirst != nil {
+			onFirst(fs.Arg(0))
 		}
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
 }
+
+// offsets' subcommands, for their -h.
+var offsetsHelp = map[string]help{
+	"": {usage: "eosink offsets list|set|reset [flags]",
+		desc: "Show or move the stored positions; see eosink offsets list -h and eosink offsets set -h."},
+	"list": {usage: "eosink offsets list [-pipeline P] [-json] [-config FILE | -database-url URL -brokers HOSTS -schema S]",
+		desc:  "Print stored positions with epochs, owners, last commit, log range, lag and Kafka's committed offset.",
+		flags: append([]string{"pipeline"}, opsFlagNames...)},
+	"set": {usage: "eosink offsets set -pipeline P [-topic T [-partition N]] -to earliest|latest|OFFSET|TIME -reason TEXT -operator NAME [-accept-new-topic] [-dry-run]",
+		desc:  "Move stored positions in one audited transaction, fencing the current owner, which claims again at the new position (reset is the same).",
+		flags: append([]string{"pipeline", "topic", "partition", "to", "operator", "reason", "dry-run", "accept-new-topic"}, opsFlagNames...)},
+}
+
+func init() { offsetsHelp["reset"] = offsetsHelp["set"] }
 
 // offsetsCmd: eosink offsets list|set|reset.
 func offsetsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -97,39 +208,53 @@ func offsetsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.SetOutput(stderr)
 	var o opsFlags
 	o.register(fs)
-	pipeline := fs.String("pipeline", "", "pipeline (default: all for list; required for set)")
+	pipeline := fs.String("pipeline", "", "pipeline (list: default all; set: required; with -config, default the file's)")
 	topic := fs.String("topic", "", "set: only this topic (needed when the pipeline has no rows yet)")
 	partition := fs.Int("partition", -1, "set: only this partition")
 	to := fs.String("to", "", "set: earliest, latest, an offset, or an RFC 3339 time")
-	operator := fs.String("operator", os.Getenv("USER"), "set: who makes the change, for the audit table (env USER)")
+	operator := fs.String("operator", "", "set: who makes the change, for the audit table (default: env USER)")
 	reason := fs.String("reason", "", "set: why, for the audit table")
 	dryRun := fs.Bool("dry-run", false, "set: print the changes without making them")
 	acceptNewTopic := fs.Bool("accept-new-topic", false, "set: store the topic's current id (after it was deleted and created again)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage:
-  eosink offsets list [-pipeline P] [-json]
-  eosink offsets set  -pipeline P [-topic T [-partition N]] -to earliest|latest|OFFSET|TIME -reason TEXT [-operator NAME] [-accept-new-topic] [-dry-run]
-  (reset is the same as set)
-
-set moves stored positions in one transaction, writes an audit row per partition, and bumps
-each partition's epoch, which fences its current owner: a running sink's next commit on
-that partition is rejected, and the sink claims the partition again at the new position
-without a restart (a notification tells idle sinks). A target outside the log is refused.
-With -accept-new-topic it also stores each topic's current id: the recovery of a topic that
-was deleted and created again (the sink stops such partitions with "topic was deleted and
-recreated"); restart the sink afterwards for partitions it refused at claim.
-
-flags:
-`)
-		fs.PrintDefaults()
-	}
-	pos, err := parseInterleaved(fs, args)
+	h := offsetsHelp[""]
+	fs.Usage = func() { h.print(fs.Output(), fs) }
+	pos, err := parseInterleaved(fs, args, func(sub string) {
+		if sh, ok := offsetsHelp[sub]; ok {
+			h = sh
+		}
+	})
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
 		fs.Usage()
 		return usageError{errors.New("offsets: want exactly one of list, set, reset")}
+	}
+	if _, ok := offsetsHelp[pos[0]]; !ok || pos[0] == "" {
+		return usageError{fmt.Errorf("offsets: unknown subcommand %q (want list, set or reset)", pos[0])}
+	}
+	if err := h.check(fs, "eosink offsets "+pos[0]); err != nil {
+		return err
+	}
+	if err := o.load(fs, stderr, pipeline); err != nil {
+		return err
+	}
+	if *operator == "" {
+		*operator = os.Getenv("USER")
+	}
+	if pos[0] != "list" {
+		// Checked before connecting, and naming the flag that is missing.
+		switch {
+		case *pipeline == "":
+			return usageError{errors.New("offsets set: -pipeline is required")}
+		case *to == "":
+			return usageError{errors.New("offsets set: -to is required (earliest, latest, an offset, or an RFC 3339 time)")}
+		case *dryRun:
+		case strings.TrimSpace(*reason) == "":
+			return usageError{errors.New("offsets set: -reason is required (it goes to the audit table)")}
+		case strings.TrimSpace(*operator) == "":
+			return usageError{errors.New("offsets set: -operator is required (it goes to the audit table; USER is not set)")}
+		}
 	}
 	c, closeFn, err := o.client(ctx)
 	if err != nil {
@@ -163,9 +288,6 @@ flags:
 		}
 		if *partition >= 0 && *topic == "" {
 			return usageError{errors.New("offsets set: -partition needs -topic")}
-		}
-		if !*dryRun && strings.TrimSpace(*reason) == "" {
-			return usageError{errors.New("offsets set: -reason is required (it goes to the audit table)")}
 		}
 		sel := admin.Selector{Pipeline: *pipeline, Topic: *topic, AcceptNewTopic: *acceptNewTopic}
 		if *partition >= 0 {
@@ -205,11 +327,16 @@ func listPositionsAndDead(ctx context.Context, name string, args []string, stder
 	fs.SetOutput(stderr)
 	var o opsFlags
 	o.register(fs)
-	pipeline := fs.String("pipeline", "", "pipeline (default: all)")
-	if pos, err := parseInterleaved(fs, args); err != nil {
+	pipeline := fs.String("pipeline", "", "pipeline (default: all; with -config, the file's)")
+	h := lagHelp[name]
+	fs.Usage = func() { h.print(fs.Output(), fs) }
+	if pos, err := parseInterleaved(fs, args, nil); err != nil {
 		return nil, nil, false, err
 	} else if len(pos) > 0 {
 		return nil, nil, false, usageError{fmt.Errorf("%s: unexpected arguments %v (use -pipeline)", name, pos)}
+	}
+	if err := o.load(fs, stderr, pipeline); err != nil {
+		return nil, nil, false, err
 	}
 	c, closeFn, err := o.client(ctx)
 	if err != nil {
@@ -222,6 +349,13 @@ func listPositionsAndDead(ctx context.Context, name string, args []string, stder
 	}
 	dead, err := c.CountDeadLetters(ctx)
 	return ps, dead, o.json, err
+}
+
+var lagHelp = map[string]help{
+	"lag": {usage: "eosink lag [-pipeline P] [-json] [-config FILE | -database-url URL -brokers HOSTS -schema S]",
+		desc: "Print the lag of every stored position: the log end minus the stored next offset."},
+	"status": {usage: "eosink status [-pipeline P] [-json] [-config FILE | -database-url URL -brokers HOSTS -schema S]",
+		desc: "Print one line per pipeline (partitions, owners alive or gone, lag, dead letters), then each stopped partition with its remedy."},
 }
 
 // lagCmd: eosink lag.

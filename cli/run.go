@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -15,26 +17,31 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/eosink/eosink/cli/internal/pipeline"
+	"github.com/eosink/eosink/sink"
 )
 
-// runCmd: eosink run -config FILE [-validate].
+// runCmd: eosink run -config FILE [-validate] [-progress DURATION].
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("eosink run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	config := fs.String("config", "", "pipeline config file (YAML; see docs/pipeline-config.md)")
-	validate := fs.Bool("validate", false, "check the file and build its plugin without connecting; print a summary and exit")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: eosink run -config FILE [-validate]
-
-Runs the pipeline FILE describes until SIGTERM or SIGINT, then drains: in-flight batches
-commit, the consumer leaves its group, and the exit code is 0. A second signal exits at once.
-
-flags:
-`)
-		fs.PrintDefaults()
-	}
+	validate := fs.Bool("validate", false, "check the file and build its plugin without connecting; print a summary and exit. "+
+		"An unset ${VAR} is a warning here (an error for run)")
+	progress := time.Duration(-1)
+	fs.Func("progress", "log a progress line (records per second, lag, dead letters) at this `interval`; 0 turns it off "+
+		"(default: the file's log.progress, else 30s)", func(s string) error {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return fmt.Errorf("%q is not a duration of 0 or more (such as 30s, 1m; 0 turns the line off)", s)
+		}
+		progress = d
+		return nil
+	})
+	h := help{usage: "eosink run -config FILE [-validate] [-progress DURATION]",
+		desc: "Run the pipeline FILE describes until SIGTERM or SIGINT, then drain (in-flight batches commit) and exit 0."}
+	fs.Usage = func() { h.print(fs.Output(), fs) }
 	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+		return parseError(err)
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("run: unexpected arguments %v", fs.Args())}
@@ -43,17 +50,32 @@ flags:
 		fs.Usage()
 		return usageError{errors.New("run: -config is required")}
 	}
-	p, err := pipeline.Load(*config, pipeline.Options{LogOutput: stderr})
+	// -validate checks a file where it is written, often without the environment it runs in:
+	// an unset variable is a warning there, and its field goes unchecked.
+	p, err := pipeline.Load(*config, pipeline.Options{LogOutput: stderr, AllowUnset: *validate})
 	if err != nil {
 		return err
 	}
 	if *validate {
-		// sink.New validates the Config once more and does no I/O without a Registerer.
-		if _, err := p.NewSink(nil); err != nil {
-			return err
+		for _, w := range p.Warnings {
+			fmt.Fprintf(stderr, "eosink: warning: %s\n", w)
+		}
+		// sink.New validates the Config once more and does no I/O without a Registerer. With
+		// unset variables the load checked what it could (sink.Config.Validate without the
+		// fields they leave empty), and sink.New would only refuse those fields.
+		if len(p.Warnings) == 0 {
+			if _, err := p.NewSink(nil); err != nil {
+				return err
+			}
 		}
 		fmt.Fprintf(stdout, "%s: valid\n", p.File)
+		if len(p.Warnings) > 0 {
+			fmt.Fprintf(stdout, "(unchecked: %d field(s) with unset environment variables; run needs them set)\n", len(p.Warnings))
+		}
 		return p.Summary(stdout)
+	}
+	if progress < 0 {
+		progress = p.Progress
 	}
 
 	reg := prometheus.NewRegistry()
@@ -86,7 +108,10 @@ flags:
 	}
 	log.Info("pipeline starting", "file", p.File, "pipeline", p.Config.Pipeline, "sink", p.PluginType,
 		"topics", p.Config.Topics, "group", p.Config.GroupID, "on_poison", p.Config.OnPoison.String())
-	if err := s.Run(ctx); err != nil {
+	stopProgress := startProgress(log.With("pipeline", p.Config.Pipeline), progress, s, reg)
+	err = s.Run(ctx)
+	stopProgress()
+	if err != nil {
 		return fmt.Errorf("run %s: %s", p.File, strings.TrimPrefix(p.Redact(err.Error()), "eosink: "))
 	}
 	if errs := s.PartitionErrors(); len(errs) > 0 {
@@ -96,4 +121,73 @@ flags:
 	}
 	log.Info("pipeline stopped after draining", "pipeline", p.Config.Pipeline)
 	return nil
+}
+
+// startProgress logs one line every interval (none when it is 0) until the returned function
+// is called: records applied per second over the interval, the lag summed over the
+// partitions this instance holds, and dead letters. It reads the sink's counters
+// (Sink.Stats) and the lag gauge from reg, as /metrics does; the engine does no extra work.
+func startProgress(log *slog.Logger, interval time.Duration, s *sink.Sink, reg prometheus.Gatherer) (stop func()) {
+	if interval <= 0 {
+		return func() {}
+	}
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		prev, last := s.Stats(), time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				st := s.Stats()
+				log.Info("progress", progressArgs(prev, st, now.Sub(last), reg)...)
+				prev, last = st, now
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
+}
+
+// progressArgs are the progress line's attributes for the counters of one interval.
+func progressArgs(prev, cur sink.Stats, elapsed time.Duration, reg prometheus.Gatherer) []any {
+	rate := 0.0
+	if elapsed > 0 {
+		rate = float64(cur.Records-prev.Records) / elapsed.Seconds()
+	}
+	lag, partitions := gaugeSum(reg, "eosink_partition_lag")
+	return []any{
+		"records_per_second", math.Round(rate*10) / 10,
+		"records", cur.Records,
+		"lag", lag,
+		"partitions", partitions,
+		"dead_letters", cur.DeadLetters,
+		"dead_letters_in_interval", cur.DeadLetters - prev.DeadLetters,
+	}
+}
+
+// gaugeSum sums the series of a gauge in reg and counts them.
+func gaugeSum(reg prometheus.Gatherer, name string) (sum int64, series int) {
+	if reg == nil {
+		return 0, 0
+	}
+	mfs, err := reg.Gather()
+	if err != nil && len(mfs) == 0 {
+		return 0, 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += int64(m.GetGauge().GetValue())
+			series++
+		}
+	}
+	return sum, series
 }

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -135,7 +136,7 @@ timeouts: {shutdown: 20s}
 sink:
   type: clitest
 http: %[4]s
-log: {format: json, level: info}
+log: {format: json, level: info, progress: 200ms}
 `, group, topic, schema, addr))
 
 	var out, errb syncBuffer
@@ -150,7 +151,7 @@ log: {format: json, level: info}
 	if code := Run(ctx, []string{"run", "-config", file, "-validate"}, &out, &errb); code != 0 {
 		t.Fatalf("run -validate: exit %d: %s", code, errb.String())
 	}
-	for _, want := range []string{"valid", "pipeline:  " + group + "-pipe", "topics " + topic, "group " + group, "sink:      clitest", "on_poison: stop"} {
+	for _, want := range []string{"valid", "pipeline:  " + group + "-pipe", "topics " + topic, "group " + group, "sink:      clitest", "on_poison: stop", "progress:  every 200ms"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("run -validate printed %q, want %q in it", out.String(), want)
 		}
@@ -175,6 +176,12 @@ log: {format: json, level: info}
 			return false, err.Error()
 		}
 		return n >= events, fmt.Sprintf("%d of %d rows", n, events)
+	})
+
+	// A progress line (every 200ms) counts the records applied.
+	applied := regexp.MustCompile(`"msg":"progress","pipeline":"[^"]+","records_per_second":[0-9.]+,"records":` + fmt.Sprint(events) + `,`)
+	testbed.Eventually(t, 10*time.Second, "a progress line with every record", func() (bool, string) {
+		return applied.MatchString(errb.String()), "no such line yet"
 	})
 
 	code, body := get("http://" + addr + "/readyz")
@@ -219,6 +226,23 @@ log: {format: json, level: info}
 	}
 
 	logs := errb.String()
+	// The progress line, every 200ms: records per second, lag and dead letters; at least one
+	// while records were applied.
+	progress := 0
+	for _, line := range strings.Split(logs, "\n") {
+		if !strings.Contains(line, `"msg":"progress"`) {
+			continue
+		}
+		progress++
+		for _, key := range []string{`"records_per_second":`, `"records":`, `"lag":`, `"partitions":`, `"dead_letters":0`} {
+			if !strings.Contains(line, key) {
+				t.Fatalf("progress line without %s: %s", key, line)
+			}
+		}
+	}
+	if !regexp.MustCompile(`"msg":"progress","pipeline":"[^"]+","records_per_second":[1-9]`).MatchString(logs) {
+		t.Fatalf("%d progress lines, none with records per second above 0:\n%s", progress, logs)
+	}
 	if !strings.Contains(logs, `"msg":"pipeline starting"`) || !strings.Contains(logs, `"msg":"pipeline stopped after draining"`) {
 		t.Fatalf("logs are not JSON or miss the start and stop:\n%s", logs)
 	}
@@ -286,7 +310,7 @@ sink: {type: clitest}
 		{[]string{"run", "-config", writeFile(t, good)}, 1, "cannot connect to PostgreSQL at 127.0.0.1:1/db"},
 		{[]string{"run", "-config", writeFile(t, strings.Replace(good, "sink: {type: clitest}", "sink: {type: clitest}\nhttp: "+busy.Addr().String(), 1))}, 1, "http: listen tcp " + busy.Addr().String()},
 		{[]string{"migrate", "up", "-config", writeFile(t, good), "-schema", "x"}, 2, "-config names the database and schema; drop -schema"},
-		{[]string{"run", "-h"}, 2, "-validate"},
+		{[]string{"run", "-h"}, 0, "-validate"},
 	} {
 		var out, errb bytes.Buffer
 		code := Run(ctx, c.args, &out, &errb)

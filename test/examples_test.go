@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -84,9 +85,11 @@ func TestOrdersExample(t *testing.T) {
 		t.Errorf("eosink dlq show does not show the record:\n%s", show)
 	}
 	// Replaying a conflict fails again (the inbox still refuses it); discarding removes them.
-	rep, _ := run(t, env, false, eosinkBin, "dlq", "replay", "-config", config)
-	if !strings.Contains(rep, "replayed 0, failed again 7") {
-		t.Errorf("replay of conflicts: %s", rep)
+	// Records that failed again make the replay exit 1.
+	rep, err := run(t, env, true, eosinkBin, "dlq", "replay", "-config", config)
+	var ee *exec.ExitError
+	if !strings.Contains(rep, "replayed 0, failed again 7") || !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Errorf("replay of conflicts: %v, want exit 1: %s", err, rep)
 	}
 	if out, err := run(t, env, true, eosinkBin, "dlq", "discard", "-schema", schema, "-pipeline", pipeline, "-all"); err == nil || !strings.Contains(out, "add -yes") {
 		t.Errorf("discard without -yes: %v %s", err, out)

@@ -4,6 +4,7 @@ package kafkaflag
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -12,7 +13,16 @@ import (
 // Properties collects key=value pairs; it implements flag.Value.
 type Properties kafka.ConfigMap
 
-func (p Properties) String() string { return fmt.Sprint(kafka.ConfigMap(p)) }
+// String lists the keys only: values may be secrets (SASL passwords), and flag prints String
+// in messages.
+func (p Properties) String() string {
+	keys := make([]string, 0, len(p))
+	for k := range p {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ",")
+}
 
 // Set adds one key=value.
 func (p Properties) Set(s string) error {

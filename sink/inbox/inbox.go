@@ -93,6 +93,7 @@ type Inbox struct {
 	schema     string
 	retention  time.Duration
 	src        mapping.Source
+	srcText    string          // Config.EventID, for the route summary
 	m          mapping.Mapping // the formats and decoder the id is read with
 	table      string          // quoted schema.inbox
 
@@ -147,7 +148,7 @@ func New(c Config, inner sink.Plugin) (*Inbox, error) {
 	if c.Schema == "" {
 		c.Schema = "eosink"
 	}
-	ib := &Inbox{inner: inner, subscriber: c.Subscriber, schema: c.Schema, src: src, retention: 720 * time.Hour,
+	ib := &Inbox{inner: inner, subscriber: c.Subscriber, schema: c.Schema, src: src, srcText: c.EventID, retention: 720 * time.Hour,
 		m: mapping.Mapping{Key: mapping.String, Value: mapping.JSON}, table: pgx.Identifier{c.Schema, "inbox"}.Sanitize()}
 	if c.Retention != nil {
 		if *c.Retention < 0 {
@@ -202,12 +203,17 @@ func (ib *Inbox) CheckTopic(topic string) error {
 	return nil
 }
 
-// RouteSummary is the wrapped plugin's, when it has one.
+// RouteSummary is the wrapped plugin's, when it has one, each line noting the event id.
 func (ib *Inbox) RouteSummary() []string {
-	if r, ok := ib.inner.(interface{ RouteSummary() []string }); ok {
-		return r.RouteSummary()
+	r, ok := ib.inner.(interface{ RouteSummary() []string })
+	if !ok {
+		return nil
 	}
-	return nil
+	lines := r.RouteSummary()
+	for i := range lines {
+		lines[i] += " (once per event id " + ib.srcText + ")"
+	}
+	return lines
 }
 
 // Open opens the wrapped plugin for p.

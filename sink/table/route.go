@@ -323,7 +323,11 @@ func (rt *router[T]) summary() []string {
 		if r.path != "" {
 			from = r.spec.Topic
 		}
-		lines = append(lines, fmt.Sprintf("%s -> %s", from, r.table.text))
+		line := fmt.Sprintf("%s -> %s", from, r.table.text)
+		if len(r.spec.Key) > 0 {
+			line += " (key " + strings.Join(r.spec.Key, ", ") + ")"
+		}
+		lines = append(lines, line)
 	}
 	return lines
 }

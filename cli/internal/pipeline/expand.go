@@ -23,11 +23,15 @@ type expander struct {
 	readFile  func(string) ([]byte, error)
 	dir       string   // the config file's folder, for relative ${file:...} paths
 	fromFiles []string // values read from files (secrets), to redact from messages
+
+	allowUnset bool     // an unset ${NAME} expands to "" and is recorded in unset, not an error
+	unset      []string // the unset variables of the last expand, with allowUnset
 }
 
 // expand returns s with its references replaced; subst reports whether s held any reference
 // or $$. Errors name the reference but never a value.
 func (x *expander) expand(s string) (out string, subst bool, err error) {
+	x.unset = x.unset[:0]
 	if !strings.Contains(s, "$") {
 		return s, false, nil
 	}
@@ -99,6 +103,9 @@ func (x *expander) resolve(ref string) (string, error) {
 		return v, nil
 	case hasDef:
 		return def, nil
+	case x.allowUnset:
+		x.unset = append(x.unset, name)
+		return "", nil
 	}
 	return "", fmt.Errorf("environment variable %s is not set (write ${%s:-default} for a default)", name, name)
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5"
@@ -23,6 +24,24 @@ type loader struct {
 	secrets redactor
 	broken  map[string]bool // sections that could not be decoded: their missing keys are not reported
 	lines   map[string]int  // lines of the values read, by path, for errors found later
+
+	sinkRaw    map[string]any    // the sink section given to the plugin
+	warnings   Errors            // with Options.AllowUnset: the unset variables
+	unresolved map[string]string // paths whose value had an unset variable, to the value as written
+}
+
+func (l *loader) warn(path string, line int, format string, args ...any) {
+	l.warnings = append(l.warnings, &Error{File: l.file, Path: path, Line: line, Msg: fmt.Sprintf(format, args...)})
+}
+
+// unresolvedWithin reports whether a value at path, or inside it, had an unset variable.
+func (l *loader) unresolvedWithin(path string) bool {
+	for p := range l.unresolved {
+		if p == path || within(p, path) {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *loader) fail(path string, line int, format string, args ...any) {
@@ -32,7 +51,7 @@ func (l *loader) fail(path string, line int, format string, args ...any) {
 // missing reports a required field, unless its value was reported already or its section
 // could not be decoded.
 func (l *loader) missing(path, section string, s scalar, msg string) {
-	if s.failed || l.broken[""] || l.broken[section] {
+	if s.failed || s.unresolved || l.broken[""] || l.broken[section] {
 		return
 	}
 	if s.subst {
@@ -135,6 +154,18 @@ func (l *loader) load(data []byte, logOut io.Writer) *Pipeline {
 		}
 		level = lv
 	}
+	p.Progress = 30 * time.Second
+	if s, ok := l.value("log.progress", &raw.Log.Progress); ok {
+		d, err := time.ParseDuration(strings.TrimSpace(s.val))
+		switch {
+		case s.val == "0" || s.val == "off":
+			p.Progress = 0
+		case err != nil || d < 0:
+			l.fail("log.progress", s.line, "%s is not a duration (such as 30s or 1m; 0 or off: no progress lines)", describe(s))
+		default:
+			p.Progress = d
+		}
+	}
 	ho := &slog.HandlerOptions{Level: level}
 	if format == "json" {
 		p.Logger = slog.New(slog.NewJSONHandler(logOut, ho))
@@ -157,6 +188,7 @@ func (l *loader) load(data []byte, logOut io.Writer) *Pipeline {
 	}
 	l.check(c)
 	p.Config = c
+	p.sinkRaw = l.sinkRaw
 	return p
 }
 
@@ -191,7 +223,7 @@ func (l *loader) check(c sink.Config) {
 func (l *loader) reported(path string) bool {
 	section, _, _ := strings.Cut(path, ".")
 	section, _, _ = strings.Cut(section, "[")
-	if l.broken[""] || l.broken[section] {
+	if l.broken[""] || l.broken[section] || l.unresolvedWithin(path) {
 		return true
 	}
 	for _, e := range l.errs {

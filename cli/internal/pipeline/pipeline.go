@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -27,6 +28,12 @@ type Options struct {
 	LogOutput io.Writer
 	// LookupEnv reads the environment for ${NAME} references. Defaults to os.LookupEnv.
 	LookupEnv func(name string) (string, bool)
+	// AllowUnset makes an unset ${NAME} (without a default) a warning in Pipeline.Warnings
+	// instead of an error: the field is left unset and not checked, and errors that only its
+	// absence causes (a required field, the plugin refusing its section) are not reported.
+	// For checking a file without its environment (eosink run -validate); such a Pipeline
+	// is not for running: its Config lacks those values.
+	AllowUnset bool
 }
 
 // Pipeline is a loaded, valid pipeline config file.
@@ -45,6 +52,16 @@ type Pipeline struct {
 	SchemaRegistry *sink.SchemaRegistry
 	// Logger writes to Options.LogOutput in the file's log format and level.
 	Logger *slog.Logger
+	// Progress is log.progress: how often eosink run logs a progress line; 0 for never.
+	// Defaults to 30s.
+	Progress time.Duration
+	// Warnings, with Options.AllowUnset, name each field whose value has an unset
+	// environment variable, and the plugin's complaint when it could not be built without
+	// them (Config.Plugin is then nil).
+	Warnings Errors
+
+	unresolved map[string]string // paths with unset variables, to their values as written
+	sinkRaw    map[string]any    // the sink section as the plugin got it, for the summary
 
 	redact redactor
 }
@@ -69,10 +86,11 @@ func Parse(name string, data []byte, opts Options) (*Pipeline, error) {
 		opts.LogOutput = os.Stderr
 	}
 	l := &loader{
-		file:   name,
-		x:      &expander{lookupEnv: opts.LookupEnv, readFile: os.ReadFile, dir: filepath.Dir(name)},
-		broken: map[string]bool{},
-		lines:  map[string]int{},
+		file:       name,
+		x:          &expander{lookupEnv: opts.LookupEnv, readFile: os.ReadFile, dir: filepath.Dir(name), allowUnset: opts.AllowUnset},
+		broken:     map[string]bool{},
+		lines:      map[string]int{},
+		unresolved: map[string]string{},
 	}
 	p := l.load(data, opts.LogOutput)
 	l.secrets.add(l.x.fromFiles...)
@@ -84,6 +102,7 @@ func Parse(name string, data []byte, opts Options) (*Pipeline, error) {
 		return nil, errs
 	}
 	p.redact = l.secrets
+	p.Warnings, p.unresolved = l.warnings.sorted(), l.unresolved
 	return p, nil
 }
 

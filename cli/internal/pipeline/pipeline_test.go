@@ -287,7 +287,7 @@ func TestUnknownKeys(t *testing.T) {
 		"pipeline.yaml: kafka.grop: unknown key (kafka has brokers, group, topics, initial_position, commit_to_kafka, commit_interval, properties); did you mean group? (line 3)",
 		"pipeline.yaml: databse: unknown key (the top level has pipeline, instance_id, kafka, database, batch, timeouts, retry, on_poison, dead_letter, sink, schema_registry, http, log, unhealthy_on_stopped_partition); did you mean database? (line 13)",
 		"pipeline.yaml: batch.max_record: unknown key (batch has max_records, max_bytes, max_wait, max_buffered_bytes); did you mean max_records? (line 14)",
-		"pipeline.yaml: log.colour: unknown key (log has format, level) (line 15)",
+		"pipeline.yaml: log.colour: unknown key (log has format, level, progress) (line 15)",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("errors:\n%s\nwant:\n%s", got, want)

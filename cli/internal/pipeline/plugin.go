@@ -30,7 +30,20 @@ func (l *loader) plugin(n *yaml.Node, pipelineName, schema string, logger *slog.
 		return nil, "" // the plugin would only see a partial section
 	}
 	cfg := sink.PluginConfig{Path: "sink", Pipeline: pipelineName, Schema: schema, Raw: v.(map[string]any), Logger: logger, SchemaRegistry: reg}
+	l.sinkRaw = cfg.Raw
 	plugin, err := sink.BuildPlugin(cfg)
+	if err != nil && l.unresolvedWithin("sink") {
+		// The plugin saw the section without the values of unset variables: its complaint
+		// may be about them. A warning, like them; run checks it with the values.
+		msg := err.Error()
+		var ce *sink.ConfigError
+		if errors.As(err, &ce) {
+			msg = ce.Reason
+		}
+		l.warn("sink", n.Line, "the plugin was not built without the unset variables: %s",
+			l.secrets.redact(backquotedRE.ReplaceAllString(msg, "(value not shown)")))
+		return nil, cfg.Type()
+	}
 	if err != nil {
 		var ce *sink.ConfigError
 		if errors.As(err, &ce) {

@@ -80,8 +80,9 @@ type rawDeadLetter struct {
 }
 
 type rawLog struct {
-	Format yaml.Node `yaml:"format"`
-	Level  yaml.Node `yaml:"level"`
+	Format   yaml.Node `yaml:"format"`
+	Level    yaml.Node `yaml:"level"`
+	Progress yaml.Node `yaml:"progress"` // eosink run's progress line: interval, 0 or off for none
 }
 
 // decodeRaw parses data into the document's top-level mapping and, strictly, into raw. Every

@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"regexp"
+	"sort"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -14,7 +17,9 @@ import (
 func (p *Pipeline) Summary(w io.Writer) error {
 	c := p.Config.WithDefaults()
 	db := "?"
-	if cfg, err := pgxpool.ParseConfig(c.DatabaseURL); err == nil {
+	if _, ok := p.unresolved["database.url"]; ok {
+		db = p.unsetText("database.url")
+	} else if cfg, err := pgxpool.ParseConfig(c.DatabaseURL); err == nil {
 		cc := cfg.ConnConfig
 		db = fmt.Sprintf("%s:%d/%s", cc.Host, cc.Port, cc.Database)
 	}
@@ -22,7 +27,16 @@ func (p *Pipeline) Summary(w io.Writer) error {
 	if brokers == "" {
 		brokers = fmt.Sprint(c.Kafka["bootstrap.servers"])
 	}
+	if p.unresolvedWithin("kafka.brokers") || p.unresolvedWithin("kafka.properties[bootstrap.servers]") {
+		brokers = p.unsetText("kafka.brokers")
+	}
 	props := sortedKeys(c.Kafka)
+	for q := range p.unresolved { // a property with an unset variable is left out of c.Kafka
+		if k, ok := strings.CutPrefix(q, "kafka.properties["); ok {
+			props = append(props, strings.TrimSuffix(k, "]")+" (unset)")
+		}
+	}
+	sort.Strings(props)
 	if len(props) == 0 {
 		props = []string{"none"}
 	}
@@ -38,21 +52,13 @@ func (p *Pipeline) Summary(w io.Writer) error {
 		{"database", fmt.Sprintf("%s, schema %s, isolation %s, auto_migrate %t", db, c.Schema, c.IsolationLevel, c.AutoMigrate)},
 		{"sink", p.PluginType},
 	}
-	// The plugin's routes, when it routes by topic (table, upsert, inbox around them, cdc).
-	if r, ok := c.Plugin.(interface{ RouteSummary() []string }); ok {
-		for i, route := range r.RouteSummary() {
-			label := ""
-			if i == 0 {
-				label = "routes"
-			}
-			lines = append(lines, [2]string{label, route})
-		}
-	}
+	lines = append(lines, p.routeLines()...)
 	lines = append(lines, [][2]string{
 		{"on_poison", c.OnPoison.String()},
 		{"batch", fmt.Sprintf("max %d records, %s, wait %s; %s buffered per partition",
 			c.MaxBatchRecords, sizeText(c.MaxBatchBytes), c.MaxBatchWait, sizeText(c.MaxBufferedBytes))},
 		{"http", http},
+		{"progress", progressText(p.Progress)},
 	}...)
 	if r := p.SchemaRegistry; r != nil {
 		auth := "no auth"
@@ -92,4 +98,97 @@ func sizeText(n int) string {
 		}
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+func progressText(d time.Duration) string {
+	if d == 0 {
+		return "off"
+	}
+	return "every " + d.String()
+}
+
+// unsetText shows a value with an unset variable: the reference when it is the whole value,
+// else only that a variable is unset (the rest may be a secret, such as a password in a URL).
+func (p *Pipeline) unsetText(path string) string {
+	if raw := p.unresolved[path]; wholeReference.MatchString(raw) {
+		return raw + " (unset)"
+	}
+	return "(unset variable)"
+}
+
+var wholeReference = regexp.MustCompile(`^\$\{[A-Za-z_][A-Za-z0-9_]*\}$`)
+
+func (p *Pipeline) unresolvedWithin(path string) bool {
+	for q := range p.unresolved {
+		if q == path || within(q, path) {
+			return true
+		}
+	}
+	return false
+}
+
+// RouteSummarizer is implemented by a plugin that lists its routes for the summary of
+// eosink run -validate, one line each ("orders -> public.orders"). The summary shows them
+// under routes:. Every built-in plugin is one.
+type RouteSummarizer interface{ RouteSummary() []string }
+
+// columnsOf lists the columns the table and upsert plugins (also inside inbox) fill, each
+// with its source: the section's columns, which every route without columns of its own uses.
+func columnsOf(plugin string, sec map[string]any) []string {
+	if plugin == "inbox" {
+		inner, _ := sec["inner"].(map[string]any)
+		return columnsOf(str(inner["type"]), inner)
+	}
+	if plugin != "table" && plugin != "upsert" {
+		return nil
+	}
+	cols, _ := sec["columns"].(map[string]any)
+	width := 0
+	for name := range cols {
+		width = max(width, len(name))
+	}
+	var lines []string
+	for _, name := range sortedKeys(cols) {
+		src := ""
+		switch v := cols[name].(type) {
+		case string:
+			src = v
+		case map[string]any:
+			src = str(v["from"])
+			if b, _ := v["required"].(bool); b {
+				src += " (required)"
+			}
+		}
+		lines = append(lines, fmt.Sprintf("%-*s <- %s", width, name, src))
+	}
+	return lines
+}
+
+func str(v any) string {
+	if v == nil {
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+// routeLines are the summary's routes (the plugin's RouteSummary) and columns.
+func (p *Pipeline) routeLines() [][2]string {
+	var routes []string
+	if rs, ok := p.Config.Plugin.(RouteSummarizer); ok {
+		routes = rs.RouteSummary()
+	}
+	lines := labelled("routes", routes)
+	return append(lines, labelled("columns", columnsOf(p.PluginType, p.sinkRaw))...)
+}
+
+// labelled gives the first of texts the label.
+func labelled(label string, texts []string) [][2]string {
+	lines := make([][2]string, len(texts))
+	for i, t := range texts {
+		lines[i] = [2]string{"", t}
+	}
+	if len(lines) > 0 {
+		lines[0][0] = label
+	}
+	return lines
 }

@@ -21,6 +21,8 @@ type scalar struct {
 	quoted bool   // raw was quoted: always a string
 	failed bool   // the value was wrong, and reported
 	line   int
+
+	unresolved bool // with Options.AllowUnset: an environment variable was unset (a warning); the value is unset
 }
 
 // describe shows a value in a message: quoted as written, or, when it came from a
@@ -54,6 +56,16 @@ func (l *loader) value(path string, n *yaml.Node) (s scalar, ok bool) {
 	}
 	s = scalar{val: v, raw: n.Value, subst: subst, line: n.Line,
 		quoted: n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) != 0}
+	if len(l.x.unset) > 0 {
+		// Only the names: the rest of the value may be a secret.
+		what := "environment variable " + l.x.unset[0] + " is"
+		if len(l.x.unset) > 1 {
+			what = "environment variables " + strings.Join(l.x.unset, ", ") + " are"
+		}
+		l.warn(path, n.Line, "%s not set; the field is not checked (run needs it)", what)
+		l.unresolved[path] = n.Value
+		return scalar{raw: n.Value, subst: true, line: n.Line, unresolved: true}, false
+	}
 	return s, v != ""
 }
 
@@ -161,15 +173,16 @@ func (l *loader) brokers(path string, n *yaml.Node) (string, scalar) {
 		return strings.TrimSpace(s.val), s
 	}
 	var hosts []string
-	failed := false
+	failed, unresolved := false, false
 	for i, item := range n.Content {
 		s, ok := l.value(fmt.Sprintf("%s[%d]", path, i), item)
 		if ok {
 			hosts = append(hosts, strings.TrimSpace(s.val))
 		}
 		failed = failed || s.failed
+		unresolved = unresolved || s.unresolved
 	}
-	return strings.Join(hosts, ","), scalar{line: n.Line, failed: failed}
+	return strings.Join(hosts, ","), scalar{line: n.Line, failed: failed, unresolved: unresolved}
 }
 
 var topicRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
@@ -200,7 +213,7 @@ func (l *loader) topics(path string, n *yaml.Node) []string {
 		if !ok {
 			if !list {
 				l.missing(path, "kafka", s, none)
-			} else if !s.failed {
+			} else if !s.failed && !s.unresolved {
 				l.fail(p, s.line, "empty topic name")
 			}
 			continue
@@ -265,7 +278,7 @@ func (l *loader) properties(path string, n *yaml.Node) map[string]string {
 		s, ok := l.value(p, vn)
 		l.lines[p] = kn.Line
 		if !ok {
-			if !s.failed {
+			if !s.failed && !s.unresolved {
 				l.fail(p, kn.Line, "needs a value")
 			}
 			continue
@@ -373,8 +386,8 @@ func (l *loader) anyValue(path string, n *yaml.Node, depth int) (any, bool) {
 			return nil, true
 		}
 		s, _ := l.value(path, n)
-		if s.failed {
-			return nil, false
+		if s.failed || s.unresolved {
+			return nil, false // unresolved: left out, the plugin sees its default (a warning says so)
 		}
 		if s.subst {
 			if s.quoted {

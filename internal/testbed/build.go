@@ -62,9 +62,3 @@ func checkFailpoints(dir string, pkgs []string) error {
 	}
 	return nil
 }
-
-// BuildPoints builds examples/points (see Build) and returns the binary's path.
-func BuildPoints() (bin string, cleanup func()) {
-	dir, cleanup := Build("github.com/eosink/eosink/examples/points")
-	return filepath.Join(dir, "points"), cleanup
-}

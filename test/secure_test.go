@@ -3,6 +3,10 @@ package test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -10,7 +14,9 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eosink/eosink/admin"
 	"github.com/eosink/eosink/examples/points/app"
 	"github.com/eosink/eosink/internal/testbed"
 	"github.com/eosink/eosink/sink"
@@ -84,6 +90,9 @@ func TestSecurePipeline(t *testing.T) {
 	first.Signal(syscall.SIGKILL)
 	if err := first.Wait(20 * time.Second); !testbed.KilledBySIGKILL(err) {
 		t.Fatalf("first sink: want SIGKILL, got %v\n%s", err, first.Output())
+	}
+	if !first.Contains("GRANT pg_signal_backend TO " + sec.RunUser) {
+		t.Fatalf("no start-up warning that %s cannot end another role's stalled session:\n%s", sec.RunUser, first.Output())
 	}
 	if first.Contains("permission denied") {
 		t.Fatalf("the run role lacked a privilege:\n%s", first.Output())
@@ -233,4 +242,109 @@ func TestSecureRunErrors(t *testing.T) {
 		})
 	}
 	assertNothingWritten(t, p)
+}
+
+// TestSecureAudit: an operator's move records, beside the operator's self-declared name, the
+// session's database role and client address (migration 6), written by the server. The
+// operator here is the migrate role over TLS and the run user over SASL_SSL on the broker.
+func TestSecureAudit(t *testing.T) {
+	t.Parallel()
+	p := newSecurePipeline(t, 1)
+	sec := p.sec
+	p.Produce(t, 20, 74)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, sec.MigrateURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	c := admin.New(pool, p.OffsetsSchema, sec.SASL(sec.KafkaSASL, sec.KafkaPassword, sec.CA))
+	plan, err := c.Plan(ctx, admin.Selector{Pipeline: p.Group, Topic: p.Topic}, admin.Offset(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Apply(ctx, plan, "alice (says she is)", "test the audit"); err != nil {
+		t.Fatal(err)
+	}
+	var operator, dbUser, addr string
+	err = testbed.Pool(t, p.Env).QueryRow(ctx, "SELECT operator, db_user, host(client_addr) FROM "+
+		pgx.Identifier{p.OffsetsSchema, "offsets_audit"}.Sanitize()+" WHERE pipeline = $1", p.Group).Scan(&operator, &dbUser, &addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if operator != "alice (says she is)" || dbUser != sec.MigrateUser || addr != sec.PGHost {
+		t.Fatalf("audit row: operator %q db_user %q client_addr %q; want db_user %q from %s", operator, dbUser, addr, sec.MigrateUser, sec.PGHost)
+	}
+	t.Logf("audit: operator %q, db_user %q, client_addr %s", operator, dbUser, addr)
+}
+
+// TestSecureConfigFile runs examples/secure/pipeline.yaml with `eosink run`: SASL_SSL and
+// verify-full as the run role, the passwords read with ${file:...}. Every record is
+// inserted once, and SIGTERM drains.
+func TestSecureConfigFile(t *testing.T) {
+	t.Parallel()
+	p := newSecurePipeline(t, 2)
+	sec := p.sec
+	ctx := context.Background()
+	mig, err := pgx.Connect(ctx, sec.MigrateURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mig.Close(ctx)
+	if _, err := mig.Exec(ctx, "CREATE TABLE "+pgx.Identifier{p.Schema, "payments"}.Sanitize()+
+		" (payment_id text PRIMARY KEY, amount bigint NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	sec.GrantDatabase(t, p.OffsetsSchema, p.Schema) // again, for the new table
+
+	dir := t.TempDir()
+	yaml, err := os.ReadFile("../examples/secure/pipeline.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "pipeline.yaml")
+	must(t, os.WriteFile(config, yaml, 0o644))
+	must(t, os.Mkdir(filepath.Join(dir, "secrets"), 0o700))
+	must(t, os.WriteFile(filepath.Join(dir, "secrets", "kafka-password"), []byte(sec.KafkaPassword+"\n"), 0o600))
+	must(t, os.WriteFile(filepath.Join(dir, "secrets", "pg-password"), []byte(sec.RunPassword+"\n"), 0o600))
+
+	const n = 500
+	msgs := make([]testbed.Msg, n)
+	for i := range msgs {
+		msgs[i] = testbed.Msg{Partition: int32(i % 2), Key: []byte(strconv.Itoa(i)),
+			Value: []byte(fmt.Sprintf(`{"payment_id":"p-%d","amount":%d}`, i, i))}
+	}
+	testbed.Produce(t, p.Env, p.Topic, msgs)
+
+	env := []string{"KAFKA_SASL_BOOTSTRAP=" + sec.KafkaSASL, "TLS_CA=" + sec.CA, "PG_HOST=" + sec.PGHost, "PG_PORT=" + sec.PGPort,
+		"PAYMENTS_PIPELINE=" + p.Group, "PAYMENTS_GROUP=" + p.Group, "PAYMENTS_TOPIC=" + p.Topic,
+		"PAYMENTS_OFFSETS_SCHEMA=" + p.OffsetsSchema, "PAYMENTS_SCHEMA=" + p.Schema}
+	if out, err := run(t, env, true, eosinkBin, "run", "-config", config, "-validate"); err != nil {
+		t.Fatalf("-validate: %v\n%s", err, out)
+	}
+	s := testbed.StartProcess(t, eosinkBin, "eosink run secure", []string{"run", "-config", config}, env...)
+	db := testbed.Pool(t, p.Env)
+	testbed.Eventually(t, 90*time.Second, "every payment inserted", func() (bool, string) {
+		var rows, sum int64
+		if err := db.QueryRow(ctx, "SELECT count(*), coalesce(sum(amount), 0) FROM "+pgx.Identifier{p.Schema, "payments"}.Sanitize()).Scan(&rows, &sum); err != nil {
+			return false, err.Error()
+		}
+		return rows == n && sum == n*(n-1)/2, fmt.Sprintf("%d rows, sum %d", rows, sum)
+	})
+	s.StopClean(30 * time.Second)
+	var stored int64
+	if err := db.QueryRow(ctx, "SELECT sum(next_offset) FROM "+pgx.Identifier{p.OffsetsSchema, "offsets"}.Sanitize()+
+		" WHERE pipeline = $1", p.Group).Scan(&stored); err != nil || stored != n {
+		t.Fatalf("stored next offsets sum to %d (%v), want %d", stored, err, n)
+	}
+	if strings.Contains(s.Output(), sec.KafkaPassword) || strings.Contains(s.Output(), sec.RunPassword) {
+		t.Fatalf("the output shows a password:\n%s", s.Output())
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 }

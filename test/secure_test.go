@@ -276,6 +276,16 @@ func TestSecureAudit(t *testing.T) {
 		t.Fatalf("audit row: operator %q db_user %q client_addr %q; want db_user %q from %s", operator, dbUser, addr, sec.MigrateUser, sec.PGHost)
 	}
 	t.Logf("audit: operator %q, db_user %q, client_addr %s", operator, dbUser, addr)
+
+	// Listing with lag reads the log ends, the group's committed offsets and, past the stored
+	// position, one record: the ACLs of docs/security.md are enough for it.
+	ps, err := c.List(ctx, p.Group)
+	if err != nil {
+		t.Fatalf("list as the run user over SASL_SSL: %v", err)
+	}
+	if len(ps) != 1 || ps[0].Lag != 15 || ps[0].Error != "" {
+		t.Fatalf("positions: %+v; want one at 5 with lag 15", ps)
+	}
 }
 
 // TestSecureConfigFile runs examples/secure/pipeline.yaml with `eosink run`: SASL_SSL and

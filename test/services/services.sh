@@ -732,7 +732,10 @@ case "$cmd" in
     ;;
   status)
     if alive "$STATE/kafka/kafka.pid"; then echo "kafka: running pid $(cat "$STATE/kafka/kafka.pid") on 127.0.0.1:$KAFKA_PORT"; else echo "kafka: stopped"; fi
-    if pg_ready 2>/dev/null; then echo "postgres: running on 127.0.0.1:$PG_PORT (wal_level=$(pg_sql 'SHOW wal_level' 2>/dev/null))"; else echo "postgres: stopped"; fi
+    if pg_ready 2>/dev/null; then echo "postgres: running on 127.0.0.1:$PG_PORT (wal_level=$(pg_sql 'SHOW wal_level' 2>/dev/null), ssl=$(pg_sql 'SHOW ssl' 2>/dev/null))"; else echo "postgres: stopped"; fi
+    if [ "$SECURE" = 1 ] && grep -q '^listener.name.sasl_ssl' "$STATE/kafka/server.properties" 2>/dev/null; then
+      echo "kafka secure listeners: SASL_SSL 127.0.0.1:$SASL_PORT, mTLS 127.0.0.1:$MTLS_PORT, wrong-host certificate 127.0.0.1:$WRONGHOST_PORT (CA $TLS/ca.pem)"
+    fi
     if alive "$STATE/registry/registry.pid"; then
       if registry_ready; then r=ready; else r="not answering"; fi
       echo "registry: running pid $(cat "$STATE/registry/registry.pid") Apicurio Registry $(cat "$STATE/registry/version" 2>/dev/null) on http://127.0.0.1:$REGISTRY_PORT/apis/ccompat/v7 ($r)"

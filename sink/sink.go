@@ -142,7 +142,8 @@ func (s *Sink) PartitionErrors() []error {
 // the sink cannot go on: the database or the broker is unreachable at start, the offsets
 // table is missing, a listed topic does not exist, the plugin has no route for a topic
 // about to be consumed (ErrNoRoute: *NoRouteError values, joined), a claim keeps failing,
-// or librdkafka reports a fatal error.
+// or librdkafka reports a fatal error. Refused credentials or a failed TLS handshake with
+// the broker at start return at once, matching ErrKafkaAuthentication or ErrKafkaTLS.
 func (s *Sink) Run(ctx context.Context) (err error) {
 	if !s.ran.CompareAndSwap(false, true) {
 		return ErrClosed

@@ -59,15 +59,27 @@ func (s *Sink) metadata(ctx context.Context, topic *string, all bool, timeout ti
 func (s *Sink) connectFailure(e kafka.Error) error {
 	msg := e.Error()
 	switch {
-	case e.Code() == kafka.ErrAuthentication || strings.Contains(msg, "SASL authentication error"):
+	case isAuthError(e):
 		return fmt.Errorf("%w at %s (check sasl.mechanism, sasl.username and sasl.password): %v", ErrKafkaAuthentication, s.brokers(), e)
-	case e.Code() == kafka.ErrSsl || strings.Contains(msg, "SSL handshake failed") || strings.Contains(msg, "certificate verify failed") ||
-		(strings.Contains(msg, "SSL routines") && strings.Contains(msg, "alert")):
+	case isTLSError(e):
 		return fmt.Errorf("%w at %s (%s): %v", ErrKafkaTLS, s.brokers(), s.tlsCause(msg), e)
 	case e.IsFatal():
 		return fmt.Errorf("eosink: kafka fatal error at %s: %w", s.brokers(), e)
 	}
 	return nil
+}
+
+// isAuthError reports whether librdkafka's error event is a refused SASL authentication.
+func isAuthError(e kafka.Error) bool {
+	return e.Code() == kafka.ErrAuthentication || strings.Contains(e.Error(), "SASL authentication error")
+}
+
+// isTLSError reports whether librdkafka's error event is a failed TLS handshake or a TLS
+// alert from the broker (a refused client certificate shows as one).
+func isTLSError(e kafka.Error) bool {
+	msg := e.Error()
+	return e.Code() == kafka.ErrSsl || strings.Contains(msg, "SSL handshake failed") || strings.Contains(msg, "certificate verify failed") ||
+		(strings.Contains(msg, "SSL routines") && strings.Contains(msg, "alert"))
 }
 
 // tlsCause names the cause of a failed TLS handshake. librdkafka reports an untrusted

@@ -40,6 +40,10 @@ lint: ## gofmt and go vet
 	$(GO) vet ./...
 	$(GO) vet $(TEST_TAGS) ./...
 
+.PHONY: vuln
+vuln: ## govulncheck against golang.org/x/vulndb, fetched through the Go module proxy and indexed locally (test/vuln.sh)
+	bash test/vuln.sh
+
 .PHONY: test
 test: lint ## Start the services if needed, then run every test with -race against the real broker and database
 	. test/services/use.sh && $(GO) test $(TEST_TAGS) -race -count=1 -parallel $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...

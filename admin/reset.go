@@ -238,8 +238,8 @@ func (c *Client) Apply(ctx context.Context, changes []Change, operator, reason s
 				}
 			}
 			if _, err := tx.Exec(ctx, `INSERT INTO `+c.table("offsets_audit")+
-				` (operator, reason, pipeline, topic, partition, from_offset, to_offset, from_topic_id, to_topic_id)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULLIF($9, ''))`,
+				` (operator, reason, pipeline, topic, partition, from_offset, to_offset, from_topic_id, to_topic_id, db_user, client_addr)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULLIF($9, ''), session_user, inet_client_addr())`,
 				operator, reason, ch.Pipeline, ch.Topic, ch.Partition, ch.From, ch.To, fromID, ch.TopicID); err != nil {
 				return err
 			}

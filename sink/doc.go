@@ -113,7 +113,10 @@
 // Run returns an error only when the sink cannot work at all: bad configuration, an
 // unreachable database or broker at start, a missing offsets table, a topic matched at
 // start that the plugin has no route for (ErrNoRoute), claims that keep failing, or a fatal
-// librdkafka error.
+// librdkafka error. A broker that refuses the credentials or the TLS handshake at start
+// ends Run at once, before anything is written, with ErrKafkaAuthentication or ErrKafkaTLS
+// naming the cause (an untrusted CA, a certificate for another host, a refused client
+// certificate); docs/security.md lists the messages.
 //
 // # Rebalances
 //

@@ -21,6 +21,14 @@ var (
 	// ErrNoStoredPosition: no row and InitialPosition is Error. The partition stops.
 	ErrNoStoredPosition = rebalance.ErrNoStoredPosition
 
+	// ErrKafkaAuthentication: at start, the broker refused the sink's credentials (SASL). Run
+	// returns it at once, wrapped with librdkafka's reason, instead of retrying.
+	ErrKafkaAuthentication = errors.New("eosink: Kafka authentication failed")
+	// ErrKafkaTLS: at start, the TLS handshake with the broker failed: its certificate is not
+	// signed by a trusted CA or names another host, or it refused the client certificate. Run
+	// returns it at once, wrapped with librdkafka's reason, instead of retrying.
+	ErrKafkaTLS = errors.New("eosink: TLS handshake with Kafka failed")
+
 	// ErrClosed is returned by Run when called on a Sink that has already run.
 	ErrClosed = errors.New("eosink: sink already ran; create a new one")
 	// ErrTxOwned is returned by the Tx given to a Handler when it tries to Commit or Roll back:

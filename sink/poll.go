@@ -34,6 +34,10 @@ func (s *Sink) poll(ctx context.Context, bal *rebalance.Balancer) error {
 				// the log. Find which, and stop it loudly.
 				s.log.Error("kafka reports an offset out of range", "err", e)
 				s.requestRangeCheck()
+			} else if isAuthError(e) || isTLSError(e) {
+				// At start these end Run (connect.go); later (a password rotated on the
+				// broker, a certificate expired) librdkafka retries while they last.
+				s.log.Error("kafka authentication or TLS failed; librdkafka retries", "code", e.Code().String(), "err", e)
 			} else {
 				s.log.Warn("kafka error", "code", e.Code().String(), "err", e)
 			}

@@ -142,7 +142,8 @@ func (s *Sink) PartitionErrors() []error {
 // the sink cannot go on: the database or the broker is unreachable at start, the offsets
 // table is missing, a listed topic does not exist, the plugin has no route for a topic
 // about to be consumed (ErrNoRoute: *NoRouteError values, joined), a claim keeps failing,
-// or librdkafka reports a fatal error.
+// or librdkafka reports a fatal error. Refused credentials or a failed TLS handshake with
+// the broker at start return at once, matching ErrKafkaAuthentication or ErrKafkaTLS.
 func (s *Sink) Run(ctx context.Context) (err error) {
 	if !s.ran.CompareAndSwap(false, true) {
 		return ErrClosed
@@ -153,16 +154,10 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 	if s.cfg.Pool == nil {
 		defer s.pool.Close()
 	}
-	pctx, stopPersister := context.WithCancel(context.Background())
-	persisted := make(chan struct{})
-	go func() {
-		defer close(persisted)
-		s.persister(pctx)
-	}()
-	defer func() { stopPersister(); <-persisted }()
 	s.store = rebalance.NewStore(s.pool, s.cfg.Schema, s.cfg.Pipeline, s.cfg.InstanceID, s.cfg.LockTimeout)
 	s.store.TerminateStalled = s.sessionName(ctx)
 	s.store.OnTerminateError = s.terminateFailed
+	s.checkSignalPrivilege(ctx)
 	s.store.OnTerminate = func(topic string, partition int32, pid int64, ok bool) {
 		s.log.Warn("claim terminated a stalled session of this pipeline holding the offset row",
 			"topic", topic, "partition", partition, "pid", pid, "terminated", ok)
@@ -184,6 +179,14 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 		_ = c.Close()
 		return err
 	}
+	// The heartbeat starts once Kafka answers: a sink that cannot connect writes nothing.
+	pctx, stopPersister := context.WithCancel(context.Background())
+	persisted := make(chan struct{})
+	go func() {
+		defer close(persisted)
+		s.persister(pctx)
+	}()
+	defer func() { stopPersister(); <-persisted }()
 	bal := rebalance.NewBalancer(s.store, s.cfg.InitialPosition, (*lifecycle)(s), s.log)
 	bal.ClaimTimeout = s.cfg.ClaimTimeout
 	if err := c.SubscribeTopics(s.cfg.Topics, bal.OnRebalance); err != nil {

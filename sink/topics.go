@@ -150,12 +150,12 @@ func (s subscription) pattern(topic string) string {
 func (s *Sink) checkTopics(ctx context.Context) ([]string, error) {
 	const topicWait = 10 * time.Second
 	deadline := time.Now().Add(topicWait)
-	brokerTimeout := func() int {
+	brokerTimeout := func() time.Duration {
 		timeout := time.Until(deadline)
 		if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
 			timeout = time.Until(d)
 		}
-		return int(max(timeout, time.Second).Milliseconds())
+		return max(timeout, time.Second)
 	}
 	sub, err := newSubscription(s.cfg.Topics)
 	if err != nil {
@@ -165,9 +165,9 @@ func (s *Sink) checkTopics(ctx context.Context) ([]string, error) {
 	topics := slices.Clone(sub.names)
 	for _, t := range sub.names {
 		for {
-			md, err := s.consumer.GetMetadata(&t, false, brokerTimeout())
+			md, err := s.metadata(ctx, &t, false, brokerTimeout())
 			if err != nil {
-				return nil, fmt.Errorf("eosink: cannot reach Kafka at %s: %w", s.brokers(), err)
+				return nil, err
 			}
 			tm, ok := md.Topics[t]
 			if ok && tm.Error.Code() == kafka.ErrNoError {
@@ -189,9 +189,9 @@ func (s *Sink) checkTopics(ctx context.Context) ([]string, error) {
 	if len(sub.patterns) == 0 {
 		return topics, nil
 	}
-	md, err := s.consumer.GetMetadata(nil, true, brokerTimeout())
+	md, err := s.metadata(ctx, nil, true, brokerTimeout())
 	if err != nil {
-		return nil, fmt.Errorf("eosink: cannot reach Kafka at %s: %w", s.brokers(), err)
+		return nil, err
 	}
 	matched := map[string][]string{}
 	for name, tm := range md.Topics {

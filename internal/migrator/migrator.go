@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strings"
 
 	"github.com/golang-migrate/migrate/v4"
 	pgxmigrate "github.com/golang-migrate/migrate/v4/database/pgx/v5"
@@ -50,6 +51,9 @@ type Migrator struct {
 // golang-migrate's pgx5 driver takes an advisory lock while it migrates, so concurrent
 // callers (several sink processes starting at once) are serialized.
 func Open(ctx context.Context, databaseURL string, set Set) (*Migrator, error) {
+	if err := CheckSchemaName(set.Schema); err != nil {
+		return nil, err
+	}
 	cfg, err := pgx.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("database URL: %w", err) // pgx masks the password in this error
@@ -57,7 +61,9 @@ func Open(ctx context.Context, databaseURL string, set Set) (*Migrator, error) {
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
 	}
-	cfg.RuntimeParams["search_path"] = set.Schema
+	// search_path is a list of identifiers: the schema goes in quoted, as one name, so that
+	// capitals are kept ("Sales", not sales) and a comma cannot add another schema.
+	cfg.RuntimeParams["search_path"] = pgx.Identifier{set.Schema}.Sanitize()
 	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
 		cfg.RuntimeParams["application_name"] = "eosink-migrate"
 	}
@@ -93,6 +99,21 @@ func Open(ctx context.Context, databaseURL string, set Set) (*Migrator, error) {
 		m.Log = progress{set.Progress, set.Name}
 	}
 	return &Migrator{m: m, db: db}, nil
+}
+
+// CheckSchemaName refuses a schema name PostgreSQL cannot hold as it is: empty, with a NUL
+// byte, or longer than 63 bytes (the server would cut it). Any other text is a valid name
+// once quoted, as eosink always quotes it.
+func CheckSchemaName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("schema: empty name")
+	case strings.ContainsRune(name, 0):
+		return fmt.Errorf("schema %q: a NUL byte cannot be in a PostgreSQL name", name)
+	case len(name) > 63:
+		return fmt.Errorf("schema %q: longer than PostgreSQL's 63 bytes", name)
+	}
+	return nil
 }
 
 // Up applies all pending migrations. No change is not an error.

@@ -37,7 +37,7 @@ func StartBed(t testing.TB, only string) *Bed {
 	}
 	b := &Bed{Only: only, Dir: filepath.Join(beds, Name(t, only))}
 	kport, pport := freePortPair(t), freePortPair(t)
-	b.env = append(os.Environ(), "EOSINK_SERVICES_DIR="+b.Dir, "EOSINK_SERVICES_ONLY="+only,
+	b.env = append(os.Environ(), "EOSINK_SERVICES_DIR="+b.Dir, "EOSINK_SERVICES_ONLY="+only, "EOSINK_SECURE=0",
 		"EOSINK_KAFKA_PORT="+strconv.Itoa(kport), "EOSINK_PG_PORT="+strconv.Itoa(pport))
 	t.Cleanup(func() {
 		if out, err := b.run("down"); err != nil {

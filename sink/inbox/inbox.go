@@ -47,6 +47,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/eosink/eosink/internal/migrator"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/internal/mapping"
 )
@@ -147,6 +148,9 @@ func New(c Config, inner sink.Plugin) (*Inbox, error) {
 	}
 	if c.Schema == "" {
 		c.Schema = "eosink"
+	}
+	if err := migrator.CheckSchemaName(c.Schema); err != nil {
+		return nil, err
 	}
 	ib := &Inbox{inner: inner, subscriber: c.Subscriber, schema: c.Schema, src: src, srcText: c.EventID, retention: 720 * time.Hour,
 		m: mapping.Mapping{Key: mapping.String, Value: mapping.JSON}, table: pgx.Identifier{c.Schema, "inbox"}.Sanitize()}

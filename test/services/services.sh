@@ -37,6 +37,27 @@
 #   EOSINK_SERVICES_ONLY  "pg", "kafka" or "registry", or a comma list: up/down only those
 #                         (private beds for chaos tests)
 #   EOSINK_PG_DIR         PostgreSQL's data, socket and log.   Default: /tmp/eosink-pg-<hash of state folder>
+#   EOSINK_SECURE         1: also the secure parts (below). 0: plaintext only (private beds). Default: 1
+#   EOSINK_KAFKA_SASL_PORT       SASL_SSL (SCRAM-SHA-512) listener.            Default: broker port+2
+#   EOSINK_KAFKA_MTLS_PORT       SSL listener, ssl.client.auth=required.       Default: broker port+3
+#   EOSINK_KAFKA_WRONGHOST_PORT  SASL_SSL listener whose certificate names another host. Default: broker port+4
+#
+# Secure parts (EOSINK_SECURE=1, the default), for the TLS, SASL and least-privilege tests:
+#   - $STATE/tls: a throwaway CA (ca.pem), the broker and PostgreSQL certificate (server.pem,
+#     for 127.0.0.1 and localhost), a certificate for the wrong host name (wronghost.pem, for
+#     wrong-host.invalid), a client certificate for mTLS (client.pem, CN=eosink_run), and a
+#     second CA that signed none of them (untrusted-ca.pem). Java keystores beside them.
+#   - the broker gets three more listeners: SASL_SSL with SCRAM-SHA-512 (users created by
+#     `kafka-storage format --add-scram`: eosink_run, eosink_admin), SSL with client
+#     certificates required (the certificate's CN is the principal), and a SASL_SSL listener
+#     serving the wrong-host certificate. The StandardAuthorizer is on: User:ANONYMOUS (the
+#     PLAINTEXT listener the fast tests use) and User:eosink_admin are super users; eosink_run
+#     holds only the ACLs a test grants it.
+#   - PostgreSQL gets ssl=on with the same certificate, listens on 127.0.0.2 too (where the
+#     certificate names the wrong host), and two login roles, eosink_migrate and eosink_run,
+#     reachable only through `hostssl ... scram-sha-256` (docs/sql/roles.sql creates them).
+#   - passwords in $STATE/secrets (one file each); the env file exports the endpoints and paths
+#     (EOSINK_SECURE_*).
 #
 # PostgreSQL runs with wal_level=logical, max_replication_slots=32 and max_wal_senders=32. A
 # running cluster made by an older version of this script is reconfigured and restarted by `up`.
@@ -64,6 +85,13 @@ LOGS=$STATE/logs
 # PostgreSQL's files live under /tmp, not in the checkout: the server runs as the postgres
 # user when we are root, and it must be able to reach them wherever the repository is cloned.
 PGDIR=${EOSINK_PG_DIR:-/tmp/eosink-pg-$(printf '%s' "$STATE" | cksum | cut -d' ' -f1)}
+SECURE=${EOSINK_SECURE:-1}
+case "$SECURE" in 0|1) ;; *) printf 'services: FAILED: EOSINK_SECURE must be 0 or 1\n' >&2; exit 1 ;; esac
+SASL_PORT=${EOSINK_KAFKA_SASL_PORT:-$((KAFKA_PORT + 2))}
+MTLS_PORT=${EOSINK_KAFKA_MTLS_PORT:-$((KAFKA_PORT + 3))}
+WRONGHOST_PORT=${EOSINK_KAFKA_WRONGHOST_PORT:-$((KAFKA_PORT + 4))}
+TLS=$STATE/tls
+SECRETS=$STATE/secrets
 
 log() { printf 'services: %s\n' "$*" >&2; }
 die() { printf 'services: FAILED: %s\n' "$*" >&2; exit 1; }
@@ -79,6 +107,57 @@ want() {
 for _s in ${ONLY//,/ }; do
   case "$_s" in pg|kafka|registry) ;; *) die "EOSINK_SERVICES_ONLY: unknown service '$_s' (pg, kafka, registry, or a comma list)" ;; esac
 done
+
+# ---------------------------------------------------------------- Certificates and secrets (EOSINK_SECURE=1)
+# secret NAME: prints the password kept in $SECRETS/NAME, making a random one the first time.
+secret() {
+  local f=$SECRETS/$1
+  if [ ! -s "$f" ]; then
+    mkdir -p "$SECRETS"; chmod 700 "$SECRETS"
+    (umask 077; head -c 64 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 24 >"$f")
+  fi
+  cat "$f"
+}
+
+# tls_leaf NAME CN SAN EKU: a key and a certificate signed by the bed's CA, and a PKCS12
+# keystore holding both (password: $SECRETS/keystore).
+tls_leaf() {
+  openssl req -newkey rsa:2048 -nodes -sha256 -subj "/CN=$2" -keyout "$TLS/$1.key" -out "$TLS/$1.csr" &&
+  printf 'subjectAltName=%s\nextendedKeyUsage=%s\nbasicConstraints=CA:FALSE\n' "$3" "$4" >"$TLS/$1.ext" &&
+  openssl x509 -req -sha256 -days 30 -in "$TLS/$1.csr" -CA "$TLS/ca.pem" -CAkey "$TLS/ca.key" \
+    -CAcreateserial -extfile "$TLS/$1.ext" -out "$TLS/$1.pem" &&
+  openssl pkcs12 -export -in "$TLS/$1.pem" -inkey "$TLS/$1.key" -certfile "$TLS/ca.pem" -name "$1" \
+    -passout "pass:$(secret keystore)" -out "$TLS/$1.p12" &&
+  rm -f "$TLS/$1.csr" "$TLS/$1.ext"
+}
+
+# tls_make: a throwaway CA and the certificates of the secure listeners, made once per state
+# folder (`down` removes them): PEM files for clients, PKCS12 keystores for the broker.
+tls_make() {
+  [ -f "$TLS/.complete" ] && return 0
+  command -v openssl >/dev/null || die "TLS: openssl not found (it makes the test bed's throwaway CA)"
+  command -v keytool >/dev/null || die "TLS: keytool not found (Java's; it makes the broker's truststore)"
+  local l
+  rm -rf "$TLS"; mkdir -p "$TLS"
+  {
+    openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 30 -subj "/CN=eosink test bed CA" \
+      -keyout "$TLS/ca.key" -out "$TLS/ca.pem" &&
+    openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 30 -subj "/CN=eosink untrusted CA" \
+      -keyout "$TLS/untrusted-ca.key" -out "$TLS/untrusted-ca.pem"
+  } >"$LOGS/tls.log" 2>&1 || die "TLS: openssl could not make the CA; see $LOGS/tls.log"
+  for l in "server localhost DNS:localhost,DNS:127.0.0.1,IP:127.0.0.1 serverAuth" \
+      "wronghost wrong-host.invalid DNS:wrong-host.invalid serverAuth" \
+      "client eosink_run DNS:eosink_run clientAuth"; do
+    # shellcheck disable=SC2086
+    tls_leaf $l >>"$LOGS/tls.log" 2>&1 || die "TLS: openssl could not make the ${l%% *} certificate; see $LOGS/tls.log"
+  done
+  keytool -importcert -noprompt -alias ca -file "$TLS/ca.pem" -keystore "$TLS/truststore.p12" \
+    -storetype PKCS12 -storepass "$(secret keystore)" >>"$LOGS/tls.log" 2>&1 ||
+    die "TLS: keytool could not make the truststore; see $LOGS/tls.log"
+  chmod 600 "$TLS"/*.key
+  touch "$TLS/.complete"
+  log "TLS: throwaway CA and certificates in $TLS"
+}
 
 # ---------------------------------------------------------------- PostgreSQL
 pg_bindir() {
@@ -129,6 +208,48 @@ EOF
   return 0
 }
 
+# pg_secure DATA: turns on TLS with the bed's server certificate, listens on 127.0.0.2 as
+# well (where that certificate names the wrong host), and lets the least-privilege roles in
+# only through hostssl with scram-sha-256. Returns 0 when it changed the files (restart).
+pg_secure() {
+  local data=$1 hba=$1/pg_hba.conf
+  [ "$SECURE" = 1 ] || return 1
+  grep -q '^# eosink test bed: TLS' "$data/postgresql.conf" && return 1
+  tls_make
+  install -m 600 "$TLS/server.pem" "$data/server.crt"
+  install -m 600 "$TLS/server.key" "$data/server.key"
+  cat >>"$data/postgresql.conf" <<EOF
+# eosink test bed: TLS, and the least-privilege roles over hostssl + scram-sha-256 (pg_hba.conf)
+listen_addresses = '127.0.0.1,127.0.0.2'
+ssl = on
+ssl_cert_file = 'server.crt'
+ssl_key_file = 'server.key'
+password_encryption = 'scram-sha-256'
+EOF
+  { printf '%s\n' "# eosink test bed: the least-privilege roles only over TLS, with a password" \
+      "hostssl all eosink_run,eosink_migrate 127.0.0.0/8 scram-sha-256" \
+      "host    all eosink_run,eosink_migrate all reject"
+    cat "$hba"; } >"$hba.new" && mv "$hba.new" "$hba"
+  if [ "$(id -u)" -eq 0 ]; then chown postgres:postgres "$data/server.crt" "$data/server.key" "$hba"; fi
+  return 0
+}
+
+# pg_roles: creates the least-privilege roles (docs/sql/roles.sql) and sets their passwords.
+pg_roles() {
+  [ "$SECURE" = 1 ] || return 0
+  psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d eosink -X -q -v ON_ERROR_STOP=1 \
+    -v migrate_role=eosink_migrate -v run_role=eosink_run -v database=eosink \
+    -f "$repo/docs/sql/roles.sql" >>"$LOGS/pg-roles.log" 2>&1 ||
+    die "PostgreSQL: docs/sql/roles.sql failed; see $LOGS/pg-roles.log"
+  # The server turns the passwords into SCRAM verifiers (password_encryption).
+  psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d eosink -X -q -v ON_ERROR_STOP=1 \
+    -v run_pw="$(secret pg-eosink_run)" -v migrate_pw="$(secret pg-eosink_migrate)" \
+    >>"$LOGS/pg-roles.log" 2>&1 <<'EOF' || die "PostgreSQL: setting the roles' passwords failed; see $LOGS/pg-roles.log"
+ALTER ROLE eosink_run PASSWORD :'run_pw';
+ALTER ROLE eosink_migrate PASSWORD :'migrate_pw';
+EOF
+}
+
 pg_up() {
   pg_install
   local bin data=$PGDIR/data sock=$PGDIR/sock pglog=$PGDIR/postgres.log
@@ -142,6 +263,13 @@ pg_up() {
       pg_ready || die "PostgreSQL: not accepting connections on 127.0.0.1:$PG_PORT after the restart; see $LOGS/postgres.log"
       [ "$(pg_sql 'SHOW wal_level')" = logical ] || die "PostgreSQL: wal_level is still not logical after the restart; see $data/postgresql.conf"
     fi
+    if pg_secure "$data"; then
+      log "PostgreSQL on 127.0.0.1:$PG_PORT runs without TLS (made by an older services.sh or with EOSINK_SECURE=0); restarting it"
+      pg_as_owner "$bin/pg_ctl" -D "$data" -l "$pglog" -m fast -w -t 60 restart >/dev/null ||
+        die "PostgreSQL: restart for TLS failed; see $LOGS/postgres.log"
+      pg_ready || die "PostgreSQL: not accepting connections on 127.0.0.1:$PG_PORT after the restart; see $LOGS/postgres.log"
+    fi
+    pg_roles
     log "PostgreSQL already running on 127.0.0.1:$PG_PORT"; return 0
   fi
   mkdir -p "$PGDIR" "$sock"
@@ -163,6 +291,7 @@ log_line_prefix = '%m [%p] %a '
 EOF
   fi
   pg_logical "$data" || true
+  pg_secure "$data" || true
   touch "$pglog"
   [ "$(id -u)" -eq 0 ] && chown -R postgres:postgres "$PGDIR"
   pg_as_owner "$bin/pg_ctl" -D "$data" -l "$pglog" -w -t 60 start >/dev/null ||
@@ -173,6 +302,7 @@ EOF
     psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -qc "CREATE DATABASE eosink" ||
       die "PostgreSQL: could not create database eosink"
   fi
+  pg_roles
   log "PostgreSQL ready on 127.0.0.1:$PG_PORT (data $data)"
 }
 
@@ -214,20 +344,32 @@ kafka_ready() {
 }
 
 kafka_up() {
-  local libs dir=$STATE/kafka cfg java_opts
-  if alive "$dir/kafka.pid" && kafka_ready; then log "Kafka already running on 127.0.0.1:$KAFKA_PORT"; return 0; fi
+  local libs dir=$STATE/kafka cfg java_opts secure_listeners="" secure_map="" scram=()
+  if [ "$SECURE" = 1 ]; then
+    secure_listeners=",SASL_SSL://127.0.0.1:$SASL_PORT,MTLS://127.0.0.1:$MTLS_PORT,WRONGHOST://127.0.0.1:$WRONGHOST_PORT"
+    secure_map=",SASL_SSL:SASL_SSL,MTLS:SSL,WRONGHOST:SASL_SSL"
+  fi
+  if alive "$dir/kafka.pid" && kafka_ready; then
+    if [ "$SECURE" = 1 ] && ! grep -q '^listener.name.sasl_ssl' "$dir/server.properties" 2>/dev/null; then
+      log "Kafka on 127.0.0.1:$KAFKA_PORT runs without the secure listeners (made by an older services.sh or with EOSINK_SECURE=0); restarting it"
+      kafka_stop
+    else
+      log "Kafka already running on 127.0.0.1:$KAFKA_PORT"; return 0
+    fi
+  fi
   libs=$(kafka_fetch)
+  [ "$SECURE" = 1 ] && tls_make
   mkdir -p "$dir"
   cfg=$dir/server.properties
   cat >"$cfg" <<EOF
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT$secure_listeners
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT$secure_listeners
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT$secure_map
 log.dirs=$dir/data
 num.partitions=1
 auto.create.topics.enable=false
@@ -247,11 +389,18 @@ group.min.session.timeout.ms=3000
 delete.topic.enable=true
 log.retention.check.interval.ms=5000
 EOF
+  [ "$SECURE" = 1 ] && kafka_secure_config >>"$cfg"
   if [ ! -f "$dir/data/meta.properties" ]; then
     rm -rf "$dir/data"
+    # The SCRAM users go into the cluster's first metadata (kafka-storage format --add-scram).
+    if [ "$SECURE" = 1 ]; then
+      scram=(--add-scram "SCRAM-SHA-512=[name=eosink_run,password=$(secret kafka-eosink_run)]"
+        --add-scram "SCRAM-SHA-512=[name=eosink_admin,password=$(secret kafka-eosink_admin)]")
+    fi
     java -cp "$libs/*" -Dlog4j2.configurationFile="$here/kafka/log4j2.properties" kafka.tools.StorageTool \
-      format -t "$(java -cp "$libs/*" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -1)" -c "$cfg" \
+      format -t "$(java -cp "$libs/*" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -1)" -c "$cfg" "${scram[@]}" \
       >"$LOGS/kafka-format.log" 2>&1 || die "Kafka: formatting the KRaft log directory failed; see $LOGS/kafka-format.log"
+    [ "$SECURE" = 1 ] && touch "$dir/data/.scram-users"
   fi
   : >"$LOGS/kafka.log"
   java_opts=${EOSINK_KAFKA_JAVA_OPTS:--Xms256m -Xmx1g}
@@ -261,21 +410,78 @@ EOF
   echo $! >"$dir/kafka.pid"
   local i
   for i in $(seq 1 120); do
-    if kafka_ready; then log "Kafka $(kafka_version) ready on 127.0.0.1:$KAFKA_PORT (pid $(cat "$dir/kafka.pid"))"; return 0; fi
+    if kafka_ready; then
+      log "Kafka $(kafka_version) ready on 127.0.0.1:$KAFKA_PORT (pid $(cat "$dir/kafka.pid"))"
+      [ "$SECURE" = 1 ] || return 0
+      if [ ! -f "$dir/data/.scram-users" ]; then
+        # A log directory formatted without the users (older services.sh): add them with
+        # kafka-configs over the PLAINTEXT listener.
+        local u
+        for u in eosink_run eosink_admin; do
+          java -cp "$libs/*" -Dlog4j2.configurationFile="$here/kafka/log4j2.properties" kafka.admin.ConfigCommand \
+            --bootstrap-server "127.0.0.1:$KAFKA_PORT" --alter --entity-type users --entity-name "$u" \
+            --add-config "SCRAM-SHA-512=[password=$(secret "kafka-$u")]" >>"$LOGS/kafka-scram.log" 2>&1 ||
+            die "Kafka: kafka-configs could not create the SCRAM user $u; see $LOGS/kafka-scram.log"
+        done
+        touch "$dir/data/.scram-users"
+      fi
+      log "Kafka secure listeners: SASL_SSL 127.0.0.1:$SASL_PORT, mTLS 127.0.0.1:$MTLS_PORT, wrong-host certificate 127.0.0.1:$WRONGHOST_PORT"
+      return 0
+    fi
     alive "$dir/kafka.pid" || die "Kafka: broker process exited during start-up; see $LOGS/kafka.log"
     sleep 0.5
   done
   die "Kafka: broker not ready on 127.0.0.1:$KAFKA_PORT after 60s; see $LOGS/kafka.log"
 }
 
-kafka_down() {
+# kafka_stop: stops the broker this bed started (by its recorded pid), keeping its data.
+kafka_stop() {
   local dir=$STATE/kafka i
   if alive "$dir/kafka.pid"; then
     kill "$(cat "$dir/kafka.pid")"
     for i in $(seq 1 60); do alive "$dir/kafka.pid" || break; sleep 0.5; done
     alive "$dir/kafka.pid" && kill -9 "$(cat "$dir/kafka.pid")"
   fi
-  rm -f "$dir/kafka.pid"; rm -rf "$dir/data" "$dir/server.properties"
+  rm -f "$dir/kafka.pid"
+}
+
+kafka_down() {
+  local dir=$STATE/kafka
+  kafka_stop
+  rm -rf "$dir/data" "$dir/server.properties"
+}
+
+# kafka_secure_config: the broker settings of the secure listeners. SASL_SSL: SCRAM-SHA-512
+# over TLS. MTLS: TLS with a client certificate required; its CN is the principal. WRONGHOST:
+# SASL_SSL serving a certificate for wrong-host.invalid. ACLs are enforced; the PLAINTEXT and
+# CONTROLLER listeners' User:ANONYMOUS is a super user, so the fast tests are unaffected.
+kafka_secure_config() {
+  local ksp
+  ksp=$(secret keystore)
+  cat <<EOF
+# eosink test bed: secure listeners
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS;User:eosink_admin
+allow.everyone.if.no.acl.found=false
+sasl.enabled.mechanisms=SCRAM-SHA-512
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$TLS/server.p12
+ssl.keystore.password=$ksp
+ssl.key.password=$ksp
+ssl.truststore.type=PKCS12
+ssl.truststore.location=$TLS/truststore.p12
+ssl.truststore.password=$ksp
+ssl.principal.mapping.rules=RULE:^CN=([^,]+)$/\$1/,DEFAULT
+listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.mtls.ssl.client.auth=required
+listener.name.wronghost.sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.wronghost.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.wronghost.ssl.keystore.type=PKCS12
+listener.name.wronghost.ssl.keystore.location=$TLS/wronghost.p12
+listener.name.wronghost.ssl.keystore.password=$ksp
+listener.name.wronghost.ssl.key.password=$ksp
+EOF
 }
 
 # ---------------------------------------------------------------- Schema Registry (Apicurio)
@@ -481,6 +687,26 @@ EOF
   if alive "$STATE/registry/registry.pid"; then
     echo "export EOSINK_REGISTRY_URL=http://127.0.0.1:$REGISTRY_PORT/apis/ccompat/v7" >>"$STATE/env"
   fi
+  if [ "$SECURE" = 1 ] && [ -f "$TLS/.complete" ]; then
+    cat >>"$STATE/env" <<EOF
+export EOSINK_SECURE_KAFKA_SASL=127.0.0.1:$SASL_PORT
+export EOSINK_SECURE_KAFKA_MTLS=127.0.0.1:$MTLS_PORT
+export EOSINK_SECURE_KAFKA_WRONGHOST=127.0.0.1:$WRONGHOST_PORT
+export EOSINK_SECURE_KAFKA_USER=eosink_run
+export EOSINK_SECURE_KAFKA_PASSWORD_FILE=$SECRETS/kafka-eosink_run
+export EOSINK_SECURE_PG_HOST=127.0.0.1
+export EOSINK_SECURE_PG_WRONGHOST=127.0.0.2
+export EOSINK_SECURE_PG_PORT=$PG_PORT
+export EOSINK_SECURE_PG_RUN_USER=eosink_run
+export EOSINK_SECURE_PG_RUN_PASSWORD_FILE=$SECRETS/pg-eosink_run
+export EOSINK_SECURE_PG_MIGRATE_USER=eosink_migrate
+export EOSINK_SECURE_PG_MIGRATE_PASSWORD_FILE=$SECRETS/pg-eosink_migrate
+export EOSINK_SECURE_CA=$TLS/ca.pem
+export EOSINK_SECURE_UNTRUSTED_CA=$TLS/untrusted-ca.pem
+export EOSINK_SECURE_CLIENT_CERT=$TLS/client.pem
+export EOSINK_SECURE_CLIENT_KEY=$TLS/client.key
+EOF
+  fi
 }
 
 cmd=${1:-up}
@@ -500,12 +726,16 @@ case "$cmd" in
     if want registry; then registry_down; fi
     if want pg; then pg_down; fi
     # The env file goes with PostgreSQL or Kafka; when only the registry stopped, it loses that line.
+    if want pg && want kafka; then rm -rf "$TLS" "$SECRETS"; fi
     if want pg || want kafka; then rm -f "$STATE/env"; elif [ -f "$STATE/env" ]; then write_env; fi
     log "stopped"
     ;;
   status)
     if alive "$STATE/kafka/kafka.pid"; then echo "kafka: running pid $(cat "$STATE/kafka/kafka.pid") on 127.0.0.1:$KAFKA_PORT"; else echo "kafka: stopped"; fi
-    if pg_ready 2>/dev/null; then echo "postgres: running on 127.0.0.1:$PG_PORT (wal_level=$(pg_sql 'SHOW wal_level' 2>/dev/null))"; else echo "postgres: stopped"; fi
+    if pg_ready 2>/dev/null; then echo "postgres: running on 127.0.0.1:$PG_PORT (wal_level=$(pg_sql 'SHOW wal_level' 2>/dev/null), ssl=$(pg_sql 'SHOW ssl' 2>/dev/null))"; else echo "postgres: stopped"; fi
+    if [ "$SECURE" = 1 ] && grep -q '^listener.name.sasl_ssl' "$STATE/kafka/server.properties" 2>/dev/null; then
+      echo "kafka secure listeners: SASL_SSL 127.0.0.1:$SASL_PORT, mTLS 127.0.0.1:$MTLS_PORT, wrong-host certificate 127.0.0.1:$WRONGHOST_PORT (CA $TLS/ca.pem)"
+    fi
     if alive "$STATE/registry/registry.pid"; then
       if registry_ready; then r=ready; else r="not answering"; fi
       echo "registry: running pid $(cat "$STATE/registry/registry.pid") Apicurio Registry $(cat "$STATE/registry/version" 2>/dev/null) on http://127.0.0.1:$REGISTRY_PORT/apis/ccompat/v7 ($r)"

@@ -1,0 +1,28 @@
+-- What the run role needs on eosink's tables and on the target tables (docs/security.md).
+-- Run it as the migrate role (the owner of both) after `eosink migrate up`:
+--
+--   psql -v run_role=eosink_run -v schema=eosink -v target_schema=public -f docs/sql/grants.sql
+--
+-- schema is eosink's schema (the offsets table's, `schema:` in the pipeline file);
+-- target_schema holds the tables the plugin writes. Rerun it when a migration or you add a
+-- table.
+
+-- eosink's own tables.
+GRANT USAGE ON SCHEMA :"schema" TO :"run_role";
+-- the start-up check of the schema version
+GRANT SELECT ON :"schema".eosink_schema_migrations TO :"run_role";
+-- claims (INSERT the row, UPDATE ... RETURNING the epoch), commits (UPDATE next_offset), stops
+GRANT SELECT, INSERT, UPDATE ON :"schema".offsets TO :"run_role";
+-- heartbeats (INSERT ... ON CONFLICT DO UPDATE)
+GRANT SELECT, INSERT, UPDATE ON :"schema".instances TO :"run_role";
+-- dead letters, in the batch's transaction (INSERT ... ON CONFLICT DO UPDATE)
+GRANT SELECT, INSERT, UPDATE ON :"schema".dead_letters TO :"run_role";
+GRANT USAGE ON SEQUENCE :"schema".dead_letters_id_seq TO :"run_role";
+-- offsets_audit is written by operators (`eosink offsets set`), not by the sink: no grant.
+
+-- The target tables: what the plugin does to them. table: INSERT (COPY); upsert: SELECT,
+-- INSERT, UPDATE, DELETE (tombstones with delete: true); inbox: SELECT, INSERT, UPDATE on its
+-- own inbox table too. Narrow it to the tables and privileges of your pipeline.
+GRANT USAGE ON SCHEMA :"target_schema" TO :"run_role";
+GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA :"target_schema" TO :"run_role";
+GRANT USAGE ON ALL SEQUENCES IN SCHEMA :"target_schema" TO :"run_role";

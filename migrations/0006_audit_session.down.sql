@@ -1,0 +1,3 @@
+ALTER TABLE offsets_audit
+    DROP COLUMN client_addr,
+    DROP COLUMN db_user;

@@ -17,7 +17,8 @@
 // docs/benchmarks.png as well), BENCH_CDC (1; 0 skips the change-event contenders eos_cdc and
 // peer_cdc), BENCH_CDC_RECORDS (change records; default BENCH_RECORDS, at most 500000),
 // BENCH_PEER_CDC_REDUCTION (true: the peer's use.reduction.buffer in the cdc run),
-// BENCH_PEER_CDC_UNNEST (false: its unnest inserts fail on MicroTimestamp), BENCH_ONLY
+// BENCH_PEER_CDC_UNNEST (false: its unnest inserts fail on MicroTimestamp), BENCH_CDC_REPEAT
+// (1: interleaved runs of eos_cdc and peer_cdc, the median kept), BENCH_ONLY
 // (cdc: run the change-event contenders alone).
 package main
 

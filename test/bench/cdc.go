@@ -80,6 +80,9 @@ const cdcValueSchema = `{"type":"struct","fields":[` +
 
 const cdcKeySchema = `{"type":"struct","fields":[{"type":"int64","optional":false,"field":"id"}],"optional":false,"name":"bench.public.accounts.Key"}`
 
+// cdcSchema holds the cdc contenders' tables and the expected state (a test sets its own).
+var cdcSchema = "bench"
+
 // cdcEpoch is the source clock's start: 2026-11-30T07:00:00Z in microseconds.
 var cdcEpoch = time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC).UnixMicro()
 
@@ -302,7 +305,7 @@ func (b *bench) cdcTable(ctx context.Context, name string) error {
 		return err
 	}
 	defer conn.Close(ctx)
-	t := pgx.Identifier{"bench", name}.Sanitize()
+	t := pgx.Identifier{cdcSchema, name}.Sanitize()
 	_, err = conn.Exec(ctx, "DROP TABLE IF EXISTS "+t+"; CREATE TABLE "+t+" ("+cdcColumns+
 		", loaded_at timestamptz NOT NULL DEFAULT clock_timestamp())")
 	return err
@@ -371,7 +374,8 @@ func (b *bench) loadExpected(ctx context.Context, d *cdcData) error {
 		return err
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS bench.cdc_expected; CREATE TABLE bench.cdc_expected ("+cdcColumns+")"); err != nil {
+	e := pgx.Identifier{cdcSchema, "cdc_expected"}.Sanitize()
+	if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+e+"; CREATE TABLE "+e+" ("+cdcColumns+")"); err != nil {
 		return err
 	}
 	rows := make([][]any, 0, len(d.final))
@@ -383,13 +387,13 @@ func (b *bench) loadExpected(ctx context.Context, d *cdcData) error {
 		rows = append(rows, []any{id, r.account, pgtype.Numeric{Int: big.NewInt(r.cents), Exp: -2, Valid: true}, r.qty, note,
 			time.UnixMicro(r.updated).UTC(), time.UnixMicro(r.booked).UTC()})
 	}
-	if _, err := conn.CopyFrom(ctx, pgx.Identifier{"bench", "cdc_expected"},
+	if _, err := conn.CopyFrom(ctx, pgx.Identifier{cdcSchema, "cdc_expected"},
 		[]string{"id", "account", "amount", "qty", "note", "updated_at", "booked_at"}, pgx.CopyFromRows(rows)); err != nil {
 		return err
 	}
 	var n int64
 	var h string
-	if err := conn.QueryRow(ctx, fmt.Sprintf(cdcHashSQL, "bench.cdc_expected")).Scan(&n, &h); err != nil {
+	if err := conn.QueryRow(ctx, fmt.Sprintf(cdcHashSQL, e)).Scan(&n, &h); err != nil {
 		return err
 	}
 	en, eh := d.expectedHash()
@@ -409,7 +413,7 @@ func (b *bench) verifyCDC(ctx context.Context, d *cdcData, table string) (*Verif
 	defer conn.Close(ctx)
 	v := &Verification{}
 	v.ExpectedRows, v.ExpectedHash = d.expectedHash()
-	t := pgx.Identifier{"bench", table}.Sanitize()
+	t := pgx.Identifier{cdcSchema, table}.Sanitize()
 	if err := conn.QueryRow(ctx, fmt.Sprintf(cdcHashSQL, t)).Scan(&v.Rows, &v.Hash); err != nil {
 		return nil, err
 	}
@@ -422,7 +426,7 @@ func (b *bench) verifyCDC(ctx context.Context, d *cdcData, table string) (*Verif
 	}
 	if err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE t.id IS NULL), count(*) FILTER (WHERE e.id IS NULL),
   count(*) FILTER (WHERE t.id IS NOT NULL AND e.id IS NOT NULL AND `+cols("t")+` IS DISTINCT FROM `+cols("e")+`)
-FROM `+t+` t FULL JOIN bench.cdc_expected e ON e.id = t.id`).Scan(&v.Missing, &v.Extra, &v.Different); err != nil {
+FROM `+t+` t FULL JOIN `+pgx.Identifier{cdcSchema, "cdc_expected"}.Sanitize()+` e ON e.id = t.id`).Scan(&v.Missing, &v.Extra, &v.Different); err != nil {
 		return nil, err
 	}
 	v.OK = v.Rows == v.ExpectedRows && v.Hash == v.ExpectedHash && v.Missing == 0 && v.Extra == 0 && v.Different == 0
@@ -485,10 +489,10 @@ func (b *bench) cdc(ctx context.Context, peer bool) error {
 		if err := b.cdcTable(ctx, table); err != nil {
 			return err
 		}
-		done := fmt.Sprintf("SELECT count(*) >= %d FROM bench.%s WHERE id IN (%s)", len(ids), table, strings.Join(ids, ","))
+		done := fmt.Sprintf("SELECT count(*) >= %d FROM %s WHERE id IN (%s)", len(ids), pgx.Identifier{cdcSchema, table}.Sanitize(), strings.Join(ids, ","))
 		pm, err := b.runPeer(ctx, "peer_cdc", "Debezium JDBC sink connector on Kafka Connect 4.1.1, standalone, 2 tasks, insert.mode=upsert, "+
 			"delete.enabled=true, primary.key.mode=record_key, on the same change topic", topic, int64(len(ids)), d.records,
-			"PEER_TABLE="+table, "PEER_SCHEMA=bench", "PEER_CREATE_TABLE=0", "PEER_INSERT_MODE=upsert", "PEER_PK_MODE=record_key",
+			"PEER_TABLE="+table, "PEER_SCHEMA="+cdcSchema, "PEER_CREATE_TABLE=0", "PEER_INSERT_MODE=upsert", "PEER_PK_MODE=record_key",
 			"PEER_DELETE_ENABLED=true", "PEER_KEY_CONVERTER=json", "PEER_DONE_SQL="+done,
 			// unnest (the fastest insert mode on the plain topic) fails here: the connector's
 			// UnnestRecordWriter binds the MicroTimestamp's long as the timestamp's text

@@ -86,3 +86,30 @@ INSERT INTO tt_bench_verify_cdc.replica (id, account, amount, qty, updated_at, b
 	}
 	t.Log(v)
 }
+
+// On a machine running several test beds, serviceCPU counts this run's broker and database.
+func TestServiceCPUFindsOurs(t *testing.T) {
+	brokers, url := os.Getenv("KAFKA_BOOTSTRAP_SERVERS"), os.Getenv("DATABASE_URL")
+	if brokers == "" || url == "" {
+		t.Fatal("KAFKA_BOOTSTRAP_SERVERS and DATABASE_URL must be set (make test starts the services)")
+	}
+	findServices(context.Background(), brokers, url)
+	defer func() { services.kafkaPort, services.postmaster = "", "" }()
+	if services.postmaster == "" {
+		t.Fatal("the postmaster of DATABASE_URL was not found")
+	}
+	k, p := serviceCPU()
+	if k <= 0 || p <= 0 {
+		t.Fatalf("broker %.2f s, postgres %.2f s: this run's services not found", k, p)
+	}
+	ak, ap := func() (float64, float64) {
+		saved := services
+		services.kafkaPort, services.postmaster = "", ""
+		defer func() { services = saved }()
+		return serviceCPU()
+	}()
+	t.Logf("this bed: broker %.1f s, postgres %.1f s; every bed on the machine: %.1f s, %.1f s", k, p, ak, ap)
+	if k > ak+0.5 || p > ap+0.5 {
+		t.Fatal("more CPU for one bed than for all")
+	}
+}

@@ -96,6 +96,7 @@ func run() error {
 		Command: "make bench", Machine: machine(), RecordsPerSecond: map[string]float64{}, Ratios: map[string]float64{},
 		Measurements: map[string]*Measurement{}, Curves: map[string][]Point{}}
 	ctx := context.Background()
+	findServices(ctx, b.brokers, b.url)
 	if err := b.resetSchemas(ctx); err != nil {
 		return err
 	}

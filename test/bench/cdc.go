@@ -471,7 +471,7 @@ func (b *bench) cdc(ctx context.Context, peer bool) error {
 		ids[i] = strconv.FormatInt(id, 10)
 	}
 	runs := map[string][]*Measurement{}
-	for round := range max(1, envInt("BENCH_CDC_REPEAT", 1)) {
+	runEOS := func() error {
 		m, err := b.child(ctx, "eos_cdc", "eosink's cdc plugin (JSON, schemas on) on the change topic: positions, deletes, upserts, offsets in one transaction per batch",
 			"cdc", "-mode", "eos", "-topic", topic, "-format", "cdc", "-records", strconv.FormatInt(d.records, 10))
 		if err != nil {
@@ -482,9 +482,9 @@ func (b *bench) cdc(ctx context.Context, peer bool) error {
 		}
 		b.logf("eos_cdc: %s", m.Verification)
 		runs["eos_cdc"] = append(runs["eos_cdc"], m)
-		if !peer {
-			continue
-		}
+		return nil
+	}
+	runPeer := func(round int) error {
 		table := fmt.Sprintf("peer_cdc_%d", round+1)
 		if err := b.cdcTable(ctx, table); err != nil {
 			return err
@@ -508,6 +508,23 @@ func (b *bench) cdc(ctx context.Context, peer bool) error {
 		}
 		b.logf("peer_cdc: %s", pm.Verification)
 		runs["peer_cdc"] = append(runs["peer_cdc"], pm)
+		return nil
+	}
+	// Odd rounds run the peer first, so that a load that rises or falls over the rounds
+	// does not always favour the same contender.
+	for round := range max(1, envInt("BENCH_CDC_REPEAT", 1)) {
+		first, second := runEOS, func() error { return runPeer(round) }
+		if !peer {
+			second = func() error { return nil }
+		} else if round%2 == 1 {
+			first, second = second, first
+		}
+		if err := first(); err != nil {
+			return err
+		}
+		if err := second(); err != nil {
+			return err
+		}
 	}
 	for name, ms := range runs {
 		var bad []string

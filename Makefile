@@ -61,11 +61,11 @@ chaos: ## Fault-injection suite, longer runs; prints a table, JSON to CHAOS_REPO
 	. test/services/use.sh && CHAOS_SCENARIO_SECONDS=$(CHAOS_SECONDS) CHAOS_SOAK=$(DURATION) \
 		$(GO) test $(TEST_TAGS) -count=1 -v -parallel 3 -timeout 24h -run TestChaos ./test/chaos
 
-# make bench: five contenders side by side, then the curves. BENCH_RECORDS=200000 for a quick run.
+# make bench: the contenders side by side (change events too: eos_cdc vs peer_cdc), then the curves. BENCH_RECORDS=200000 for a quick run.
 BENCH_REPORT ?= .reports/bench.json
 
 .PHONY: bench
-bench: ## Throughput side by side (raw COPY, eosink, at-least-once, per-message, Debezium JDBC peer) and curves; JSON to BENCH_REPORT
+bench: ## Throughput side by side (raw COPY, eosink, at-least-once, per-message, Debezium JDBC peer; eosink cdc vs Debezium JDBC upsert/delete on change events, verified) and curves; JSON to BENCH_REPORT
 	. test/services/use.sh && $(GO) build -o bin/bench ./test/bench && BENCH_REPORT=$(BENCH_REPORT) bin/bench
 
 .PHONY: demo

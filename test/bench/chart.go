@@ -14,7 +14,7 @@ import (
 // chart draws the run as a PNG: the contenders side by side, then the curves.
 func chart(r *Report, path string) error {
 	var plots []*plot.Plot
-	names := []string{"copy", "kafka_consume", "eos", "at_least_once", "per_message", "eos_envelope", "peer"}
+	names := []string{"copy", "kafka_consume", "eos", "at_least_once", "per_message", "eos_envelope", "peer", "eos_cdc", "peer_cdc"}
 	var vals plotter.Values
 	var labels []string
 	for _, n := range names {

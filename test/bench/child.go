@@ -18,6 +18,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/cdc"
 	"github.com/eosink/eosink/sink/table"
 )
 
@@ -74,7 +75,7 @@ func parseChild(args []string) (childArgs, error) {
 	fs.StringVar(&a.schema, "schema", "bench", "")
 	fs.StringVar(&a.table, "table", "", "")
 	fs.StringVar(&a.offsets, "offsets-schema", "bench_eosink", "")
-	fs.StringVar(&a.format, "format", "normal", "normal|narrow|wide|envelope")
+	fs.StringVar(&a.format, "format", "normal", "normal|narrow|wide|envelope|cdc")
 	fs.StringVar(&a.kind, "kind", "insert", "insert|upsert")
 	fs.Int64Var(&a.records, "records", 0, "")
 	fs.IntVar(&a.partitions, "partitions", 12, "")
@@ -140,6 +141,11 @@ func (a childArgs) dbURL() string {
 
 // plugin is the table or upsert plugin writing the benchmark's columns.
 func (a childArgs) plugin() (sink.Plugin, error) {
+	if a.format == "cdc" {
+		// Debezium change events to the replica table; loaded_at is not replicated (its
+		// default marks a row's first insert, as on the peer's table).
+		return cdc.New(cdc.Config{Table: a.schema + "." + a.table, PositionsSchema: a.offsets, Exclude: []string{"loaded_at"}})
+	}
 	prefix := "value."
 	if a.format == "envelope" {
 		prefix = "value.payload."
@@ -161,6 +167,9 @@ func (a childArgs) plugin() (sink.Plugin, error) {
 func runEOS(ctx context.Context, a childArgs) (childResult, error) {
 	pl, err := a.plugin()
 	if err != nil {
+		return childResult{}, err
+	}
+	if err := sink.MigratePlugin(ctx, a.url, pl, nil); err != nil { // the cdc plugin's positions table
 		return childResult{}, err
 	}
 	lat := &latencies{pending: map[batchKey][]time.Time{}}

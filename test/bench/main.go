@@ -14,7 +14,12 @@
 // BENCH_REPEAT (3: runs of eos and at_least_once, interleaved, the median kept), BENCH_PEER
 // (1; 0 skips the peer), BENCH_CURVES (1; 0 skips the curves), BENCH_CURVE_SECONDS (8),
 // BENCH_PROFILE (a path: CPU profile of the eosink run), BENCH_DOCS (1 writes the chart to
-// docs/benchmarks.png as well).
+// docs/benchmarks.png as well), BENCH_CDC (1; 0 skips the change-event contenders eos_cdc and
+// peer_cdc), BENCH_CDC_RECORDS (change records; default BENCH_RECORDS, at most 500000),
+// BENCH_PEER_CDC_REDUCTION (true: the peer's use.reduction.buffer in the cdc run),
+// BENCH_PEER_CDC_UNNEST (false: its unnest inserts fail on MicroTimestamp), BENCH_CDC_REPEAT
+// (1: interleaved runs of eos_cdc and peer_cdc, the median kept), BENCH_ONLY
+// (cdc: run the change-event contenders alone).
 package main
 
 import (
@@ -91,8 +96,16 @@ func run() error {
 		Command: "make bench", Machine: machine(), RecordsPerSecond: map[string]float64{}, Ratios: map[string]float64{},
 		Measurements: map[string]*Measurement{}, Curves: map[string][]Point{}}
 	ctx := context.Background()
+	findServices(ctx, b.brokers, b.url)
 	if err := b.resetSchemas(ctx); err != nil {
 		return err
+	}
+
+	if os.Getenv("BENCH_ONLY") == "cdc" { // the change-event contenders alone
+		if err := b.cdc(ctx, envInt("BENCH_PEER", 1) == 1); err != nil {
+			return fmt.Errorf("cdc: %w", err)
+		}
+		return b.finish()
 	}
 
 	b.logf("preloading %d records over %d partitions (topic bench-main)", b.records, b.partitions)
@@ -154,6 +167,12 @@ func run() error {
 		}
 	}
 
+	if envInt("BENCH_CDC", 1) == 1 {
+		if err := b.cdc(ctx, envInt("BENCH_PEER", 1) == 1); err != nil {
+			return fmt.Errorf("cdc: %w", err)
+		}
+	}
+
 	// Latency at half of eosink's peak, and at a quarter for the trend.
 	peak := b.rep.Measurements["eos"].RecordsPerSecond
 	for _, share := range []int{2, 4} {
@@ -180,8 +199,23 @@ func run() error {
 			return fmt.Errorf("curves: %w", err)
 		}
 	}
+	return b.finish()
+}
+
+// finish writes the report and fails when a cdc table did not verify.
+func (b *bench) finish() error {
 	b.summarize()
-	return b.write()
+	if err := b.write(); err != nil {
+		return err
+	}
+	// A table that does not hold the final state of the change events fails the bench, after
+	// the report is written.
+	for _, k := range []string{"eos_cdc", "peer_cdc"} {
+		if m := b.rep.Measurements[k]; m != nil && m.Verification != nil && !m.Verification.OK {
+			return fmt.Errorf("%s: %s", k, m.Verification)
+		}
+	}
+	return nil
 }
 
 // resetSchemas drops what an earlier run left and creates the offsets table.
@@ -199,6 +233,9 @@ func (b *bench) resetSchemas(ctx context.Context) error {
 
 // table creates a fresh target table; upsert gives it a primary key.
 func (b *bench) table(ctx context.Context, name, kind string) error {
+	if kind == "cdc" {
+		return b.cdcTable(ctx, name)
+	}
 	conn, err := pgx.Connect(ctx, b.url)
 	if err != nil {
 		return err
@@ -273,18 +310,32 @@ func (b *bench) peer(ctx context.Context) error {
 	}
 	b.rep.Measurements["eos_envelope"] = m
 
+	pm, err := b.runPeer(ctx, "peer", "Debezium JDBC sink connector on Kafka Connect 4.1.1, standalone, 2 tasks, "+
+		"unnest inserts, JsonConverter with schemas (each value carries its schema)", "bench-envelope", b.records, -1,
+		"PEER_TABLE=peer_bench", "PEER_SCHEMA=bench", "PEER_UNNEST=true")
+	if err != nil {
+		return err
+	}
+	b.rep.Measurements["peer"] = pm
+	return nil
+}
+
+// runPeer runs test/bench/peer/run-peer.sh on topic with the extra environment env and
+// reads its result line. expected is what the script waits for (rows in the table, unless
+// env sets PEER_DONE_SQL); records, when not -1, is the number of records the rate is
+// counted in (else the table's rows).
+func (b *bench) runPeer(ctx context.Context, name, desc, topic string, expected, records int64, env ...string) (*Measurement, error) {
 	script := filepath.Join(repoRoot(), "test", "bench", "peer", "run-peer.sh")
-	cmd := exec.CommandContext(ctx, "bash", script, "bench-envelope", strconv.FormatInt(b.records, 10))
-	cmd.Env = append(os.Environ(), "PEER_TABLE=peer_bench", "PEER_SCHEMA=bench", "PEER_BATCH_SIZE="+strconv.Itoa(b.batch),
-		"PEER_UNNEST=true", "PEER_TASKS=2")
+	cmd := exec.CommandContext(ctx, "bash", script, topic, strconv.FormatInt(expected, 10))
+	cmd.Env = append(append(os.Environ(), "PEER_BATCH_SIZE="+strconv.Itoa(b.batch), "PEER_TASKS=2"), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	b.logf("peer: Debezium JDBC sink on Kafka Connect (standalone, 2 tasks, unnest inserts, batch %d)", b.batch)
+	b.logf("%s: Debezium JDBC sink on Kafka Connect (standalone, 2 tasks, batch %d, %s)", name, b.batch, strings.Join(env, " "))
 	k0, p0 := serviceCPU()
-	err = cmd.Run()
+	err := cmd.Run()
 	k1, p1 := serviceCPU()
 	if err != nil {
-		return fmt.Errorf("%v\n%s", err, tail(out.String(), 40))
+		return nil, fmt.Errorf("%v\n%s", err, tail(out.String(), 40))
 	}
 	var line string
 	sc := bufio.NewScanner(&out)
@@ -295,27 +346,28 @@ func (b *bench) peer(ctx context.Context) error {
 	}
 	g := peerLine.FindStringSubmatch(line)
 	if g == nil {
-		return fmt.Errorf("no result line in the peer's output:\n%s", tail(out.String(), 40))
+		return nil, fmt.Errorf("no result line in the peer's output:\n%s", tail(out.String(), 40))
 	}
 	rows, _ := strconv.ParseInt(g[1], 10, 64)
 	secs, _ := strconv.ParseFloat(g[3], 64)
-	pm := &Measurement{Name: "peer", Description: "Debezium JDBC sink connector on Kafka Connect 4.1.1, standalone, 2 tasks, " +
-		"unnest inserts, JsonConverter with schemas (each value carries its schema)", Records: rows, Seconds: secs,
+	if records < 0 {
+		records = rows
+	}
+	pm := &Measurement{Name: name, Description: desc, Records: records, Seconds: secs,
 		Note: line[strings.Index(line, "RESULT")+len("RESULT "):]}
-	pm.RecordsPerSecond = float64(rows) / secs
+	pm.RecordsPerSecond = float64(records) / secs
 	pm.CPU.Contender = cmd.ProcessState.UserTime().Seconds() + cmd.ProcessState.SystemTime().Seconds()
 	pm.CPU.Kafka, pm.CPU.Postgres = k1-k0, p1-p0
-	pm.CPUSecondsPerM = (pm.CPU.Contender + pm.CPU.Kafka + pm.CPU.Postgres) / float64(rows) * 1e6
+	pm.CPUSecondsPerM = (pm.CPU.Contender + pm.CPU.Kafka + pm.CPU.Postgres) / float64(records) * 1e6
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		pm.PeakRSSMiB = float64(ru.Maxrss) / 1024
 	}
 	if g[2] != "0" {
 		pm.Note += " (duplicates: " + g[2] + ")"
 	}
-	b.rep.Measurements["peer"] = pm
-	b.logf("peer: %d records in %.2fs: %.0f records/s, %.1f CPU s per million (JVM included), peak RSS %.0f MiB", rows, secs,
+	b.logf("%s: %d records in %.2fs: %.0f records/s, %.1f CPU s per million (JVM included), peak RSS %.0f MiB", name, records, secs,
 		pm.RecordsPerSecond, pm.CPUSecondsPerM, pm.PeakRSSMiB)
-	return nil
+	return pm, nil
 }
 
 // curves: throughput against batch size, partition count, row width, insert or upsert.

@@ -1,14 +1,69 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
 )
 
-// serviceCPU returns the CPU seconds used so far by the Kafka broker and by PostgreSQL: every
-// live postgres process plus what the postmaster has reaped (backends that already exited).
+// services names this run's broker and PostgreSQL among the machine's processes, so that
+// the CPU of other brokers and databases on a shared machine is not counted: the broker is
+// the kafka.Kafka JVM whose server properties listen on the bootstrap port, PostgreSQL the
+// postmaster of the database's data directory and its children. Unset (a service not found),
+// every broker or every postgres process counts, as before.
+var services struct {
+	kafkaPort  string // ":29392"
+	postmaster string // pid
+}
+
+// findServices fills services from the broker address and the database.
+func findServices(ctx context.Context, brokers, url string) {
+	if i := strings.LastIndexByte(strings.Split(brokers, ",")[0], ':'); i >= 0 {
+		services.kafkaPort = strings.Split(brokers, ",")[0][i:]
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	var dir string
+	if conn.QueryRow(ctx, "SHOW data_directory").Scan(&dir) != nil {
+		return
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "postmaster.pid")); err == nil {
+		services.postmaster = strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])
+	}
+}
+
+// isOurBroker reports whether the kafka.Kafka process with command line args serves
+// services.kafkaPort (its server properties name the port in listeners).
+func isOurBroker(args []string) bool {
+	if services.kafkaPort == "" {
+		return true
+	}
+	for _, a := range args {
+		if strings.HasSuffix(a, ".properties") && !strings.HasPrefix(a, "-") {
+			b, err := os.ReadFile(a)
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(strings.TrimSpace(line), "listeners=") && strings.Contains(line, services.kafkaPort+",") ||
+					strings.HasPrefix(strings.TrimSpace(line), "listeners=") && strings.HasSuffix(strings.TrimSpace(line), services.kafkaPort) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// serviceCPU returns the CPU seconds used so far by this run's Kafka broker and PostgreSQL:
+// the postmaster, its live children and what it has reaped (backends that already exited).
 func serviceCPU() (kafka, postgres float64) {
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, d := range dirs {
@@ -19,17 +74,42 @@ func serviceCPU() (kafka, postgres float64) {
 		name := strings.TrimSpace(string(comm))
 		switch {
 		case name == "postgres":
+			pid, ppid := filepath.Base(d), parentOf(d)
+			if services.postmaster != "" && pid != services.postmaster && ppid != services.postmaster {
+				continue
+			}
 			self, children := procCPU(d)
-			postgres += self + children // children: reaped backends (postmaster only)
+			postgres += self
+			if services.postmaster == "" || pid == services.postmaster {
+				postgres += children // reaped backends (postmaster only)
+			}
 		case name == "java":
 			cmd, _ := os.ReadFile(d + "/cmdline")
-			if strings.Contains(string(cmd), "kafka.Kafka") {
+			if strings.Contains(string(cmd), "kafka.Kafka") && isOurBroker(strings.Split(string(cmd), "\x00")) {
 				self, _ := procCPU(d)
 				kafka += self
 			}
 		}
 	}
 	return kafka, postgres
+}
+
+// parentOf reads the parent pid from /proc/PID/stat.
+func parentOf(dir string) string {
+	b, err := os.ReadFile(dir + "/stat")
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return ""
+	}
+	return f[1]
 }
 
 // procCPU reads a process's own and its reaped children's CPU seconds from /proc/PID/stat.

@@ -28,6 +28,8 @@ type Measurement struct {
 	P50ms      float64 `json:"p50_ms,omitempty"`
 	P99ms      float64 `json:"p99_ms,omitempty"`
 	Note       string  `json:"note,omitempty"`
+	// Verification: for eos_cdc and peer_cdc, the table against the expected final state.
+	Verification *Verification `json:"verification,omitempty"`
 }
 
 // Point is one point of a curve.
@@ -50,6 +52,7 @@ type Report struct {
 	Measurements     map[string]*Measurement `json:"measurements"`
 	Latency          *Measurement            `json:"latency_at_half_peak,omitempty"`
 	Curves           map[string][]Point      `json:"curves,omitempty"`
+	CDC              *CDCInfo                `json:"cdc,omitempty"`
 	Targets          []Target                `json:"targets"`
 }
 
@@ -69,7 +72,7 @@ func latencyText(m *Measurement) string {
 
 func (b *bench) summarize() {
 	ms := b.rep.Measurements
-	for _, k := range []string{"copy", "eos", "at_least_once", "per_message", "peer", "eos_envelope", "kafka_consume"} {
+	for _, k := range []string{"copy", "eos", "at_least_once", "per_message", "peer", "eos_envelope", "kafka_consume", "eos_cdc", "peer_cdc"} {
 		if m := ms[k]; m != nil {
 			b.rep.RecordsPerSecond[k] = m.RecordsPerSecond
 		}
@@ -84,7 +87,11 @@ func (b *bench) summarize() {
 	ratio("eos_vs_per_message", "eos", "per_message")
 	ratio("eos_vs_peer", "eos_envelope", "peer")
 	ratio("eos_vs_kafka_consume", "eos", "kafka_consume")
+	ratio("eos_cdc_vs_peer_cdc", "eos_cdc", "peer_cdc")
 	r := b.rep.Ratios
+	if ms["eos"] == nil { // BENCH_ONLY=cdc: the targets are about the other contenders
+		return
+	}
 	add := func(goal, actual string, met bool) {
 		b.rep.Targets = append(b.rep.Targets, Target{Goal: goal, Actual: actual, Met: met})
 	}
@@ -104,6 +111,18 @@ func (b *bench) summarize() {
 	add("peak RSS <= 256 MiB", fmt.Sprintf("%.0f MiB", eos.PeakRSSMiB), eos.PeakRSSMiB <= 256)
 }
 
+// verified is the table column of the printed table: the cdc contenders' verification.
+func verified(m *Measurement) string {
+	v := m.Verification
+	switch {
+	case v == nil:
+		return ""
+	case v.OK:
+		return fmt.Sprintf("verified (%d rows, md5 equal)", v.Rows)
+	}
+	return fmt.Sprintf("MISMATCH (%d rows of %d; %d missing, %d extra, %d different)", v.Rows, v.ExpectedRows, v.Missing, v.Extra, v.Different)
+}
+
 func curveValue(r *Report, curve, label string) float64 {
 	for _, p := range r.Curves[curve] {
 		if p.Label == label {
@@ -115,15 +134,15 @@ func curveValue(r *Report, curve, label string) float64 {
 
 func (b *bench) write() error {
 	tw := tabwriter.NewWriter(os.Stdout, 2, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "contender\trecords/s\tCPU s per 1M (all)\tpeak RSS MiB\trecords\tseconds")
-	for _, k := range []string{"copy", "kafka_consume", "eos", "at_least_once", "per_message", "eos_envelope", "peer"} {
+	fmt.Fprintln(tw, "contender\trecords/s\tCPU s per 1M (all)\tpeak RSS MiB\trecords\tseconds\ttable")
+	for _, k := range []string{"copy", "kafka_consume", "eos", "at_least_once", "per_message", "eos_envelope", "peer", "eos_cdc", "peer_cdc"} {
 		if m := b.rep.Measurements[k]; m != nil {
-			fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%.0f\t%d\t%.2f\n", k, m.RecordsPerSecond, m.CPUSecondsPerM, m.PeakRSSMiB, m.Records, m.Seconds)
+			fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%.0f\t%d\t%.2f\t%s\n", k, m.RecordsPerSecond, m.CPUSecondsPerM, m.PeakRSSMiB, m.Records, m.Seconds, verified(m))
 		}
 	}
 	tw.Flush()
 	fmt.Println()
-	for _, k := range []string{"eos_vs_copy", "eos_vs_at_least_once", "eos_vs_per_message", "eos_vs_peer", "eos_vs_kafka_consume"} {
+	for _, k := range []string{"eos_vs_copy", "eos_vs_at_least_once", "eos_vs_per_message", "eos_vs_peer", "eos_vs_kafka_consume", "eos_cdc_vs_peer_cdc"} {
 		if v, ok := b.rep.Ratios[k]; ok {
 			fmt.Printf("%-22s %.2f\n", k, v)
 		}

@@ -7,7 +7,9 @@
 #
 # The topic must already hold EXPECTED records in the JsonConverter schema envelope
 # ({"schema":...,"payload":...}); `make bench` preloads such a topic (bench-envelope) and runs
-# this script on it (test/bench/main.go).
+# this script on it (test/bench/main.go). It also runs it in upsert/delete mode on a topic of
+# Debezium change events (bench-cdc, test/bench/cdc.go), with the table created by the bench
+# (PEER_CREATE_TABLE=0) and PEER_DONE_SQL saying when the topic has been applied.
 #
 # Environment:
 #   KAFKA_BOOTSTRAP_SERVERS, DATABASE_URL  required (read from <repo>/.services/env when unset)
@@ -16,7 +18,14 @@
 #   PEER_TASKS        connector tasks.max.                   Default: 2
 #   PEER_BATCH_SIZE   connector batch.size.                  Default: 5000
 #   PEER_MAX_POLL     consumer max.poll.records.             Default: PEER_BATCH_SIZE
-#   PEER_INSERT_MODE  insert | upsert (upsert: primary key on id from the value).  Default: insert
+#   PEER_INSERT_MODE  insert | upsert (upsert: primary key on id).               Default: insert
+#   PEER_PK_MODE      primary.key.mode for upsert: record_value (field id) | record_key.  Default: record_value
+#   PEER_DELETE_ENABLED delete.enabled (deletes and tombstones delete by key; needs record_key). Default: false
+#   PEER_KEY_CONVERTER string | json (JsonConverter, schemas on: record_key needs a struct key). Default: string
+#   PEER_REDUCTION    use.reduction.buffer (keeps the last change per key in a batch). Default: false
+#   PEER_CREATE_TABLE 1 creates PEER_SCHEMA.PEER_TABLE (the insert benchmark's columns); 0: the
+#                     caller created it (it must have loaded_at timestamptz DEFAULT clock_timestamp()). Default: 1
+#   PEER_DONE_SQL     a query that returns true once the topic is applied.   Default: count(*) >= EXPECTED
 #   PEER_UNNEST       dialect.postgres.unnest.insert.enabled (true|false).         Default: false
 #   PEER_REWRITE      pgjdbc reWriteBatchedInserts (true|false).                   Default: true
 #   PEER_VALUE_SCHEMAS JsonConverter schemas.enable (the Debezium sink fails without schemas). Default: true
@@ -88,9 +97,19 @@ PGUSER_=${BASH_REMATCH[3]:-postgres} PGPASS_=${BASH_REMATCH[5]:-} PGHOST_=${BASH
 PGPORT_=${BASH_REMATCH[8]:-5432} PGDB_=${BASH_REMATCH[9]} PGPARAMS_=${BASH_REMATCH[11]:-}
 JDBC_URL="jdbc:postgresql://$PGHOST_:$PGPORT_/$PGDB_?reWriteBatchedInserts=$REWRITE${PGPARAMS_:+&$PGPARAMS_}"
 
+PK_MODE=${PEER_PK_MODE:-record_value}
+DELETE_ENABLED=${PEER_DELETE_ENABLED:-false}
+KEY_CONVERTER=${PEER_KEY_CONVERTER:-string}
+REDUCTION=${PEER_REDUCTION:-false}
+DONE_SQL=${PEER_DONE_SQL:-SELECT count(*) >= $EXPECTED FROM $SCHEMA.$TABLE}
+case $KEY_CONVERTER in
+  string) KEY_CONV="key.converter=org.apache.kafka.connect.storage.StringConverter" ;;
+  json) KEY_CONV=$'key.converter=org.apache.kafka.connect.json.JsonConverter\nkey.converter.schemas.enable=true' ;;
+  *) die "PEER_KEY_CONVERTER must be string or json" ;;
+esac
 pk=""
 [ "$MODE" = upsert ] && pk=" PRIMARY KEY"
-sql "CREATE SCHEMA IF NOT EXISTS $SCHEMA;
+[ "${PEER_CREATE_TABLE:-1}" = 1 ] && sql "CREATE SCHEMA IF NOT EXISTS $SCHEMA;
      DROP TABLE IF EXISTS $SCHEMA.$TABLE;
      CREATE TABLE $SCHEMA.$TABLE (
        id        bigint NOT NULL$pk,
@@ -106,7 +125,7 @@ RUN=$(mktemp -d /tmp/peer-run.XXXXXX)
 NAME="peer-dbz-$TABLE-$(date +%s)"     # a fresh consumer group (connect-$NAME) for every run
 cat >"$RUN/worker.properties" <<EOF
 bootstrap.servers=$KAFKA_BOOTSTRAP_SERVERS
-key.converter=org.apache.kafka.connect.storage.StringConverter
+$KEY_CONV
 value.converter=org.apache.kafka.connect.json.JsonConverter
 value.converter.schemas.enable=${PEER_VALUE_SCHEMAS:-true}
 offset.storage.file.filename=$RUN/connect.offsets
@@ -132,18 +151,19 @@ connection.password=$PGPASS_
 connection.pool.min_size=1
 connection.pool.max_size=4
 insert.mode=$MODE
-primary.key.mode=$([ "$MODE" = upsert ] && echo record_value || echo none)
+primary.key.mode=$([ "$MODE" = upsert ] && echo "$PK_MODE" || echo none)
 $([ "$MODE" = upsert ] && echo primary.key.fields=id)
+delete.enabled=$DELETE_ENABLED
 schema.evolution=none
 collection.name.format=$SCHEMA.$TABLE
 batch.size=$BATCH
-use.reduction.buffer=false
+use.reduction.buffer=$REDUCTION
 dialect.postgres.unnest.insert.enabled=$UNNEST
 EOF
 
 # ------------------------------------------------------------------ run
 JAVA_OPTS="-Xms$HEAP -Xmx$HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=50 -Djava.awt.headless=true ${PEER_JAVA_OPTS:-}"
-log "connector $NAME: topic $TOPIC -> $SCHEMA.$TABLE, tasks=$TASKS batch.size=$BATCH max.poll.records=$MAXPOLL insert.mode=$MODE unnest=$UNNEST reWriteBatchedInserts=$REWRITE"
+log "connector $NAME: topic $TOPIC -> $SCHEMA.$TABLE, tasks=$TASKS batch.size=$BATCH max.poll.records=$MAXPOLL insert.mode=$MODE unnest=$UNNEST reWriteBatchedInserts=$REWRITE delete.enabled=$DELETE_ENABLED primary.key.mode=$PK_MODE use.reduction.buffer=$REDUCTION"
 log "java $JAVA_OPTS; log and configs in $RUN"
 pid=""
 cleanup() {
@@ -176,7 +196,7 @@ deadline=$(( $(date +%s) + TIMEOUT ))
 while :; do
   count=$(sql "SELECT count(*) FROM $SCHEMA.$TABLE")
   [ -z "$cpu_first" ] && [ "$count" -gt 0 ] && cpu_first=$(cpu_of "$pid")
-  [ "$count" -ge "$EXPECTED" ] && break
+  [ "$(sql "$DONE_SQL")" = t ] && break
   kill -0 "$pid" 2>/dev/null || { tail -40 "$RUN/connect.log" >&2; die "Connect exited; log: $RUN/connect.log"; }
   if grep -q "Task threw an uncaught and unrecoverable exception\|is being killed and will not recover" "$RUN/connect.log"; then
     grep -m1 -A30 "Task threw an uncaught" "$RUN/connect.log" >&2 || true
@@ -199,5 +219,7 @@ rps_wall=$(awk -v n="$rows" -v s="$wall" 'BEGIN{printf "%.0f", n/s}')
 rps_rows=$(awk -v n="$rows" -v s="$span" 'BEGIN{ if (s>0) printf "%.0f", n/s; else print "inf" }')
 dups=$(sql "SELECT count(*) - count(DISTINCT id) FROM $SCHEMA.$TABLE")
 log "Connect log: $RUN/connect.log"
-printf 'peer: RESULT debezium-jdbc %s topic=%s rows=%s duplicates=%s tasks=%s batch.size=%s insert.mode=%s unnest=%s | wall %ss -> %s rows/s (first row after %ss) | first-to-last row %.2fs -> %s rows/s | connect cpu %ss (%ss after first row) | loadavg %s\n' \
-  "$DBZ_VERSION" "$TOPIC" "$rows" "$dups" "$TASKS" "$BATCH" "$MODE" "$UNNEST" "$wall" "$rps_wall" "$startup" "$span" "$rps_rows" "$cpu" "$cpu_load" "$loadavg"
+extra=""
+[ "$MODE" = upsert ] && extra=" primary.key.mode=$PK_MODE delete.enabled=$DELETE_ENABLED use.reduction.buffer=$REDUCTION"
+printf 'peer: RESULT debezium-jdbc %s topic=%s rows=%s duplicates=%s tasks=%s batch.size=%s insert.mode=%s unnest=%s%s | wall %ss -> %s rows/s (first row after %ss) | first-to-last row %.2fs -> %s rows/s | connect cpu %ss (%ss after first row) | loadavg %s\n' \
+  "$DBZ_VERSION" "$TOPIC" "$rows" "$dups" "$TASKS" "$BATCH" "$MODE" "$UNNEST" "$extra" "$wall" "$rps_wall" "$startup" "$span" "$rps_rows" "$cpu" "$cpu_load" "$loadavg"

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/eosink/eosink/sink/internal/schemaformat"
 )
@@ -53,6 +54,16 @@ type jsonSchema struct {
 	Field      string         `json:"field"`
 	Parameters map[string]any `json:"parameters"`
 	Fields     []jsonSchema   `json:"fields"`
+
+	sem semantic // semantic(), computed once by resolve
+}
+
+// resolve computes the semantic of s and of every field below it.
+func (s *jsonSchema) resolve() {
+	s.sem = s.semantic()
+	for i := range s.Fields {
+		s.Fields[i].resolve()
+	}
 }
 
 func (s *jsonSchema) field(name string) *jsonSchema {
@@ -82,36 +93,73 @@ func (s *jsonSchema) semantic() semantic {
 }
 
 // parseJSON reads a JsonConverter record: {schema, payload} when schemas are enabled,
-// else the payload alone. schema is nil without schemas.
+// else the payload alone. schema is nil without schemas. The schema, most of the bytes of
+// a Debezium record and the same on every record of a table, is parsed once and cached
+// (schemaCache).
 func parseJSON(data []byte) (payload any, schema *jsonSchema, err error) {
+	var outer map[string]json.RawMessage
+	if json.Unmarshal(data, &outer) == nil && len(outer) == 2 {
+		rawSchema, hasSchema := outer["schema"]
+		rawPayload, hasPayload := outer["payload"]
+		if hasSchema && hasPayload {
+			if schema, err = schemas.get(rawSchema); err != nil {
+				return nil, nil, fmt.Errorf("schema: %v", err)
+			}
+			if payload, err = decodeNumbers(rawPayload); err != nil {
+				return nil, nil, err
+			}
+			return payload, schema, nil
+		}
+	}
+	payload, err = decodeNumbers(data)
+	return payload, nil, err
+}
+
+// decodeNumbers decodes one JSON value, numbers as json.Number (exact decimals).
+func decodeNumbers(data []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return nil, nil, fmt.Errorf("invalid JSON: %v", err)
+		return nil, fmt.Errorf("invalid JSON: %v", err)
 	}
 	if dec.More() {
-		return nil, nil, errors.New("invalid JSON: data after the value")
+		return nil, errors.New("invalid JSON: data after the value")
 	}
-	m, ok := v.(map[string]any)
-	if !ok || len(m) != 2 {
-		return v, nil, nil
+	return v, nil
+}
+
+// schemaCache keeps parsed JsonConverter schemas by their text. It holds at most
+// maxSchemas (a stream has a few per table and version); when full it starts again empty.
+// Parsed schemas are shared and never written to.
+type schemaCache struct {
+	mu sync.Mutex
+	m  map[string]*jsonSchema
+}
+
+const maxSchemas = 1024
+
+var schemas = &schemaCache{m: map[string]*jsonSchema{}}
+
+func (c *schemaCache) get(raw []byte) (*jsonSchema, error) {
+	c.mu.Lock()
+	s, ok := c.m[string(raw)]
+	c.mu.Unlock()
+	if ok {
+		return s, nil
 	}
-	rawSchema, hasSchema := m["schema"]
-	p, hasPayload := m["payload"]
-	if !hasSchema || !hasPayload {
-		return v, nil, nil
+	s = &jsonSchema{}
+	if err := json.Unmarshal(raw, s); err != nil {
+		return nil, err
 	}
-	// Re-read the schema into its struct: it is small next to the payload.
-	b, err := json.Marshal(rawSchema)
-	if err != nil {
-		return nil, nil, err
+	s.resolve()
+	c.mu.Lock()
+	if len(c.m) >= maxSchemas {
+		clear(c.m)
 	}
-	schema = &jsonSchema{}
-	if err := json.Unmarshal(b, schema); err != nil {
-		return nil, nil, fmt.Errorf("schema: %v", err)
-	}
-	return p, schema, nil
+	c.m[string(raw)] = s
+	c.mu.Unlock()
+	return s, nil
 }
 
 // jsonImage turns a struct payload into an image with the semantics of its schema.
@@ -128,7 +176,7 @@ func jsonImage(v any, s *jsonSchema, what string) (image, error) {
 		var t semantic
 		if s != nil {
 			if fs := s.field(k); fs != nil {
-				t = fs.semantic()
+				t = fs.sem
 			} else {
 				t.typed = true // a field the schema does not describe: take it as it is
 			}

@@ -330,3 +330,51 @@ func TestTombstones(t *testing.T) {
 		t.Fatalf("tombstone statements: %s", got)
 	}
 }
+
+// batchTracer records the batches a connection sends and their queries.
+type batchTracer struct {
+	batches int
+	queries []string
+}
+
+func (bt *batchTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+func (bt *batchTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (bt *batchTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	bt.batches++
+	return ctx
+}
+func (bt *batchTracer) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	bt.queries = append(bt.queries, fmt.Sprintf("%s %v", strings.Fields(d.SQL)[0], d.Args))
+}
+func (bt *batchTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// TestOneBatchPerWrite: a Write sends one pipelined batch holding every statement of every
+// record, in record order, with the values as arguments.
+func TestOneBatchPerWrite(t *testing.T) {
+	_, schema := testDB(t)
+	cfg, err := pgxpool.ParseConfig(os.Getenv("DATABASE_URL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt := &batchTracer{}
+	cfg.ConnConfig.Tracer = bt
+	cfg.MaxConns = 1
+	db, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ledgerTables(t, db, schema)
+	p := prepared(t, db, ledgerConfig(schema))
+	if _, err := write(db, p, false, schema, record(0), record(1), record(2)); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"INSERT [0 a-0 0 0]", "INSERT [a-0 0]", "INSERT [1 a-1 3 1]", "INSERT [a-1 3]", "INSERT [2 a-2 6 2]", "INSERT [a-2 6]",
+	}
+	if bt.batches != 1 || fmt.Sprint(bt.queries) != fmt.Sprint(want) {
+		t.Fatalf("%d batches with %q; want 1 with %q", bt.batches, bt.queries, want)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -18,16 +19,21 @@ type Config struct {
 	// @name. Every parameter must be used by some statement. Defaults to none.
 	Params map[string]Param `yaml:"params"`
 	// Statements run for each record, in order, with the record's parameter values bound
-	// by PostgreSQL (extended protocol): record data never becomes SQL text. Required: at
-	// least one.
+	// by PostgreSQL (extended protocol): record data never becomes SQL text. They serve
+	// every topic no route takes. Required unless Routes is set; without them, a topic no
+	// route takes has no route, which the sink refuses (sink.TopicRouter).
 	Statements []string `yaml:"statements"`
+	// Routes give some topics statements of their own, tried in order before Statements.
+	// Defaults to none: every topic runs Statements.
+	Routes []Route `yaml:"routes"`
 	// OnTombstone says what a record with a null value does: "poison" (it is refused as
 	// poison: on_poison decides), "skip" (its offset is passed, counted as skipped), or
 	// "statements" (TombstoneStatements run instead of Statements). Defaults to
 	// "statements" when TombstoneStatements is set, otherwise "poison".
 	OnTombstone string `yaml:"on_tombstone"`
-	// TombstoneStatements run for each tombstone with OnTombstone "statements". Their
-	// parameters must not read the value, which a tombstone does not have. Defaults to none.
+	// TombstoneStatements run for each tombstone with OnTombstone "statements", for the
+	// topics of Statements and of every route without its own. Their parameters must not
+	// read the value, which a tombstone does not have. Defaults to none.
 	TombstoneStatements []string `yaml:"tombstone_statements"`
 	// KeyFormat and ValueFormat say how key and value decode: json, string, bytes, avro,
 	// protobuf or json_schema. Default to string and json.
@@ -37,6 +43,18 @@ type Config struct {
 	// schemas; required for them. From a config file it is the pipeline's schema_registry
 	// section (sink.PluginConfig.SchemaRegistry).
 	SchemaRegistry *sink.SchemaRegistry `yaml:"-"`
+}
+
+// Route gives the topics it matches statements of their own; the parameters are the
+// section's.
+type Route struct {
+	// Topic is a topic name, or a regular expression when it starts with ^. Required.
+	Topic string `yaml:"topic"`
+	// Statements run for each record of the route's topics. Required.
+	Statements []string `yaml:"statements"`
+	// TombstoneStatements run for each tombstone with OnTombstone "statements". Defaults to
+	// Config.TombstoneStatements.
+	TombstoneStatements []string `yaml:"tombstone_statements"`
 }
 
 // Param is one named parameter's source. In a config file it is a string (the source
@@ -126,7 +144,7 @@ func (ps problems) err() error {
 // compile checks c and returns the mapping of its parameters (in sorted order) and its
 // statements rewritten to positional parameters. Errors are one *sink.ConfigError naming
 // the first problem's field relative to the section (statements[1], params.sku).
-func compile(c Config) (m mapping.Mapping, stmts, tomb []*statement, onTomb string, err error) {
+func compile(c Config) (m mapping.Mapping, targets []*target, onTomb string, err error) {
 	var ps problems
 	m = mapping.Mapping{Key: mapping.String, Value: mapping.JSON}
 	if c.KeyFormat != "" {
@@ -166,10 +184,14 @@ func compile(c Config) (m mapping.Mapping, stmts, tomb []*statement, onTomb stri
 			ps.add("params", "%v", err)
 		}
 	}
+	anyTomb := len(c.TombstoneStatements) > 0
+	for _, r := range c.Routes {
+		anyTomb = anyTomb || len(r.TombstoneStatements) > 0
+	}
 	onTomb = c.OnTombstone
 	if onTomb == "" {
 		onTomb = TombstonePoison
-		if len(c.TombstoneStatements) > 0 {
+		if anyTomb {
 			onTomb = TombstoneStatements
 		}
 	}
@@ -178,15 +200,20 @@ func compile(c Config) (m mapping.Mapping, stmts, tomb []*statement, onTomb stri
 		if len(c.TombstoneStatements) > 0 {
 			ps.add("tombstone_statements", "only with on_tombstone: statements (it is %s)", onTomb)
 		}
+		for i, r := range c.Routes {
+			if len(r.TombstoneStatements) > 0 {
+				ps.add(fmt.Sprintf("routes[%d].tombstone_statements", i), "only with on_tombstone: statements (it is %s)", onTomb)
+			}
+		}
 	case TombstoneStatements:
-		if len(c.TombstoneStatements) == 0 {
+		if len(c.TombstoneStatements) == 0 && len(c.Statements) > 0 {
 			ps.add("tombstone_statements", "required with on_tombstone: statements: at least one statement")
 		}
 	default:
 		ps.add("on_tombstone", "%q: want poison, skip or statements", c.OnTombstone)
 	}
-	if len(c.Statements) == 0 {
-		ps.add("statements", "required: at least one statement")
+	if len(c.Statements) == 0 && len(c.Routes) == 0 {
+		ps.add("statements", "required (or routes): at least one statement")
 	}
 	used := map[string]bool{}
 	build := func(list string, texts []string, tombstone bool) []*statement {
@@ -217,14 +244,56 @@ func compile(c Config) (m mapping.Mapping, stmts, tomb []*statement, onTomb stri
 		}
 		return out
 	}
-	stmts = build("statements", c.Statements, false)
-	tomb = build("tombstone_statements", c.TombstoneStatements, true)
+	seen := map[string]int{}
+	for i, r := range c.Routes {
+		path := fmt.Sprintf("routes[%d]", i)
+		t := &target{topic: r.Topic}
+		switch {
+		case strings.TrimSpace(r.Topic) == "":
+			ps.add(path+".topic", "required: a topic name, or a pattern starting with ^")
+		case sink.IsTopicPattern(r.Topic):
+			re, err := regexp.Compile(r.Topic)
+			if err != nil {
+				ps.add(path+".topic", "%q is not a regular expression: %v", r.Topic, err)
+			}
+			t.re = re
+		}
+		if j, dup := seen[r.Topic]; dup {
+			ps.add(path+".topic", "%q is routed by routes[%d] already", r.Topic, j)
+		}
+		seen[r.Topic] = i
+		if len(r.Statements) == 0 {
+			ps.add(path+".statements", "required: at least one statement")
+		}
+		t.stmts = build(path+".statements", r.Statements, false)
+		if onTomb == TombstoneStatements {
+			if len(r.TombstoneStatements) > 0 {
+				t.tomb = build(path+".tombstone_statements", r.TombstoneStatements, true)
+			} else if len(c.TombstoneStatements) == 0 {
+				ps.add(path+".tombstone_statements", "required with on_tombstone: statements (or the section's tombstone_statements)")
+			}
+		}
+		targets = append(targets, t)
+	}
+	var def *target
+	if len(c.Statements) > 0 {
+		def = &target{stmts: build("statements", c.Statements, false)}
+		targets = append(targets, def)
+	}
+	if len(c.TombstoneStatements) > 0 {
+		tomb := build("tombstone_statements", c.TombstoneStatements, true)
+		for _, t := range targets {
+			if t.tomb == nil {
+				t.tomb = tomb
+			}
+		}
+	}
 	for _, name := range names {
 		if !used[name] {
 			ps.add("params."+name, "not used by any statement (write @%s where it goes, or remove it)", name)
 		}
 	}
-	return m, stmts, tomb, onTomb, ps.err()
+	return m, targets, onTomb, ps.err()
 }
 
 func declaredList(names []string) string {

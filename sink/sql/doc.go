@@ -82,6 +82,18 @@
 // connection, 40001, 57014 statement timeout, a missing privilege) is returned as it is, to
 // be retried or to stop the partition.
 //
+// # Routes
+//
+// Routes give some topics statements of their own; the parameters are the section's:
+//
+//	  routes:                       # tried in order before statements
+//	    - topic: audit              # a name, or a pattern starting with ^
+//	      statements: [INSERT INTO ops.audit (id, body) VALUES (@id, @body)]
+//	      tombstone_statements: [DELETE FROM ops.audit WHERE id = @id]
+//
+// statements then serve every other topic; without them, such a topic has no route, and the
+// plugin says so as a sink.TopicRouter (refused at load or start, or its partitions stop).
+//
 // # Tombstones
 //
 // A record with a null value is poison by default (on_tombstone: poison). skip passes it,

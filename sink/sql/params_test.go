@@ -96,6 +96,20 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{"tombstone reads the value", func(c *Config) { c.TombstoneStatements = []string{"DELETE FROM s WHERE sku = @sku"} }, "tombstone_statements[0]", "@sku reads the value"},
 		{"statements mode needs statements", func(c *Config) { c.OnTombstone = "statements" }, "tombstone_statements", "required"},
 		{"bad format", func(c *Config) { c.ValueFormat = "xml" }, "value_format", ""},
+		{"unknown parameter in a route", func(c *Config) {
+			c.Routes = []Route{{Topic: "a", Statements: []string{"SELECT @sku"}}, {Topic: "^b", Statements: []string{"SELECT @qty, @nope"}}}
+		}, "routes[1].statements[0]", "unknown parameter @nope"},
+		{"route without topic", func(c *Config) { c.Routes = []Route{{Statements: []string{"SELECT @sku"}}} }, "routes[0].topic", "required"},
+		{"route with a bad pattern", func(c *Config) { c.Routes = []Route{{Topic: "^(", Statements: []string{"SELECT @sku"}}} }, "routes[0].topic", "not a regular expression"},
+		{"route without statements", func(c *Config) { c.Routes = []Route{{Topic: "a"}} }, "routes[0].statements", "required"},
+		{"route tombstones need the mode", func(c *Config) {
+			c.OnTombstone = "skip"
+			c.Routes = []Route{{Topic: "a", Statements: []string{"SELECT @sku"}, TombstoneStatements: []string{"SELECT 1"}}}
+		}, "routes[0].tombstone_statements", "only with on_tombstone: statements"},
+		{"route needs tombstone statements", func(c *Config) {
+			c.Statements, c.OnTombstone = nil, "statements"
+			c.Routes = []Route{{Topic: "a", Statements: []string{"SELECT @sku, @qty"}}}
+		}, "routes[0].tombstone_statements", "required"},
 	}
 	for _, c := range cases {
 		cfg := base()
@@ -139,8 +153,56 @@ func TestRegisteredConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := p.(*SQL).RouteSummary()
+	if err := p.(*SQL).CheckTopic("any"); err != nil {
+		t.Fatalf("CheckTopic with default statements: %v", err)
+	}
 	want := []string{"(every topic) -> statements[0]: INSERT INTO h (sku) VALUES (@sku)", "(tombstones) -> poison"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("RouteSummary = %q, want %q", got, want)
+	}
+}
+
+// TestRoutes: a topic runs the first matching route's statements, else the default ones;
+// without default statements, a topic no route takes has no route.
+func TestRoutes(t *testing.T) {
+	c := Config{Params: map[string]Param{"x": {From: "value.x"}, "k": {From: "key"}},
+		Routes: []Route{
+			{Topic: "orders", Statements: []string{"SELECT @x"}},
+			{Topic: "^audit\\.", Statements: []string{"SELECT @x, @k"}, TombstoneStatements: []string{"SELECT @k"}},
+		},
+		TombstoneStatements: []string{"SELECT 2"}}
+	p, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for topic, want := range map[string]string{"orders": "orders", "audit.x": "^audit\\.", "auditx": ""} {
+		tg, err := p.target(topic)
+		if want == "" {
+			if !errors.Is(err, sink.ErrNoRoute) {
+				t.Errorf("%s: %v, want no route", topic, err)
+			}
+			continue
+		}
+		if err != nil || tg.topic != want {
+			t.Errorf("%s: route %v (%v), want %s", topic, tg, err, want)
+		}
+	}
+	c.Statements = []string{"SELECT 1"}
+	if p, err = New(c); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"orders -> routes[0].statements[0]: SELECT @x",
+		"orders (tombstones) -> tombstone_statements[0]: SELECT 2",
+		"^audit\\. -> routes[1].statements[0]: SELECT @x, @k",
+		"^audit\\. (tombstones) -> routes[1].tombstone_statements[0]: SELECT @k",
+		"(any other topic) -> statements[0]: SELECT 1",
+		"(any other topic) (tombstones) -> tombstone_statements[0]: SELECT 2",
+	}
+	if got := p.RouteSummary(); !slices.Equal(got, want) {
+		t.Fatalf("RouteSummary:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if tg, err := p.target("other"); err != nil || tg.stmts[0].sql != "SELECT 1" {
+		t.Fatalf("other topic: %v %v", tg, err)
 	}
 }

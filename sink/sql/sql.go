@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -17,38 +18,92 @@ import (
 
 // SQL is the sql plugin: it runs the configured statements for every record.
 type SQL struct {
-	m      mapping.Mapping
-	stmts  []*statement
-	tomb   []*statement
-	onTomb string
+	m       mapping.Mapping
+	targets []*target // the routes in order, then the default (Config.Statements) if any
+	onTomb  string
 
 	mu        sync.Mutex
 	described bool
+	byTopic   map[string]*target
+}
+
+// target is one route's statements, or the default's (topic "").
+type target struct {
+	topic string         // Route.Topic; "" for the default
+	re    *regexp.Regexp // when topic is a pattern
+	stmts []*statement
+	tomb  []*statement // with on_tombstone: statements
+}
+
+// match reports whether t takes topic.
+func (t *target) match(topic string) bool {
+	switch {
+	case t.re != nil:
+		return t.re.MatchString(topic)
+	case t.topic != "":
+		return t.topic == topic
+	}
+	return true
 }
 
 // New returns the sql plugin for c. Errors are *sink.ConfigError values naming the field
 // relative to the plugin's section: "statements[1]", "params.sku".
 func New(c Config) (*SQL, error) {
-	m, stmts, tomb, onTomb, err := compile(c)
+	m, targets, onTomb, err := compile(c)
 	if err != nil {
 		return nil, err
 	}
-	return &SQL{m: m, stmts: stmts, tomb: tomb, onTomb: onTomb}, nil
+	return &SQL{m: m, targets: targets, onTomb: onTomb, byTopic: map[string]*target{}}, nil
+}
+
+// CheckTopic reports whether a route or the default statements take topic
+// (sink.TopicRouter).
+func (s *SQL) CheckTopic(topic string) error {
+	_, err := s.target(topic)
+	return err
+}
+
+// target returns the statements of topic.
+func (s *SQL) target(topic string) (*target, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.byTopic[topic]; ok {
+		return t, nil
+	}
+	for _, t := range s.targets {
+		if t.match(topic) {
+			s.byTopic[topic] = t
+			return t, nil
+		}
+	}
+	var names []string
+	for _, t := range s.targets {
+		names = append(names, t.topic)
+	}
+	return nil, &sink.NoRouteError{Topic: topic,
+		Reason: fmt.Sprintf("it matches none of the sink's routes (%s) and the sink has no default statements", strings.Join(names, ", "))}
 }
 
 // RouteSummary lists the statements, one line each, for `eosink run -validate`: every topic
 // runs them all.
 func (s *SQL) RouteSummary() []string {
-	lines := make([]string, 0, len(s.stmts)+len(s.tomb)+1)
-	for _, st := range s.stmts {
-		lines = append(lines, fmt.Sprintf("(every topic) -> %s: %s", st.path, oneLine(st.text)))
-	}
-	switch s.onTomb {
-	case TombstoneStatements:
-		for _, st := range s.tomb {
-			lines = append(lines, fmt.Sprintf("(tombstones) -> %s: %s", st.path, oneLine(st.text)))
+	var lines []string
+	for _, t := range s.targets {
+		from := t.topic
+		if from == "" {
+			from = "(any other topic)"
+			if len(s.targets) == 1 {
+				from = "(every topic)"
+			}
 		}
-	default:
+		for _, st := range t.stmts {
+			lines = append(lines, fmt.Sprintf("%s -> %s: %s", from, st.path, oneLine(st.text)))
+		}
+		for _, st := range t.tomb {
+			lines = append(lines, fmt.Sprintf("%s (tombstones) -> %s: %s", from, st.path, oneLine(st.text)))
+		}
+	}
+	if s.onTomb != TombstoneStatements {
 		lines = append(lines, "(tombstones) -> "+s.onTomb)
 	}
 	return lines
@@ -91,7 +146,10 @@ func (s *SQL) describe(ctx context.Context, tx pgx.Tx) error {
 		// both would type the parameters from the Go values rather than from the statement.
 		return fmt.Errorf("sql: the database connection uses the %s query exec mode (default_query_exec_mode); the sql plugin needs PostgreSQL to bind and type the parameters (cache_statement, the default, cache_describe or describe_exec)", mode)
 	}
-	all := append(append([]*statement(nil), s.stmts...), s.tomb...)
+	var all []*statement
+	for _, t := range s.targets {
+		all = append(append(all, t.stmts...), t.tomb...)
+	}
 	bytea := make([][]bool, len(all))
 	for i, st := range all {
 		// The unnamed statement: parsed and described, never executed.
@@ -130,6 +188,10 @@ func (s *SQL) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 	if len(b.Records) == 0 {
 		return nil
 	}
+	t, err := s.target(b.Topic)
+	if err != nil {
+		return err
+	}
 	if err := s.describe(ctx, tx); err != nil {
 		return err
 	}
@@ -138,11 +200,11 @@ func (s *SQL) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 		stmt *statement
 	}
 	var batch pgx.Batch
-	order := make([]queued, 0, len(b.Records)*len(s.stmts))
+	order := make([]queued, 0, len(b.Records)*len(t.stmts))
 	skipped := 0
 	for i := range b.Records {
 		r := &b.Records[i]
-		stmts := s.stmts
+		stmts := t.stmts
 		if r.Value == nil {
 			switch s.onTomb {
 			case TombstonePoison:
@@ -151,7 +213,7 @@ func (s *SQL) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 				skipped++
 				continue
 			default:
-				stmts = s.tomb
+				stmts = t.tomb
 			}
 		}
 		// A row per record: the batch keeps the values until it is sent.

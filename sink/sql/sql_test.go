@@ -378,3 +378,39 @@ func TestOneBatchPerWrite(t *testing.T) {
 		t.Fatalf("%d batches with %q; want 1 with %q", bt.batches, bt.queries, want)
 	}
 }
+
+// TestRoutesWrite: each topic runs its route's statements; Prepare checks every route's.
+func TestRoutesWrite(t *testing.T) {
+	db, schema := testDB(t)
+	a, b := pgx.Identifier{schema, "a"}.Sanitize(), pgx.Identifier{schema, "b"}.Sanitize()
+	exec(t, db, "CREATE TABLE "+a+" (x text); CREATE TABLE "+b+" (x text, n integer)")
+	c := sqlsink.Config{Params: map[string]sqlsink.Param{"x": {From: "value.x"}},
+		Routes: []sqlsink.Route{{Topic: "orders", Statements: []string{"INSERT INTO " + a + " VALUES (@x)"}},
+			{Topic: "^audit\\.", Statements: []string{"INSERT INTO " + b + " VALUES (@x, 1)", "UPDATE " + b + " SET n = n + 1 WHERE x = @x"}}}}
+	p := prepared(t, db, c)
+	ctx := context.Background()
+	for _, topic := range []string{"orders", "audit.x"} {
+		err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			_, err := sink.WriteBatch(ctx, tx, p, sink.Batch{Topic: topic, Records: []sink.Record{{Topic: topic, Value: []byte(`{"x": "` + topic + `"}`)}}}, sink.WriteOptions{})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := rows(ctx, db, "SELECT x || '/' || coalesce(n::text, '-') FROM (SELECT x, NULL::int n FROM "+a+" UNION ALL SELECT x, n FROM "+b+") u ORDER BY 1")
+	if err != nil || fmt.Sprint(got) != "[audit.x/2 orders/-]" {
+		t.Fatalf("got %v (%v)", got, err)
+	}
+	if err := p.CheckTopic("other"); !errors.Is(err, sink.ErrNoRoute) {
+		t.Fatalf("CheckTopic(other): %v, want no route", err)
+	}
+	c.Routes[1].Statements[1] = "UPDATE " + schema + ".nosuch SET n = 1 WHERE x = @x"
+	bad, err := sqlsink.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bad.Prepare(ctx, db); err == nil || !strings.Contains(err.Error(), "sql: routes[1].statements[1]: ERROR: relation") {
+		t.Fatalf("Prepare with a bad route statement: %v", err)
+	}
+}

@@ -86,10 +86,10 @@
 //
 // Routes give some topics statements of their own; the parameters are the section's:
 //
-//	  routes:                       # tried in order before statements
-//	    - topic: audit              # a name, or a pattern starting with ^
-//	      statements: [INSERT INTO ops.audit (id, body) VALUES (@id, @body)]
-//	      tombstone_statements: [DELETE FROM ops.audit WHERE id = @id]
+//	routes:                       # tried in order before statements
+//	  - topic: audit              # a name, or a pattern starting with ^
+//	    statements: [INSERT INTO ops.audit (id, body) VALUES (@id, @body)]
+//	    tombstone_statements: [DELETE FROM ops.audit WHERE id = @id]
 //
 // statements then serve every other topic; without them, such a topic has no route, and the
 // plugin says so as a sink.TopicRouter (refused at load or start, or its partitions stop).

@@ -88,10 +88,13 @@
 //
 //	routes:                       # tried in order before statements
 //	  - topic: audit              # a name, or a pattern starting with ^
-//	    statements: [INSERT INTO ops.audit (id, body) VALUES (@id, @body)]
-//	    tombstone_statements: [DELETE FROM ops.audit WHERE id = @id]
+//	    statements:
+//	      - INSERT INTO ops.audit (id, body) VALUES (@id, @body)
+//	    tombstone_statements:
+//	      - DELETE FROM ops.audit WHERE id = @id
 //
-// statements then serve every other topic; without them, such a topic has no route, and the
+// (Write statements as block list items, as here: in a flow list, [a, b], YAML splits
+// them at their commas.) statements then serve every other topic; without them, such a topic has no route, and the
 // plugin says so as a sink.TopicRouter (refused at load or start, or its partitions stop).
 //
 // # Tombstones

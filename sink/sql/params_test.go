@@ -1,0 +1,208 @@
+package sql
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/eosink/eosink/sink"
+)
+
+func TestRewrite(t *testing.T) {
+	cases := []struct {
+		in, want string
+		names    []string
+	}{
+		{"INSERT INTO t (a, b) VALUES (@a, @b)", "INSERT INTO t (a, b) VALUES ($1, $2)", []string{"a", "b"}},
+		{"UPDATE s SET qty = qty + @qty WHERE sku = @sku AND @qty > 0", "UPDATE s SET qty = qty + $1 WHERE sku = $2 AND $1 > 0", []string{"qty", "sku"}},
+		{"SELECT @x::numeric, y::text, a[1:2], f(p := @p_1)", "SELECT $1::numeric, y::text, a[1:2], f(p := $2)", []string{"x", "p_1"}},
+		{"SELECT '@no', E'\\'@no', \"@no\", $$ @no $$, $t$ @no $t$ -- @no\n, @yes /* @no /* @no */ @no */", "SELECT '@no', E'\\'@no', \"@no\", $$ @no $$, $t$ @no $t$ -- @no\n, $1 /* @no /* @no */ @no */", []string{"yes"}},
+		{"SELECT 'it''s @no', @Case, @case", "SELECT 'it''s @no', $1, $2", []string{"Case", "case"}},
+		{"SELECT tags @> @want, a @@ b, @ -5, x@y", "SELECT tags @> $1, a @@ b, @ -5, x$2", []string{"want", "y"}},
+		{"SELECT a$1 FROM t", "SELECT a$1 FROM t", nil},
+	}
+	for _, c := range cases {
+		got, names, err := rewrite(c.in)
+		if err != nil {
+			t.Errorf("rewrite(%q): %v", c.in, err)
+			continue
+		}
+		if got != c.want || !slices.Equal(names, c.names) {
+			t.Errorf("rewrite(%q)\n got %q %v\nwant %q %v", c.in, got, names, c.want, c.names)
+		}
+	}
+}
+
+func TestRewriteRejects(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                     "empty statement",
+		"  \n":                 "empty statement",
+		"SELECT $1":            "positional parameter $1",
+		"SELECT 'open":         "unterminated string",
+		"SELECT \"open":        "unterminated quoted identifier",
+		"SELECT $q$ open":      "unterminated dollar-quoted",
+		"SELECT /* open /* */": "unterminated comment",
+		"SELECT '\x00'":        "NUL",
+	} {
+		if _, _, err := rewrite(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("rewrite(%q): %v, want an error containing %q", in, err, want)
+		}
+	}
+}
+
+func FuzzRewrite(f *testing.F) {
+	for _, s := range []string{"INSERT INTO t VALUES (@a, @b)", "SELECT '@x' || @y", "$$@x$$ @z", "E'\\'' @a", "/* /* */ */ @q"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		out, names, err := rewrite(in)
+		if err != nil {
+			return
+		}
+		// Every name becomes $n, and nothing else changes: putting @name back gives the input.
+		back := out
+		for i := len(names); i >= 1; i-- {
+			back = strings.ReplaceAll(back, "$"+strconv.Itoa(i), "@"+names[i-1])
+		}
+		if len(names) > 0 && !strings.Contains(in, "$") && back != in {
+			t.Fatalf("rewrite(%q) = %q %v, which does not map back", in, out, names)
+		}
+	})
+}
+
+func TestConfigErrorsNameTheField(t *testing.T) {
+	base := func() Config {
+		return Config{Params: map[string]Param{"sku": {From: "value.sku", Required: true}, "qty": {From: "value.qty"}},
+			Statements: []string{"INSERT INTO h (sku, qty) VALUES (@sku, @qty)", "UPDATE s SET qty = qty + @qty WHERE sku = @sku"}}
+	}
+	cases := []struct {
+		name        string
+		mod         func(*Config)
+		field, want string
+	}{
+		{"unknown parameter", func(c *Config) { c.Statements[1] = "UPDATE s SET qty = @qty WHERE sku = @skux" }, "statements[1]", "unknown parameter @skux (declared under params: qty, sku)"},
+		{"unused parameter", func(c *Config) { c.Params["at"] = Param{From: "timestamp"} }, "params.at", "not used by any statement"},
+		{"no statements", func(c *Config) { c.Statements = nil; c.Params = nil }, "statements", "required"},
+		{"bad source", func(c *Config) { c.Params["qty"] = Param{From: "valu.qty"} }, "params.qty", ""},
+		{"bad name", func(c *Config) { c.Params["1x"] = Param{From: "key"} }, "params.1x", "cannot be written @1x"},
+		{"positional", func(c *Config) { c.Statements[0] = "INSERT INTO h VALUES ($1)" }, "statements[0]", "positional parameter"},
+		{"bad on_tombstone", func(c *Config) { c.OnTombstone = "delete" }, "on_tombstone", "want poison, skip or statements"},
+		{"tombstone statements need the mode", func(c *Config) {
+			c.OnTombstone = "skip"
+			c.TombstoneStatements = []string{"DELETE FROM s WHERE sku = @sku"}
+		}, "tombstone_statements", "only with on_tombstone: statements"},
+		{"tombstone reads the value", func(c *Config) { c.TombstoneStatements = []string{"DELETE FROM s WHERE sku = @sku"} }, "tombstone_statements[0]", "@sku reads the value"},
+		{"statements mode needs statements", func(c *Config) { c.OnTombstone = "statements" }, "tombstone_statements", "required"},
+		{"bad format", func(c *Config) { c.ValueFormat = "xml" }, "value_format", ""},
+		{"unknown parameter in a route", func(c *Config) {
+			c.Routes = []Route{{Topic: "a", Statements: []string{"SELECT @sku"}}, {Topic: "^b", Statements: []string{"SELECT @qty, @nope"}}}
+		}, "routes[1].statements[0]", "unknown parameter @nope"},
+		{"route without topic", func(c *Config) { c.Routes = []Route{{Statements: []string{"SELECT @sku"}}} }, "routes[0].topic", "required"},
+		{"route with a bad pattern", func(c *Config) { c.Routes = []Route{{Topic: "^(", Statements: []string{"SELECT @sku"}}} }, "routes[0].topic", "not a regular expression"},
+		{"route without statements", func(c *Config) { c.Routes = []Route{{Topic: "a"}} }, "routes[0].statements", "required"},
+		{"route tombstones need the mode", func(c *Config) {
+			c.OnTombstone = "skip"
+			c.Routes = []Route{{Topic: "a", Statements: []string{"SELECT @sku"}, TombstoneStatements: []string{"SELECT 1"}}}
+		}, "routes[0].tombstone_statements", "only with on_tombstone: statements"},
+		{"route needs tombstone statements", func(c *Config) {
+			c.Statements, c.OnTombstone = nil, "statements"
+			c.Routes = []Route{{Topic: "a", Statements: []string{"SELECT @sku, @qty"}}}
+		}, "routes[0].tombstone_statements", "required"},
+	}
+	for _, c := range cases {
+		cfg := base()
+		c.mod(&cfg)
+		_, err := New(cfg)
+		var ce *sink.ConfigError
+		if !errors.As(err, &ce) || ce.Field != c.field || !strings.Contains(ce.Reason, c.want) {
+			t.Errorf("%s: got %v, want a config error on %s containing %q", c.name, err, c.field, c.want)
+		}
+	}
+	if _, err := New(base()); err != nil {
+		t.Fatalf("valid config: %v", err)
+	}
+	// Several problems: the first names the field, the others follow.
+	cfg := base()
+	cfg.Statements[0] = "INSERT INTO h VALUES (@nope)"
+	cfg.Params["at"] = Param{From: "timestamp"}
+	_, err := New(cfg)
+	if err == nil || !strings.Contains(err.Error(), "statements[0]: unknown parameter @nope") || !strings.Contains(err.Error(), "params.at: not used") {
+		t.Errorf("several problems: %v", err)
+	}
+}
+
+// TestRegisteredConfig: from a config section the error names the path from the file's root.
+func TestRegisteredConfig(t *testing.T) {
+	raw := map[string]any{"type": "sql", "params": map[string]any{"sku": map[string]any{"from": "value.sku", "required": true}},
+		"statements": []any{"INSERT INTO h (sku) VALUES (@sku)", "UPDATE s SET n = n + 1 WHERE sku = @skux"}}
+	_, err := sink.BuildPlugin(sink.PluginConfig{Path: "sink", Raw: raw})
+	var ce *sink.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "sink.statements[1]" || !strings.Contains(ce.Reason, "unknown parameter @skux") {
+		t.Fatalf("got %v, want a config error on sink.statements[1]", err)
+	}
+	raw["statements"] = []any{"INSERT INTO h (sku) VALUES (@sku)"}
+	raw["oops"] = 1
+	if _, err := sink.BuildPlugin(sink.PluginConfig{Path: "sink", Raw: raw}); !errors.As(err, &ce) || ce.Field != "sink.oops" {
+		t.Fatalf("unknown key: got %v, want a config error on sink.oops", err)
+	}
+	delete(raw, "oops")
+	p, err := sink.BuildPlugin(sink.PluginConfig{Path: "sink", Raw: raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := p.(*SQL).RouteSummary()
+	if err := p.(*SQL).CheckTopic("any"); err != nil {
+		t.Fatalf("CheckTopic with default statements: %v", err)
+	}
+	want := []string{"(every topic) -> statements[0]: INSERT INTO h (sku) VALUES (@sku)", "(tombstones) -> poison"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("RouteSummary = %q, want %q", got, want)
+	}
+}
+
+// TestRoutes: a topic runs the first matching route's statements, else the default ones;
+// without default statements, a topic no route takes has no route.
+func TestRoutes(t *testing.T) {
+	c := Config{Params: map[string]Param{"x": {From: "value.x"}, "k": {From: "key"}},
+		Routes: []Route{
+			{Topic: "orders", Statements: []string{"SELECT @x"}},
+			{Topic: "^audit\\.", Statements: []string{"SELECT @x, @k"}, TombstoneStatements: []string{"SELECT @k"}},
+		},
+		TombstoneStatements: []string{"SELECT 2"}}
+	p, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for topic, want := range map[string]string{"orders": "orders", "audit.x": "^audit\\.", "auditx": ""} {
+		tg, err := p.target(topic)
+		if want == "" {
+			if !errors.Is(err, sink.ErrNoRoute) {
+				t.Errorf("%s: %v, want no route", topic, err)
+			}
+			continue
+		}
+		if err != nil || tg.topic != want {
+			t.Errorf("%s: route %v (%v), want %s", topic, tg, err, want)
+		}
+	}
+	c.Statements = []string{"SELECT 1"}
+	if p, err = New(c); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"orders -> routes[0].statements[0]: SELECT @x",
+		"orders (tombstones) -> tombstone_statements[0]: SELECT 2",
+		"^audit\\. -> routes[1].statements[0]: SELECT @x, @k",
+		"^audit\\. (tombstones) -> routes[1].tombstone_statements[0]: SELECT @k",
+		"(any other topic) -> statements[0]: SELECT 1",
+		"(any other topic) (tombstones) -> tombstone_statements[0]: SELECT 2",
+	}
+	if got := p.RouteSummary(); !slices.Equal(got, want) {
+		t.Fatalf("RouteSummary:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if tg, err := p.target("other"); err != nil || tg.stmts[0].sql != "SELECT 1" {
+		t.Fatalf("other topic: %v %v", tg, err)
+	}
+}

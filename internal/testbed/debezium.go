@@ -88,6 +88,7 @@ type Debezium struct {
 	waitErr  error
 	stopOnce sync.Once
 	stopErr  error
+	killed   bool // Stop killed the worker after StopTimeout
 }
 
 // Topic returns the topic of a captured table, schemaTable being "schema.table".
@@ -357,6 +358,9 @@ func RunDebezium(t testing.TB, o DebeziumOptions) *Debezium {
 	t.Cleanup(func() {
 		if err := d.Stop(); err != nil {
 			t.Errorf("%v", err)
+		}
+		if d.Killed() {
+			t.Logf("debezium: Kafka Connect ignored SIGTERM for %s and was killed; see %s", d.opts.StopTimeout, d.Log)
 		}
 		if t.Failed() {
 			t.Logf("---- last lines of %s ----\n%s", d.Log, d.LogTail(60))

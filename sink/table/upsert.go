@@ -166,7 +166,7 @@ func (u *upsertTarget) row(r *sink.Record, row []any) ([]any, error) {
 			row = append(row, nil)
 			continue
 		}
-		v, err := u.w.m.Extract(r, c.From)
+		v, err := u.w.m.ExtractColumn(r, c)
 		if err != nil {
 			return nil, err
 		}

@@ -50,7 +50,7 @@ func TestCastEpoch(t *testing.T) {
 		{CastEpochMs, `-1500`, "1969-12-31T23:59:58.5Z"},
 		{CastEpochMs, `1700000000123.456`, "2023-11-14T22:13:20.123456Z"},
 		{CastEpochMs, `253402300799999`, "9999-12-31T23:59:59.999Z"}, // the last millisecond
-		{CastEpochMs, `-62135596800000`, "0001-01-01T00:00:00Z"},      // the first
+		{CastEpochMs, `-62135596800000`, "0001-01-01T00:00:00Z"},     // the first
 		{CastEpochS, `1700000000`, "2023-11-14T22:13:20Z"},
 		{CastEpochS, `1700000000.5`, "2023-11-14T22:13:20.5Z"},
 		{CastEpochS, `-1.5`, "1969-12-31T23:59:58.5Z"},

@@ -6,12 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/eosink/eosink/internal/pgerr"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/internal/mapping"
 )
@@ -188,7 +192,7 @@ func (t *Table) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 	if err != nil || buf == nil {
 		return err
 	}
-	return copyIn(ctx, tx, buf, tt.w.copySQL)
+	return tt.w.copyIn(ctx, tx, buf, tt.w.copySQL, b.Records)
 }
 
 // writer is what table and upsert share: the mapping, the column types and COPY encoding.
@@ -459,8 +463,52 @@ func (w *writer) insertRow(readsValue bool) rowFunc {
 	}
 }
 
-// copyIn runs a COPY FROM STDIN with buf as its text-format data.
-func copyIn(ctx context.Context, tx pgx.Tx, buf []byte, sql string) error {
+// copyIn runs a COPY FROM STDIN with buf, the text-format rows of recs, as its data. A data
+// error that PostgreSQL reports at a line of the data is about the record of that line: it
+// is returned as that record's poison, naming the column (copyError).
+func (w *writer) copyIn(ctx context.Context, tx pgx.Tx, buf []byte, sql string, recs []sink.Record) error {
 	_, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), sql)
-	return err
+	if err != nil {
+		return w.copyError(err, recs)
+	}
+	return nil
+}
+
+// copyWhere matches the context PostgreSQL gives an error of COPY FROM: `COPY t, line 3,
+// column qty: "x"`, `COPY t, line 3: "..."` or `COPY t, line 3`.
+var copyWhere = regexp.MustCompile(`(?s)^COPY .*?, line ([0-9]+)(?:, column (.*))?`)
+
+// copyError turns a data error of COPY (SQLSTATE class 22 or 23, or 54000) whose context
+// names a line of the data into a *sink.PoisonError for the record of that line, its
+// reason naming the column when PostgreSQL does: "column qty: ERROR: invalid input syntax
+// for type integer: "x" (SQLSTATE 22P02)". Other errors are returned as they are.
+func (w *writer) copyError(err error, recs []sink.Record) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pgerr.Classify(err) != pgerr.Data {
+		return err
+	}
+	m := copyWhere.FindStringSubmatch(pe.Where)
+	if m == nil {
+		return err
+	}
+	line, perr := strconv.Atoi(m[1])
+	if perr != nil || line < 1 || line > len(recs) {
+		return err
+	}
+	if col := w.copyColumn(m[2]); col != "" {
+		err = fmt.Errorf("column %s: %w", col, err)
+	}
+	return sink.Poison(&recs[line-1], err)
+}
+
+// copyColumn finds the column at the start of rest, the context after "column ": `qty:
+// "x"`, `qty: null input` or `qty`; "" when it is none of the COPY's columns.
+func (w *writer) copyColumn(rest string) string {
+	best := ""
+	for _, c := range append(w.cols[:len(w.cols):len(w.cols)], w.extra...) {
+		if (rest == c || strings.HasPrefix(rest, c+": ")) && len(c) > len(best) {
+			best = c
+		}
+	}
+	return best
 }

@@ -168,3 +168,92 @@ func TestCastsLandExactValues(t *testing.T) {
 	}
 	t.Errorf("no dead-letter log line for offset 3:\n%s", logs.String())
 }
+
+// TestHintsUseTheFilesWords: `eosink run -config` on a schema whose offsets table, or whose
+// plugin's tables, were not migrated exits 1 with the remedy in the file's words: `eosink
+// migrate up -config FILE` or database.auto_migrate.
+func TestHintsUseTheFilesWords(t *testing.T) {
+	t.Parallel()
+	e := testbed.Require(t)
+	topic := testbed.Topic(t, e, 1)
+	schema := testbed.Schema(t, e)
+	file := castsFile(t, e, topic, schema, "")
+	text, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(text string) (int, string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		var errOut strings.Builder
+		code := cli.Run(ctx, []string{"run", "-config", file}, io.Discard, &errOut)
+		return code, errOut.String()
+	}
+	// No offsets table.
+	manual := strings.Replace(string(text), "auto_migrate: true", "auto_migrate: false", 1)
+	code, out := run(manual)
+	want := fmt.Sprintf("eosink: run %s: eosink tables in schema %q are not migrated: run `eosink migrate up -config %s`, or set database.auto_migrate: true", file, schema, file)
+	if code != 1 || !strings.Contains(out, want) {
+		t.Fatalf("exit %d:\n%s\nwant %q", code, out, want)
+	}
+	if strings.Contains(out, "AutoMigrate") {
+		t.Errorf("the hint uses the Go field's name:\n%s", out)
+	}
+	// The offsets table, but not the inbox's tables.
+	var mout, merr strings.Builder
+	if code := cli.Run(context.Background(), []string{"migrate", "up", "-database-url", e.DatabaseURL, "-schema", schema}, &mout, &merr); code != 0 {
+		t.Fatalf("migrate up: exit %d: %s", code, merr.String())
+	}
+	inbox := strings.Replace(manual, "sink:\n  type: table\n", "sink:\n  type: inbox\n  event_id: value.id\n  inner:\n    type: table\n", 1)
+	inbox = strings.Replace(inbox, "\n  table: ", "\n    table: ", 1)
+	inbox = strings.Replace(inbox, "\n  columns:\n", "\n    columns:\n", 1)
+	inbox = strings.ReplaceAll(inbox, "\n    id: {from", "\n      id: {from")
+	for _, col := range []string{"at", "at_us", "at_s", "seen", "seen_local", "blob", "doc", "region", "qty"} {
+		inbox = strings.Replace(inbox, "\n    "+col+": ", "\n      "+col+": ", 1)
+	}
+	code, out = run(inbox)
+	want = fmt.Sprintf("eosink: run %s: inbox tables in schema %q are not migrated: run `eosink migrate up -config %s`, or set database.auto_migrate: true", file, schema, file)
+	if code != 1 || !strings.Contains(out, want) {
+		t.Fatalf("exit %d:\n%s\nwant %q\nfile:\n%s", code, out, want, inbox)
+	}
+}
+
+// TestThreePluginMistakes: `eosink run -validate -config` on a file whose sink section has
+// three mistakes reports all three, each at its sink. path and line, and exits 1.
+func TestThreePluginMistakes(t *testing.T) {
+	t.Parallel()
+	e := testbed.Require(t)
+	file := castsFile(t, e, "orders", "s", "")
+	text, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := strings.NewReplacer(
+		"at: {from: value.ts, cast: epoch_ms}", "at: {from: value.ts, cast: epoch_millis}",
+		"region: {from: value.region, default: \"eu\"}", "region: {from: value.region, default: \"eu\", required: true}",
+		"qty: value.qty", "qty: {from: value.qty, requird: true}",
+	).Replace(string(text))
+	if err := os.WriteFile(file, []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut strings.Builder
+	code := cli.Run(context.Background(), []string{"run", "-validate", "-config", file}, &out, &errOut)
+	lines := strings.Split(strings.TrimSpace(errOut.String()), "\n")
+	want := []string{
+		file + `: sink.columns.at.cast: unknown cast "epoch_millis" (want epoch_s, epoch_ms, epoch_us, rfc3339, base64 or json) (line 12)`,
+		file + `: sink.columns.region.default: a default and required: true exclude each other (required refuses what the default fills in) (line 19)`,
+		file + `: sink.columns.qty.requird: unknown key in a column (want from, required, cast, default) (line 20)`,
+	}
+	if code != 1 || len(lines) != len(want) {
+		t.Fatalf("exit %d:\n%s\nwant:\n%s", code, errOut.String(), strings.Join(want, "\n"))
+	}
+	for i, w := range want {
+		if lines[i] != "eosink: "+w {
+			t.Errorf("line %d:\n%s\nwant\neosink: %s", i, lines[i], w)
+		}
+	}
+}

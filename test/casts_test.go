@@ -203,6 +203,15 @@ func TestHintsUseTheFilesWords(t *testing.T) {
 	if strings.Contains(out, "AutoMigrate") {
 		t.Errorf("the hint uses the Go field's name:\n%s", out)
 	}
+	// The operator commands say the same.
+	for _, cmd := range [][]string{{"lag"}, {"dlq", "list"}} {
+		var lout, lerr strings.Builder
+		code := cli.Run(context.Background(), append(cmd, "-config", file), &lout, &lerr)
+		want := "eosink: the schema is not migrated: run `eosink migrate up -config " + file + "`"
+		if code != 1 || !strings.Contains(lerr.String(), want) {
+			t.Errorf("%v: exit %d:\n%s\nwant %q", cmd, code, lerr.String(), want)
+		}
+	}
 	// The offsets table, but not the inbox's tables.
 	var mout, merr strings.Builder
 	if code := cli.Run(context.Background(), []string{"migrate", "up", "-database-url", e.DatabaseURL, "-schema", schema}, &mout, &merr); code != 0 {

@@ -266,3 +266,85 @@ func TestThreePluginMistakes(t *testing.T) {
 		}
 	}
 }
+
+// TestCastsInUpsert: the upsert plugin takes casts and defaults from the same mapping: a
+// key column cast from base64 merges and, on a tombstone, deletes by the cast key; a bad
+// cast and a COPY type error into the staging table are dead-lettered naming the column.
+func TestCastsInUpsert(t *testing.T) {
+	t.Parallel()
+	e := testbed.Require(t)
+	ctx := context.Background()
+	topic := testbed.Topic(t, e, 1)
+	schema := testbed.Schema(t, e)
+	db := testbed.Pool(t, e)
+	if _, err := db.Exec(ctx, fmt.Sprintf(`CREATE SCHEMA %[1]s; CREATE TABLE %[1]s.target (id bytea PRIMARY KEY, at timestamptz, qty int, region text)`,
+		pgx.Identifier{schema}.Sanitize())); err != nil {
+		t.Fatal(err)
+	}
+	msg := func(key, value string) testbed.Msg {
+		m := testbed.Msg{Key: []byte(key), Value: []byte(value)}
+		if value == "" {
+			m.Value = nil
+		}
+		return m
+	}
+	testbed.Produce(t, e, topic, []testbed.Msg{
+		0: msg("QUJD", `{"ts":1700000000123,"qty":1}`),
+		1: msg("REVG", `{"ts":1,"qty":2,"region":"us"}`),
+		2: msg("QUJD", ""), // deletes ABC
+		3: msg("R0hJ", `{"ts":"soon"}`),
+		4: msg("SktM", `{"ts":2,"qty":"many"}`),
+		5: msg("REVG", `{"ts":1700000000999,"qty":3}`), // region absent: the default replaces us
+	})
+	path := filepath.Join(t.TempDir(), "pipeline.yaml")
+	text := fmt.Sprintf(`kafka: {brokers: %s, group: %s, topics: [%s]}
+database: {url: "%s", schema: %s, auto_migrate: true}
+on_poison: dead-letter
+sink:
+  type: upsert
+  table: %s.target
+  key: [id]
+  delete_on_tombstone: true
+  columns:
+    id: {from: key, cast: base64}
+    at: {from: value.ts, cast: epoch_ms}
+    qty: value.qty
+    region: {from: value.region, default: eu}
+`, e.Brokers, testbed.Name(t, "g"), topic, e.DatabaseURL, schema, schema)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan int, 1)
+	var logs syncBuffer
+	go func() { done <- cli.Run(runCtx, []string{"run", "-config", path}, io.Discard, &logs) }()
+	rows := func() []string {
+		return strs(t, db, fmt.Sprintf(`SELECT encode(id, 'escape') || ' ' || to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') || ' ' || qty || ' ' || region FROM %s.target ORDER BY id`,
+			pgx.Identifier{schema}.Sanitize()))
+	}
+	deadSQL := fmt.Sprintf(`SELECT "offset"::text || ' ' || error FROM %s.dead_letters WHERE topic = '%s' ORDER BY "offset"`, pgx.Identifier{schema}.Sanitize(), topic)
+	testbed.Eventually(t, 90*time.Second, "the batch merged", func() (bool, string) {
+		select {
+		case code := <-done:
+			t.Fatalf("eosink run exited %d: %s", code, lastLines(logs.String(), 5))
+		default:
+		}
+		var dead int
+		_ = db.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s.dead_letters WHERE topic = $1", pgx.Identifier{schema}.Sanitize()), topic).Scan(&dead)
+		r := rows()
+		return dead == 2 && len(r) == 1 && strings.Contains(r[0], " 3 "), fmt.Sprintf("rows %q, %d dead letters", r, dead)
+	})
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("eosink run exited %d: %s", code, lastLines(logs.String(), 5))
+	}
+	if got := rows(); len(got) != 1 || got[0] != "DEF 2023-11-14T22:13:20.999000 3 eu" {
+		t.Fatalf("rows %q", got)
+	}
+	dead := strs(t, db, deadSQL)
+	if len(dead) != 2 || !strings.HasPrefix(dead[0], "3 ") || !strings.Contains(dead[0], `column "at" (value.ts): cast epoch_ms: "soon" is not a number`) ||
+		!strings.HasPrefix(dead[1], "4 ") || !strings.Contains(dead[1], `column qty: ERROR: invalid input syntax for type integer: "many"`) {
+		t.Fatalf("dead letters:\n%s", strings.Join(dead, "\n"))
+	}
+}

@@ -1,8 +1,10 @@
 package mapping
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -342,4 +344,47 @@ func TestCastAllocs(t *testing.T) {
 	if withCasts > without {
 		t.Fatalf("%v allocations per row with casts, %v without", withCasts, without)
 	}
+}
+
+// FuzzCast: no cast panics; rfc3339 agrees with time.Parse on what both read; epoch_ms
+// agrees with time.UnixMilli on integers; base64 with encoding/base64.
+func FuzzCast(f *testing.F) {
+	for _, s := range []string{"1700000000123", "-1", "2023-11-14T22:13:20.5+01:00", "2023-11-14 22:13:20", "+/8AYf4=", "-_8", `{"a":1}`, "", "1.5", "9999-12-31T23:59:59.999999999-23:59"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for c := CastEpochS; c <= CastJSON; c++ {
+			res, buf, err := c.apply(s, nil)
+			if err != nil {
+				if !errors.Is(err, ErrCast) {
+					t.Fatalf("%v %q: error %v is not a cast error", c, s, err)
+				}
+				continue
+			}
+			if c.ColumnType() == "timestamptz" {
+				text := string(buf[res.start:res.end])
+				if _, perr := time.Parse(time.RFC3339Nano, text); perr != nil {
+					t.Fatalf("%v %q gives %q: %v", c, s, text, perr)
+				}
+			}
+		}
+		if want, err := time.Parse(time.RFC3339Nano, s); err == nil && want.Year() >= 1 && want.Year() <= 9999 {
+			got, ok := parseRFC3339(s)
+			if !ok || !got.Equal(want) {
+				t.Fatalf("%q: parseRFC3339 %v, %v; time.Parse %v", s, got, ok, want)
+			}
+		}
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil && s[0] != '+' && n > -62135596800000 && n < 253402300799999 {
+			res, buf, err := CastEpochMs.apply(s, nil)
+			if err != nil || string(buf[res.start:res.end]) != time.UnixMilli(n).UTC().Format(time.RFC3339Nano) {
+				t.Fatalf("epoch_ms %q: %q, %v", s, buf, err)
+			}
+		}
+		if want, err := base64.StdEncoding.DecodeString(s); err == nil && !strings.ContainsAny(s, "\r\n") {
+			res, buf, err := CastBase64.apply(s, nil)
+			if err != nil || string(buf[res.start:res.end]) != string(want) {
+				t.Fatalf("base64 %q: %q, %v; want %q", s, buf, err, want)
+			}
+		}
+	})
 }

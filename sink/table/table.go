@@ -476,7 +476,7 @@ func (w *writer) copyIn(ctx context.Context, tx pgx.Tx, buf []byte, sql string, 
 
 // copyWhere matches the context PostgreSQL gives an error of COPY FROM: `COPY t, line 3,
 // column qty: "x"`, `COPY t, line 3: "..."` or `COPY t, line 3`.
-var copyWhere = regexp.MustCompile(`(?s)^COPY .*?, line ([0-9]+)(?:, column (.*))?`)
+var copyWhere = regexp.MustCompile(`(?m)^COPY .*?, line ([0-9]+)(?:, column (.*))?`)
 
 // copyError turns a data error of COPY (SQLSTATE class 22 or 23, or 54000) whose context
 // names a line of the data into a *sink.PoisonError for the record of that line, its

@@ -55,6 +55,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/eosink/eosink/cli/internal/pipeline"
 	"github.com/eosink/eosink/internal/migrator"
 	"github.com/eosink/eosink/migrations"
@@ -140,9 +142,35 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		printError(stderr, err)
+		if hint := notMigratedHint(err, args[1:]); hint != "" {
+			fmt.Fprintf(stderr, "eosink: %s\n", hint)
+		}
 		return 1
 	}
 	return 0
+}
+
+// notMigratedHint returns the remedy when an operator command found no offsets or
+// dead_letters table (SQLSTATE 42P01 naming one): the schema was never migrated. It names
+// the command's own -config file when it has one.
+func notMigratedHint(err error, args []string) string {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "42P01" ||
+		!(strings.HasSuffix(pe.Message, `.offsets" does not exist`) || strings.HasSuffix(pe.Message, `.dead_letters" does not exist`)) {
+		return ""
+	}
+	cmd := "eosink migrate up -database-url URL -schema SCHEMA"
+	for i, a := range args {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "config" {
+			continue
+		}
+		if !hasValue && i+1 < len(args) {
+			value = args[i+1]
+		}
+		cmd = "eosink migrate up -config " + value
+	}
+	return "the schema is not migrated: run `" + cmd + "`, or run the pipeline once with database.auto_migrate: true"
 }
 
 // printError prints err with every line prefixed, so that each of a config file's errors

@@ -111,6 +111,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	stopProgress := startProgress(log.With("pipeline", p.Config.Pipeline), progress, s, reg)
 	err = s.Run(ctx)
 	stopProgress()
+	if nm := (*sink.NotMigratedError)(nil); errors.As(err, &nm) {
+		// The remedy in the file's words.
+		return fmt.Errorf("run %s: %s: run `eosink migrate up -config %s`, or set database.auto_migrate: true", p.File, nm.Problem(), p.File)
+	}
 	if err != nil {
 		return fmt.Errorf("run %s: %s", p.File, strings.TrimPrefix(p.Redact(err.Error()), "eosink: "))
 	}

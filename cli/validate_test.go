@@ -101,6 +101,17 @@ sink:
 			"columns:   amount   <- value.amount\n",
 			"           order_id <- value.order_id (required)\n",
 		}},
+		{"casts and defaults", `
+sink:
+  type: table
+  table: public.events
+  columns:
+    at: {from: value.ts, cast: epoch_ms}
+    region: {from: value.region, default: eu}
+`, []string{
+			"columns:   at     <- value.ts (cast epoch_ms)\n",
+			"           region <- value.region (default \"eu\")\n",
+		}},
 		{"upsert", `
 sink: {type: upsert, table: replica.accounts, key: [id], key_format: json, columns: {id: key.id, balance: value.balance}}
 `, []string{

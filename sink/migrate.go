@@ -61,6 +61,30 @@ func MigratePlugin(ctx context.Context, databaseURL string, p Plugin, opts *Migr
 	return nil
 }
 
+// NotMigratedError is Run's refusal to start on a schema whose migrations (the framework's
+// offsets table, or a plugin's tables) were not applied, or not all: apply them with
+// Migrate and MigratePlugin (`eosink migrate up`) or set Config.AutoMigrate.
+type NotMigratedError struct {
+	Name    string // whose migrations: "eosink" (the offsets table) or the plugin's set name
+	Schema  string
+	Version int64 // the schema's version; 0 when it was never migrated
+	Latest  int64 // the version this build needs
+}
+
+// Problem says what is wrong, without the remedy: `eosink tables in schema "s" are not
+// migrated`, or `... schema "s" is at version 2, this build needs 3`.
+func (e *NotMigratedError) Problem() string {
+	if e.Version == 0 {
+		return fmt.Sprintf("%s tables in schema %q are not migrated", e.Name, e.Schema)
+	}
+	return fmt.Sprintf("%s schema %q is at version %d, this build needs %d", e.Name, e.Schema, e.Version, e.Latest)
+}
+
+// Error is Problem with the remedy in Config's words (the CLI gives its own).
+func (e *NotMigratedError) Error() string {
+	return "eosink: " + e.Problem() + ": run `eosink migrate up`, call sink.Migrate and sink.MigratePlugin, or set Config.AutoMigrate"
+}
+
 // checkSchema refuses a schema that is not at exactly the latest version of set: behind it
 // needs `eosink migrate up`; ahead of it was migrated by a newer build than this one.
 func checkSchema(ctx context.Context, db DB, name string, set migrator.Set) error {
@@ -73,20 +97,20 @@ func checkSchema(ctx context.Context, db DB, name string, set migrator.Set) erro
 		return fmt.Errorf("eosink: check %s schema version: %w", name, err)
 	}
 	if !exists {
-		return fmt.Errorf("eosink: %s tables in schema %q are not migrated: run `eosink migrate up` or set AutoMigrate", name, set.Schema)
+		return &NotMigratedError{Name: name, Schema: set.Schema, Latest: int64(latest)}
 	}
 	var version int64
 	var dirty bool
 	err = db.QueryRow(ctx, fmt.Sprintf("SELECT version, dirty FROM %s LIMIT 1", pgx.Identifier{set.Schema, set.Table}.Sanitize())).Scan(&version, &dirty)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("eosink: %s tables in schema %q are not migrated: run `eosink migrate up` or set AutoMigrate", name, set.Schema)
+		return &NotMigratedError{Name: name, Schema: set.Schema, Latest: int64(latest)}
 	case err != nil:
 		return fmt.Errorf("eosink: read %s schema version: %w", name, err)
 	case dirty:
 		return fmt.Errorf("eosink: %s schema %q is dirty at version %d (a migration failed): fix it, then `eosink migrate force`", name, set.Schema, version)
 	case version < int64(latest):
-		return fmt.Errorf("eosink: %s schema %q is at version %d, this build needs %d: run `eosink migrate up` or set AutoMigrate", name, set.Schema, version, latest)
+		return &NotMigratedError{Name: name, Schema: set.Schema, Version: version, Latest: int64(latest)}
 	case version > int64(latest):
 		return fmt.Errorf("eosink: %s schema %q is at version %d, newer than the %d this build knows: upgrade eosink or the plugin", name, set.Schema, version, latest)
 	}

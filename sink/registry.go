@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -58,10 +59,81 @@ func RegisterConfig[C any, P Plugin](name string, build func(cfg PluginConfig, c
 		}
 		p, err := build(cfg, c)
 		if err != nil {
-			return nil, err
+			return nil, sectionErrors(cfg.Path, yamlKeys(reflect.TypeFor[C]()), err)
 		}
 		return p, nil
 	})
+}
+
+// sectionErrors turns the error of a plugin's build into *ConfigError values with full
+// paths, joined: each error of a joined error (errors.Join) separately, and each line of a
+// message that joins several. A message "columns.sku.cast: unknown cast" whose first
+// segment is one of keys (the yaml keys of the plugin's config) becomes the field
+// path+".columns.sku.cast"; other messages stay on path. *ConfigError values are kept: they
+// have their full path already.
+func sectionErrors(path string, keys map[string]bool, err error) error {
+	var out []error
+	var walk func(err error)
+	walk = func(err error) {
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range joined.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		var ce *ConfigError
+		if errors.As(err, &ce) {
+			out = append(out, err)
+			return
+		}
+		for _, line := range strings.Split(err.Error(), "\n") {
+			out = append(out, lineError(path, keys, line))
+		}
+	}
+	walk(err)
+	if len(out) == 1 {
+		return out[0]
+	}
+	return errors.Join(out...)
+}
+
+// fieldPrefix matches "field.path[1].more: " at the start of a message.
+var fieldPrefix = regexp.MustCompile(`^([a-z_][a-z0-9_]*)((?:\[[0-9]+\]|\.[^\s:\[\]]+)*): `)
+
+// lineError is one line of a plugin's error as a *ConfigError.
+func lineError(path string, keys map[string]bool, line string) *ConfigError {
+	if m := fieldPrefix.FindStringSubmatch(line); m != nil && keys[m[1]] {
+		return &ConfigError{Field: path + "." + m[1] + m[2], Reason: line[len(m[0]):]}
+	}
+	return &ConfigError{Field: path, Reason: line}
+}
+
+// yamlKeys returns the yaml keys of the struct t (with its inline structs'), for
+// sectionErrors.
+func yamlKeys(t reflect.Type) map[string]bool {
+	keys := map[string]bool{}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return keys
+	}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch {
+		case name == "-":
+		case strings.Contains(opts, "inline"):
+			for k := range yamlKeys(f.Type) {
+				keys[k] = true
+			}
+		case name != "":
+			keys[name] = true
+		case f.IsExported():
+			keys[strings.ToLower(f.Name)] = true
+		}
+	}
+	return keys
 }
 
 // registered names the registered plugins for messages.
@@ -165,7 +237,9 @@ func (c PluginConfig) Sub(key string) (PluginConfig, error) {
 	return sub, nil
 }
 
-// BuildPlugin builds the plugin that cfg's "type" names. Errors are *ConfigError values.
+// BuildPlugin builds the plugin that cfg's "type" names. Errors are *ConfigError values, or
+// several joined with errors.Join when the plugin found several problems (a plugin
+// registered with RegisterConfig gets each on its field: see sectionErrors).
 func BuildPlugin(cfg PluginConfig) (Plugin, error) {
 	name := cfg.Type()
 	if name == "" {
@@ -183,11 +257,7 @@ func BuildPlugin(cfg PluginConfig) (Plugin, error) {
 	cfg.Logger = cfg.Logger.With("plugin", name)
 	p, err := f(cfg)
 	if err != nil {
-		var ce *ConfigError
-		if errors.As(err, &ce) {
-			return nil, err
-		}
-		return nil, &ConfigError{Field: cfg.Path, Reason: err.Error()}
+		return nil, sectionErrors(cfg.Path, nil, err)
 	}
 	return p, nil
 }

@@ -139,7 +139,7 @@ func TestPoisonRecordsAreDeadLettered(t *testing.T) {
 	}
 	// Every kind is there, with its reason.
 	reasons := strings.Join(strs(t, db, "SELECT error FROM "+pgx.Identifier{p.OffsetsSchema, "dead_letters"}.Sanitize()), "\n")
-	for _, want := range []string{"not valid JSON", "23502", "54000", "NUL", "tombstone"} {
+	for _, want := range []string{"value is not JSON", "23502", "54000", "NUL", "tombstone"} {
 		if !strings.Contains(reasons, want) {
 			t.Errorf("no dead letter with %q among the reasons", want)
 		}

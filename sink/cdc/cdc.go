@@ -115,7 +115,7 @@ func (p *CDC) Prepare(ctx context.Context, db sink.DB) error {
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("cdc: %s does not exist: run `eosink migrate up` (or set database.auto_migrate)", p.positions)
+		return fmt.Errorf("cdc: %s does not exist: run `eosink migrate up -config FILE`, or set database.auto_migrate: true", p.positions)
 	}
 	for st, r := range p.rs.byST {
 		id := r.tmpl.render("", "", "", "")

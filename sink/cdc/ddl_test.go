@@ -106,7 +106,7 @@ func TestDDLKeysFromConfig(t *testing.T) {
 	_, err = sink.BuildPlugin(sink.PluginConfig{Path: "sink", Schema: "eosink",
 		Raw: map[string]any{"type": "cdc", "evolve": "drop-columns"}})
 	var ce *sink.ConfigError
-	if !errors.As(err, &ce) || ce.Field != "sink" || !strings.HasPrefix(ce.Reason, `evolve: "drop-columns" is not add-columns`) {
+	if !errors.As(err, &ce) || ce.Field != "sink.evolve" || !strings.HasPrefix(ce.Reason, `"drop-columns" is not add-columns`) {
 		t.Fatalf("evolve: drop-columns: %#v", err)
 	}
 	_, err = sink.BuildPlugin(sink.PluginConfig{Path: "sink", Schema: "eosink",

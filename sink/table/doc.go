@@ -10,9 +10,12 @@
 //	  table: public.events          # [schema.]table; the name is quoted as given
 //	  key_format: string            # json|string|bytes|avro|protobuf|json_schema; default string
 //	  value_format: json            # the same; defaults to json
-//	  columns:                      # column: source expression, or {from, required}
+//	  columns:                      # column: source expression, or {from, required, cast, default}
 //	    id: value.id
 //	    amount: {from: value.amount, required: true}
+//	    at: {from: value.ts, cast: epoch_ms}      # epoch_s|epoch_ms|epoch_us|rfc3339 -> timestamptz
+//	    blob: {from: value.b64, cast: base64}     # -> bytea; json: a string holding JSON -> jsonb
+//	    region: {from: value.region, default: eu} # for a missing field (a null stays NULL)
 //	    payload: value              # the whole value (JSON text into json/jsonb/text)
 //	    k: key
 //	    src_offset: offset          # also topic, partition, timestamp, header.<name>
@@ -102,8 +105,9 @@
 // # Errors
 //
 // A record that does not decode or lacks a required field is poison before any SQL runs. A
-// value PostgreSQL refuses (a wrong type, a constraint) fails the COPY with a data error;
-// with on_poison: dead-letter the engine then isolates the record by halving the batch in
-// savepoints. A table or column that does not exist, or a key without a unique index, is a
+// value that cannot be cast is poison too, naming the column and the cast. A value
+// PostgreSQL refuses (a wrong type, a constraint) fails the COPY with a data error at a line
+// of the data: the record of that line is returned as poison, naming the column PostgreSQL
+// names, and with on_poison: dead-letter the engine isolates it. A table or column that does not exist, or a key without a unique index, is a
 // configuration error at start (Prepare), not a poison record.
 package table

@@ -218,10 +218,19 @@ func newRouter[T any](c Config, key []string, build func(r *route, table pgx.Ide
 	return rt, errors.Join(errs...)
 }
 
-// wrap names the route in a configuration error: "routes[1].columns.x: ...".
+// wrap names the route in a configuration error: "routes[1].columns.x: ...", each error of
+// a joined one.
 func (r *route) wrap(err error) error {
 	if r.path == "" {
 		return err
+	}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs := joined.Unwrap()
+		out := make([]error, len(errs))
+		for i, e := range errs {
+			out[i] = r.wrap(e)
+		}
+		return errors.Join(out...)
 	}
 	return fmt.Errorf("%s.%w", r.path, err)
 }

@@ -93,7 +93,7 @@ func TestRouteConfigErrors(t *testing.T) {
 		{"too many groups", table.Config{Columns: cols, Routes: []table.Route{{Topic: "^a(.)", Table: "x.${2}"}}}, "has 1 capture groups"},
 		{"duplicate", table.Config{Columns: cols, Routes: []table.Route{{Topic: "a", Table: "x"}, {Topic: "a", Table: "y"}}}, "routes[1].topic: \"a\" is routed by routes[0] already"},
 		{"no columns", table.Config{Routes: []table.Route{{Topic: "a", Table: "x"}}}, "routes[0].columns: at least one column is required"},
-		{"bad column", table.Config{Routes: []table.Route{{Topic: "a", Table: "x", Columns: map[string]table.Column{"c": {From: "nope"}}}}}, "routes[0].columns.c:"},
+		{"bad column", table.Config{Routes: []table.Route{{Topic: "a", Table: "x", Columns: map[string]table.Column{"c": {From: "nope"}}}}}, "routes[0].columns.c.from:"},
 		{"key in table", table.Config{Columns: cols, Routes: []table.Route{{Topic: "a", Table: "x", Key: []string{"id"}}}}, "routes[0].key: only the upsert plugin"},
 	}
 	for _, tc := range cases {

@@ -6,12 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/eosink/eosink/internal/pgerr"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/internal/mapping"
 )
@@ -45,13 +49,28 @@ type Config struct {
 }
 
 // Column is one column's source. In a config file it is a string (the source expression) or
-// a map {from: EXPR, required: BOOL}.
+// a map {from: EXPR, required: BOOL, cast: NAME, default: TEXT}.
 type Column struct {
 	From     string `yaml:"from"`
 	Required bool   `yaml:"required"`
+	// Cast converts the value: epoch_s, epoch_ms, epoch_us or rfc3339 to timestamptz,
+	// base64 to bytea, json (a string holding JSON) to jsonb; see mapping.Cast. Defaults to
+	// none: the value as it is.
+	Cast string `yaml:"cast"`
+	// Default is the value when the source finds nothing (an absent field or header, a null
+	// key or value); an explicit null stays NULL. It goes through Cast. Not with Required.
+	// Defaults to nil: NULL.
+	Default *string `yaml:"default"`
+
+	problems []problem // what UnmarshalYAML refused, reported by New with the column's path
 }
 
-// UnmarshalYAML accepts "value.x" or {from: value.x, required: true}.
+// problem is a key of a column's map ("" for the column itself) and why it was refused.
+type problem struct{ key, reason string }
+
+// UnmarshalYAML accepts "value.x" or {from: value.x, required: true, cast: epoch_ms,
+// default: "0"}. It refuses nothing itself: each problem is kept and reported by New,
+// with the column's path, together with every other problem of the section.
 func (c *Column) UnmarshalYAML(unmarshal func(any) error) error {
 	var s string
 	if err := unmarshal(&s); err == nil {
@@ -60,24 +79,44 @@ func (c *Column) UnmarshalYAML(unmarshal func(any) error) error {
 	}
 	var m map[string]any
 	if err := unmarshal(&m); err != nil {
-		return errors.New("a column is a source expression or {from: EXPR, required: BOOL}")
+		c.problems = append(c.problems, problem{"", "a column is a source expression or {from: EXPR, required: BOOL, cast: NAME, default: TEXT}"})
+		return nil
 	}
-	for k, v := range m {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		v := m[k]
 		switch k {
 		case "from":
 			s, ok := v.(string)
 			if !ok {
-				return errors.New("from: want a source expression")
+				c.problems = append(c.problems, problem{k, "want a source expression"})
 			}
 			c.From = s
 		case "required":
 			b, ok := v.(bool)
 			if !ok {
-				return errors.New("required: want true or false")
+				c.problems = append(c.problems, problem{k, "want true or false"})
 			}
 			c.Required = b
+		case "cast":
+			s, ok := v.(string)
+			if !ok {
+				c.problems = append(c.problems, problem{k, "want one of epoch_s, epoch_ms, epoch_us, rfc3339, base64, json"})
+			}
+			c.Cast = s
+		case "default":
+			switch v := v.(type) {
+			case string:
+				c.Default = &v
+			case bool, int, int64, uint64, float64:
+				d := fmt.Sprint(v)
+				c.Default = &d
+			case nil:
+				c.problems = append(c.problems, problem{k, "null is no default (a missing value is NULL without one); leave it out"})
+			default:
+				c.problems = append(c.problems, problem{k, "want a scalar, the value in the column's text form"})
+			}
 		default:
-			return fmt.Errorf("unknown key %q in a column (want from, required)", k)
+			c.problems = append(c.problems, problem{k, "unknown key in a column (want from, required, cast, default)"})
 		}
 	}
 	return nil
@@ -153,7 +192,7 @@ func (t *Table) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 	if err != nil || buf == nil {
 		return err
 	}
-	return copyIn(ctx, tx, buf, tt.w.copySQL)
+	return tt.w.copyIn(ctx, tx, buf, tt.w.copySQL, b.Records)
 }
 
 // writer is what table and upsert share: the mapping, the column types and COPY encoding.
@@ -201,12 +240,37 @@ func newWriter(c Config, table pgx.Identifier, columns map[string]Column, extra 
 	var errs []error
 	for _, name := range cols {
 		spec := columns[name]
+		bad := len(errs)
+		refused := map[string]bool{}
+		for _, p := range spec.problems {
+			refused[p.key] = true
+			path := "columns." + name
+			if p.key != "" {
+				path += "." + p.key
+			}
+			errs = append(errs, fmt.Errorf("%s: %s", path, p.reason))
+		}
 		src, err := mapping.ParseSource(spec.From)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("columns.%s: %w", name, err))
+		if err != nil && !refused[""] && !refused["from"] {
+			errs = append(errs, fmt.Errorf("columns.%s.from: %w", name, err))
+		}
+		cast, err := mapping.ParseCast(spec.Cast)
+		if err != nil && !refused["cast"] {
+			errs = append(errs, fmt.Errorf("columns.%s.cast: %w", name, err))
+		}
+		if d := spec.Default; d != nil && !refused["default"] {
+			if spec.Required {
+				errs = append(errs, fmt.Errorf("columns.%s.default: a default and required: true exclude each other (required refuses what the default fills in)", name))
+			} else if err == nil {
+				if err := cast.Check(*d); err != nil {
+					errs = append(errs, fmt.Errorf("columns.%s.default: %w", name, err))
+				}
+			}
+		}
+		if len(errs) > bad {
 			continue
 		}
-		m.Columns = append(m.Columns, mapping.Column{Name: name, From: src, Required: spec.Required})
+		m.Columns = append(m.Columns, mapping.Column{Name: name, From: src, Required: spec.Required, Cast: cast, Default: spec.Default})
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -399,8 +463,52 @@ func (w *writer) insertRow(readsValue bool) rowFunc {
 	}
 }
 
-// copyIn runs a COPY FROM STDIN with buf as its text-format data.
-func copyIn(ctx context.Context, tx pgx.Tx, buf []byte, sql string) error {
+// copyIn runs a COPY FROM STDIN with buf, the text-format rows of recs, as its data. A data
+// error that PostgreSQL reports at a line of the data is about the record of that line: it
+// is returned as that record's poison, naming the column (copyError).
+func (w *writer) copyIn(ctx context.Context, tx pgx.Tx, buf []byte, sql string, recs []sink.Record) error {
 	_, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), sql)
-	return err
+	if err != nil {
+		return w.copyError(err, recs)
+	}
+	return nil
+}
+
+// copyWhere matches the context PostgreSQL gives an error of COPY FROM: `COPY t, line 3,
+// column qty: "x"`, `COPY t, line 3: "..."` or `COPY t, line 3`.
+var copyWhere = regexp.MustCompile(`(?m)^COPY .*?, line ([0-9]+)(?:, column (.*))?`)
+
+// copyError turns a data error of COPY (SQLSTATE class 22 or 23, or 54000) whose context
+// names a line of the data into a *sink.PoisonError for the record of that line, its
+// reason naming the column when PostgreSQL does: "column qty: ERROR: invalid input syntax
+// for type integer: "x" (SQLSTATE 22P02)". Other errors are returned as they are.
+func (w *writer) copyError(err error, recs []sink.Record) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pgerr.Classify(err) != pgerr.Data {
+		return err
+	}
+	m := copyWhere.FindStringSubmatch(pe.Where)
+	if m == nil {
+		return err
+	}
+	line, perr := strconv.Atoi(m[1])
+	if perr != nil || line < 1 || line > len(recs) {
+		return err
+	}
+	if col := w.copyColumn(m[2]); col != "" {
+		err = fmt.Errorf("column %s: %w", col, err)
+	}
+	return sink.Poison(&recs[line-1], err)
+}
+
+// copyColumn finds the column at the start of rest, the context after "column ": `qty:
+// "x"`, `qty: null input` or `qty`; "" when it is none of the COPY's columns.
+func (w *writer) copyColumn(rest string) string {
+	best := ""
+	for _, c := range append(w.cols[:len(w.cols):len(w.cols)], w.extra...) {
+		if (rest == c || strings.HasPrefix(rest, c+": ")) && len(c) > len(best) {
+			best = c
+		}
+	}
+	return best
 }

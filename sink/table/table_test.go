@@ -2,6 +2,7 @@ package table_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -229,6 +230,51 @@ func TestConfigErrorsAtPrepare(t *testing.T) {
 	} {
 		if _, err := table.New(tc.c); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v, want an error containing %q", tc.c, err, tc.want)
+		}
+	}
+}
+
+// A value PostgreSQL refuses during the COPY is the poison of its own record, found by the
+// line PostgreSQL reports, with the column named; for table and for upsert's staging COPY,
+// at any line of the batch, and for a NOT NULL violation (no column in the context).
+func TestCopyErrorsNameTheRecordAndColumn(t *testing.T) {
+	db, schema := testDB(t)
+	tbl := pgx.Identifier{schema, "items"}.Sanitize()
+	exec(t, db, "CREATE TABLE "+tbl+` (id integer PRIMARY KEY, qty integer, note text NOT NULL)`)
+	cols := map[string]table.Column{"id": {From: "value.id"}, "qty": {From: "value.qty"}, "note": {From: "value.note"}}
+	tp, err := table.New(table.Config{Table: schema + ".items", Columns: cols})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := table.NewUpsert(table.UpsertConfig{Key: []string{"id"}, Config: table.Config{Table: schema + ".items", Columns: cols}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		p      sink.Plugin
+		values []string
+		offset int64
+		want   string
+	}{
+		{"table, line 3", tp, []string{`{"id":1,"qty":1,"note":"a"}`, `{"id":2,"qty":2,"note":"b"}`, `{"id":3,"qty":"x","note":"c"}`, `{"id":4,"qty":4,"note":"d"}`},
+			12, `column qty: ERROR: invalid input syntax for type integer: "x" (SQLSTATE 22P02)`},
+		{"upsert, line 2", up, []string{`{"id":1,"qty":1,"note":"a"}`, `{"id":2,"qty":"2.5","note":"b"}`, `{"id":3,"qty":3,"note":"c"}`},
+			11, `column qty: ERROR: invalid input syntax for type integer: "2.5" (SQLSTATE 22P02)`},
+		{"table, NOT NULL at line 2", tp, []string{`{"id":1,"qty":1,"note":"a"}`, `{"id":2,"qty":2}`},
+			11, `poison record t[2]@11: ERROR: null value in column "note"`}, // the message names the column
+	} {
+		recs := make([]sink.Record, len(tc.values))
+		for i, v := range tc.values {
+			recs[i] = sink.Record{Topic: "t", Partition: 2, Offset: int64(10 + i), Value: []byte(v)}
+		}
+		err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			return tc.p.Write(ctx, tx, sink.Batch{Topic: "t", Partition: 2, Records: recs})
+		})
+		var pe *sink.PoisonError
+		if !errors.As(err, &pe) || pe.Offset != tc.offset || pe.Partition != 2 || !strings.Contains(err.Error(), tc.want) || !sink.IsPoison(err) {
+			t.Errorf("%s: Write = %v, want poison at offset %d with %q", tc.name, err, tc.offset, tc.want)
 		}
 	}
 }

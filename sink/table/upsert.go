@@ -166,7 +166,7 @@ func (u *upsertTarget) row(r *sink.Record, row []any) ([]any, error) {
 			row = append(row, nil)
 			continue
 		}
-		v, err := u.w.m.Extract(r, c.From)
+		v, err := u.w.m.ExtractColumn(r, c)
 		if err != nil {
 			return nil, err
 		}
@@ -229,7 +229,7 @@ func (p *Upsert) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 	if _, err := tx.Exec(ctx, u.stageSQL); err != nil {
 		return fmt.Errorf("upsert: staging table: %w", err)
 	}
-	if err := copyIn(ctx, tx, buf, u.copySQL); err != nil {
+	if err := u.w.copyIn(ctx, tx, buf, u.copySQL, b.Records); err != nil {
 		return err
 	}
 	_, err = tx.Exec(ctx, u.mergeSQL)

@@ -35,22 +35,33 @@ func (l *loader) plugin(n *yaml.Node, pipelineName, schema string, logger *slog.
 	if err != nil && l.unresolvedWithin("sink") {
 		// The plugin saw the section without the values of unset variables: its complaint
 		// may be about them. A warning, like them; run checks it with the values.
-		msg := err.Error()
-		var ce *sink.ConfigError
-		if errors.As(err, &ce) {
-			msg = ce.Reason
+		var msgs []string
+		for _, err := range unjoin(err) {
+			msg := err.Error()
+			var ce *sink.ConfigError
+			if errors.As(err, &ce) {
+				msg = ce.Reason
+				if field, ok := strings.CutPrefix(ce.Field, "sink."); ok {
+					msg = field + ": " + msg
+				}
+			}
+			msgs = append(msgs, msg)
 		}
+		msg := strings.Join(msgs, "; ")
 		l.warn("sink", n.Line, "the plugin was not built without the unset variables: %s",
 			l.secrets.redact(backquotedRE.ReplaceAllString(msg, "(value not shown)")))
 		return nil, cfg.Type()
 	}
 	if err != nil {
-		var ce *sink.ConfigError
-		if errors.As(err, &ce) {
-			// yaml's decode errors quote the start of the value (`hunter2...`): drop it.
-			l.fail(ce.Field, l.lineOf(ce.Field), "%s", l.secrets.redact(backquotedRE.ReplaceAllString(ce.Reason, "(value not shown)")))
-		} else {
-			l.fail("sink", n.Line, "%v", err)
+		// Every problem the plugin found, each at its field (joined with errors.Join).
+		for _, err := range unjoin(err) {
+			var ce *sink.ConfigError
+			if errors.As(err, &ce) {
+				// yaml's decode errors quote the start of the value (`hunter2...`): drop it.
+				l.fail(ce.Field, l.lineOf(ce.Field), "%s", l.secrets.redact(backquotedRE.ReplaceAllString(ce.Reason, "(value not shown)")))
+			} else {
+				l.fail("sink", n.Line, "%v", l.secrets.redact(err.Error()))
+			}
 		}
 		return nil, cfg.Type()
 	}
@@ -66,4 +77,12 @@ func (l *loader) lineOf(path string) int {
 		path = path[:max(strings.LastIndexAny(path, ".["), 0)]
 	}
 	return 0
+}
+
+// unjoin returns the errors joined in err (errors.Join), or err alone.
+func unjoin(err error) []error {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		return joined.Unwrap()
+	}
+	return []error{err}
 }

@@ -84,7 +84,7 @@ func TestSchemadFormatNeedsTheRegistry(t *testing.T) {
 	tableSink := strings.Replace(minimal, "sink:\n  type: pipelinetest\n  table: events\n",
 		"sink:\n  type: table\n  table: events\n  value_format: avro\n  columns: {id: value.after.id}\n", 1)
 	out := parseErr(t, tableSink, nil)
-	if want := "sink: value_format: avro needs the pipeline's schema_registry section"; !strings.Contains(out, want) {
+	if want := "sink.value_format: avro needs the pipeline's schema_registry section"; !strings.Contains(out, want) {
 		t.Errorf("error:\n%s\nwant %q", out, want)
 	}
 	p, err := parse(t, tableSink+"schema_registry:\n  url: http://127.0.0.1:8081\n", nil)
@@ -97,5 +97,50 @@ func TestSchemadFormatNeedsTheRegistry(t *testing.T) {
 	out = parseErr(t, strings.Replace(tableSink, "value_format: avro", "value_format: avro2", 1), nil)
 	if want := `unknown format "avro2" (want json, string, bytes, avro, protobuf or json_schema)`; !strings.Contains(out, want) {
 		t.Errorf("error:\n%s\nwant %q", out, want)
+	}
+}
+
+// A plugin's problems are all reported, each at its field with the sink. prefix and its
+// line, like the file's own.
+func TestPluginErrorsAllAtTheirFields(t *testing.T) {
+	text := strings.Replace(minimal, "sink:\n  type: pipelinetest\n  table: events\n", `sink:
+  type: upsert
+  table: events
+  key: [id]
+  on_conflict: replace
+  columns:
+    id: value.id
+    sku: {from: value.sku, required: "yes"}
+    at:
+      from: value.ts
+      cast: epoch_sec
+    region: {from: value.region, default: eu, required: true}
+    seen: {from: value.seen, cast: rfc3339, default: yesterday}
+    bad: {from: nope, colour: red}
+  routes:
+    - topic: audit
+      table: audit
+      columns: {who: {from: value.who, cast: int}}
+`, 1)
+	text = strings.Replace(text, "topics: [orders]", "topics: [orders, audit]", 1)
+	out := parseErr(t, text, nil)
+	for _, want := range []string{
+		`pipeline.yaml: sink.columns.sku.required: want true or false (line 15)`,
+		`pipeline.yaml: sink.columns.at.cast: unknown cast "epoch_sec" (want epoch_s, epoch_ms, epoch_us, rfc3339, base64 or json) (line 18)`,
+		`pipeline.yaml: sink.columns.region.default: a default and required: true exclude each other`,
+		`pipeline.yaml: sink.columns.seen.default: cast rfc3339: "yesterday" is not an RFC 3339 timestamp (line 20)`,
+		`pipeline.yaml: sink.columns.bad.colour: unknown key in a column (want from, required, cast, default) (line 21)`,
+		`pipeline.yaml: sink.columns.bad.from: mapping: bad source "nope"`,
+		`pipeline.yaml: sink.routes[0].columns.who.cast: unknown cast "int"`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("error:\n%s\nwant %q", out, want)
+		}
+	}
+	// The table's problems stop the build before on_conflict is read; each line is one field.
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(line, "pipeline.yaml: sink.") {
+			t.Errorf("line %q is not at a sink field", line)
+		}
 	}
 }

@@ -133,7 +133,7 @@ func (p *Pipeline) unresolvedWithin(path string) bool {
 type RouteSummarizer interface{ RouteSummary() []string }
 
 // columnsOf lists the columns the table and upsert plugins (also inside inbox) fill, each
-// with its source: the section's columns, which every route without columns of its own uses.
+// with its source and its notes (required, cast, default): the section's columns, which every route without columns of its own uses.
 func columnsOf(plugin string, sec map[string]any) []string {
 	if plugin == "inbox" {
 		inner, _ := sec["inner"].(map[string]any)
@@ -155,8 +155,18 @@ func columnsOf(plugin string, sec map[string]any) []string {
 			src = v
 		case map[string]any:
 			src = str(v["from"])
+			var notes []string
 			if b, _ := v["required"].(bool); b {
-				src += " (required)"
+				notes = append(notes, "required")
+			}
+			if c := str(v["cast"]); c != "" {
+				notes = append(notes, "cast "+c)
+			}
+			if d, ok := v["default"]; ok && d != nil {
+				notes = append(notes, fmt.Sprintf("default %q", str(d)))
+			}
+			if len(notes) > 0 {
+				src += " (" + strings.Join(notes, ", ") + ")"
 			}
 		}
 		lines = append(lines, fmt.Sprintf("%-*s <- %s", width, name, src))

@@ -13,7 +13,8 @@ import (
 // side, which has none, or a field the schema lacks). Types are never guessed from values.
 var ErrUntyped = errors.New("no type for the column in the record's schema")
 
-// ColumnTypes returns a PostgreSQL type for each of m.Columns, for creating the table: from
+// ColumnTypes returns a PostgreSQL type for each of m.Columns, for creating the table: the
+// type of its Cast (Cast.ColumnType) for a column with one; otherwise from
 // the registry schema of r's key or value for a path into an avro side; by the format for
 // a whole side (string text, bytes bytea, json, protobuf and json_schema jsonb, avro by its
 // root type); text for topic and headers, integer for partition, bigint for offset,
@@ -44,6 +45,10 @@ func (m *Mapping) ColumnTypes(r *sink.Record) ([]string, error) {
 		f, data, msg, which := m.Value, r.Value, &value, "value"
 		if c.From.Side() == "key" {
 			f, data, msg, which = m.Key, r.Key, &key, "key"
+		}
+		if t := c.Cast.ColumnType(); t != "" {
+			types[i] = t // a cast decides the type, whatever the source
+			continue
 		}
 		var err error
 		switch c.From.kind {

@@ -60,9 +60,23 @@
 // Text must be valid UTF-8 without NUL bytes, because PostgreSQL text cannot hold anything
 // else. A value that breaks this is an error, and so is a side that a column reads with
 // the json format when it is not valid JSON (invalid UTF-8 counts as invalid JSON, as RFC
-// 8259 requires UTF-8). A required column whose value is nil is an error too. Such errors
-// make the record poison: the caller wraps them with sink.Poison. They name the column and
-// the source expression, never the record's content.
+// 8259 requires UTF-8); that one names no column, since the record as a whole is bad
+// ("mapping: value is not JSON: ..."). A required column whose value is nil is an error too.
+// Such errors make the record poison: the caller wraps them with sink.Poison. They name the
+// column and the source expression, never the record's content, except that a cast error
+// quotes the start of the value it could not cast (at most 40 bytes), as PostgreSQL's own
+// errors quote values.
+//
+// # Casts and defaults
+//
+// A Column's Cast converts its value's text after it is read: epoch_s, epoch_ms and
+// epoch_us (a number of seconds, milliseconds or microseconds since 1970, from its digits,
+// never through a float) and rfc3339 (UTC when it has no zone) give RFC 3339 text for
+// timestamptz; base64 (standard or URL-safe, padded or not) gives bytes for bytea; json
+// checks that the text is one JSON document. A value that cannot be cast is a *FieldError
+// wrapping a *CastError (ErrCast), which quotes the start of the value. NULL stays NULL. A
+// Column's Default replaces a value the source does not find (absent, not null), and goes
+// through the Cast. Both write into the row's shared text: no allocation of their own.
 //
 // # Performance
 //

@@ -19,16 +19,23 @@ var (
 )
 
 // FieldError is the error of Row and Extract: the record cannot give the value of one
-// column. It names the column (empty from Extract) and the source expression, never the
-// record's content. The record is poison: wrap it with sink.Poison.
+// column. It names the column and the source expression; it has no column when the key
+// or value as a whole is not JSON (Source is then "key" or "value"), or from Extract. It
+// never shows the record's content, except that a *CastError quotes the start of the value
+// it could not cast, as PostgreSQL's own errors do. The record is poison: wrap it with sink.Poison.
 type FieldError struct {
 	Column string // column name; "" when the error comes from Extract
 	Source string // source expression
-	Err    error  // wraps ErrInvalidJSON, ErrMissing, ErrInvalidText or ErrTimestampRange
+	Err    error  // wraps ErrInvalidJSON, ErrMissing, ErrInvalidText, ErrTimestampRange or ErrCast (a *CastError)
 }
 
-// Error returns "mapping: column \"<name>\" (<source>): <reason>".
+// Error returns "mapping: column \"<name>\" (<source>): <reason>", or, when the key or
+// value as a whole is not JSON, "mapping: value is not JSON: <why>".
 func (e *FieldError) Error() string {
+	var de *detailError
+	if e.Column == "" && (e.Source == "key" || e.Source == "value") && errors.As(e.Err, &de) && de.kind == ErrInvalidJSON {
+		return "mapping: " + e.Source + " is not JSON: " + de.detail
+	}
 	if e.Column == "" {
 		return "mapping: " + e.Source + ": " + e.Err.Error()
 	}
@@ -37,6 +44,16 @@ func (e *FieldError) Error() string {
 
 // Unwrap returns Err.
 func (e *FieldError) Unwrap() error { return e.Err }
+
+// sideError returns the error of Row when err says that side ("key" or "value"), which a
+// column reads with the json format, is not valid JSON (or not UTF-8): a *FieldError without
+// a column, since the record as a whole is bad rather than one column's value. Else nil.
+func sideError(side string, err error) error {
+	if (side == "key" || side == "value") && errors.Is(err, ErrInvalidJSON) {
+		return &FieldError{Source: side, Err: err}
+	}
+	return nil
+}
 
 // detailError is a sentinel error with a detail that says which case it is.
 type detailError struct {

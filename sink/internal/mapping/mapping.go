@@ -20,6 +20,16 @@ type Column struct {
 	// from a side with a schema'd format (avro, protobuf, json_schema) is then written as an
 	// array literal rather than as JSON text. It does not change the json format.
 	Array bool
+	// Cast converts the value before it is written (see Cast); NULL stays NULL. Defaults to
+	// CastNone: the value as it is.
+	Cast Cast
+	// Default is the value of a column whose source finds nothing: an absent field (or a
+	// path through a scalar), an absent header, a null key or value, a zero timestamp. An
+	// explicit null (JSON null, a header whose value is null, a null in a schema'd record)
+	// stays NULL, like an explicit NULL in an INSERT. The default goes through Cast like a
+	// found value, so it is written in the source's form (epoch_ms: "0"). Defaults to nil:
+	// no default. A column may not have both Default and Required.
+	Default *string
 }
 
 // Mapping says how a record's key and value decode and which columns a row has. A Mapping
@@ -34,7 +44,7 @@ type Mapping struct {
 }
 
 // Validate checks m: known formats, with a Decoder for schema'd ones; every column named,
-// once, with a source; paths (key.<path>, value.<path>) only on a side with the json format
+// once, with a source, a known cast, and a default that casts and is not with Required; paths (key.<path>, value.<path>) only on a side with the json format
 // or a schema'd one. A Mapping without
 // columns is valid (a sink that needs some checks that itself). It returns all problems
 // found, joined.
@@ -63,6 +73,19 @@ func (m *Mapping) Validate() error {
 		name := c.Name
 		if name == "" {
 			name = fmt.Sprintf("#%d", i+1)
+		}
+		if !c.Cast.valid() {
+			errs = append(errs, fmt.Errorf("mapping: column %q: invalid cast %v", name, c.Cast))
+		}
+		if c.Default != nil {
+			if c.Required {
+				errs = append(errs, fmt.Errorf("mapping: column %q: a default and required exclude each other (required refuses what the default fills in)", name))
+			}
+			if c.Cast.valid() {
+				if err := c.Cast.Check(*c.Default); err != nil {
+					errs = append(errs, fmt.Errorf("mapping: column %q: default: %w", name, err))
+				}
+			}
 		}
 		switch c.From.kind {
 		case srcNone:

@@ -47,7 +47,13 @@ func (m *Mapping) Row(r *sink.Record, dst []any) ([]any, error) {
 		c := &m.Columns[i]
 		res, next, err := rd.eval(m.Columns, cols, i, buf)
 		buf = next
+		if err == nil {
+			res, buf, err = finish(c, res, buf)
+		}
 		if err != nil {
+			if se := sideError(c.From.Side(), err); se != nil {
+				return dst[:0], se
+			}
 			return dst[:0], &FieldError{Column: c.Name, Source: c.From.String(), Err: err}
 		}
 		switch res.kind {
@@ -82,7 +88,14 @@ func Extract(r *sink.Record, src Source, keyFormat, valueFormat Format) (any, er
 
 // Extract is the package's Extract with m's formats and Decoder; m's columns play no part.
 func (m *Mapping) Extract(r *sink.Record, src Source) (any, error) {
-	columns := [1]Column{{From: src}}
+	return m.ExtractColumn(r, Column{From: src})
+}
+
+// ExtractColumn is Extract for the source of c, with c's Default and Cast applied (c's
+// Required and Array play no part): a column's value alone, as Row gives it.
+func (m *Mapping) ExtractColumn(r *sink.Record, c Column) (any, error) {
+	src := c.From
+	columns := [1]Column{c}
 	var cols [1]pathCol
 	keyFormat, valueFormat := m.Key, m.Value
 	rd := reader{rec: r, dec: m.Decoder,
@@ -91,6 +104,9 @@ func (m *Mapping) Extract(r *sink.Record, src Source) (any, error) {
 	var bufArray [64]byte
 	buf := bufArray[:0]
 	res, buf, err := rd.eval(columns[:], cols[:], 0, buf)
+	if err == nil {
+		res, buf, err = finish(&columns[0], res, buf)
+	}
 	if err != nil {
 		return nil, &FieldError{Source: src.String(), Err: err}
 	}
@@ -126,9 +142,40 @@ type result struct {
 	v          any
 	start, end int
 	why        string
+	absent     bool // resNull because the source found nothing (not an explicit null): a default applies
 }
 
 func null(why string) result { return result{kind: resNull, why: why} }
+
+// absent is null for a source that finds nothing, where a column's Default applies.
+func absent(why string) result { return result{kind: resNull, why: why, absent: true} }
+
+// finish applies c's Default to an absent value and c's Cast to a value that is not NULL.
+func finish(c *Column, res result, buf []byte) (result, []byte, error) {
+	if res.kind == resNull && res.absent && c.Default != nil {
+		res, buf = copyText(*c.Default, buf)
+	}
+	if c.Cast == CastNone || res.kind == resNull {
+		return res, buf, nil
+	}
+	var s string
+	switch res.kind {
+	case resBuf:
+		// buf may grow while the cast appends to it; s keeps the old array alive if it moves,
+		// and the cast appends after res.end otherwise.
+		s = unsafeString(buf[res.start:res.end])
+	case resDirect:
+		switch v := res.v.(type) {
+		case string:
+			s = v
+		case []byte:
+			s = unsafeString(v)
+		default:
+			return result{}, buf, fmt.Errorf("cast %v: unexpected %T", c.Cast, res.v)
+		}
+	}
+	return c.Cast.apply(s, buf)
+}
 
 func direct(v any) result { return result{kind: resDirect, v: v} }
 
@@ -213,7 +260,7 @@ func (rd *reader) eval(columns []Column, cols []pathCol, j int, buf []byte) (res
 			res, buf := copyText(unsafeString(h.Value), buf)
 			return res, buf, nil
 		}
-		return null("no such header"), buf, nil
+		return absent("no such header"), buf, nil
 	case srcTopic:
 		if err := checkText(r.Topic); err != nil {
 			return result{}, buf, err
@@ -229,7 +276,7 @@ func (rd *reader) eval(columns []Column, cols []pathCol, j int, buf []byte) (res
 		return result{kind: resBuf, start: start, end: len(buf)}, buf, nil
 	case srcTimestamp:
 		if r.Timestamp.IsZero() {
-			return null("zero timestamp"), buf, nil
+			return absent("zero timestamp"), buf, nil
 		}
 		t := r.Timestamp.UTC()
 		if y := t.Year(); y < 1 || y > 9999 {
@@ -245,7 +292,7 @@ func (rd *reader) eval(columns []Column, cols []pathCol, j int, buf []byte) (res
 // whole returns a whole side: the key or the value.
 func (rd *reader) whole(s *side, columns []Column, cols []pathCol, j int, why string, buf []byte) (result, []byte, error) {
 	if s.data == nil {
-		return null(why), buf, nil
+		return absent(why), buf, nil
 	}
 	switch s.format {
 	case Bytes:
@@ -271,7 +318,7 @@ func (rd *reader) whole(s *side, columns []Column, cols []pathCol, j int, why st
 // field returns the value that column j's path finds in a side with the json format.
 func (rd *reader) field(s *side, columns []Column, cols []pathCol, j int, why string, buf []byte) (result, []byte, error) {
 	if s.data == nil {
-		return null(why), buf, nil
+		return absent(why), buf, nil
 	}
 	if s.format != JSON {
 		if s.format.Schemad() {
@@ -284,7 +331,7 @@ func (rd *reader) field(s *side, columns []Column, cols []pathCol, j int, why st
 	}
 	c := &cols[j]
 	if !c.found {
-		return null("field absent"), buf, nil
+		return absent("field absent"), buf, nil
 	}
 	text := s.doc[c.start:c.end]
 	switch c.kind {

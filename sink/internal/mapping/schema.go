@@ -54,14 +54,14 @@ func (rd *reader) decode(s *side) error {
 // schema'd format. array says the column is a PostgreSQL array.
 func (rd *reader) schemaValue(s *side, src Source, array bool, why string, buf []byte) (result, []byte, error) {
 	if s.data == nil {
-		return null(why), buf, nil
+		return absent(why), buf, nil
 	}
 	if err := rd.decode(s); err != nil {
 		return result{}, buf, err
 	}
 	v, ok := walk(s.tree, src.arg)
 	if !ok {
-		return null("field absent"), buf, nil
+		return absent("field absent"), buf, nil
 	}
 	switch x := v.(type) {
 	case nil:

@@ -23,11 +23,13 @@ func chart(r *Report, path string) error {
 			labels = append(labels, n)
 		}
 	}
-	p, err := barPlot("records/s, same machine, one run", labels, vals)
-	if err != nil {
-		return err
+	if len(vals) > 0 { // none when every contender failed
+		p, err := barPlot("records/s, same machine, one run", labels, vals)
+		if err != nil {
+			return err
+		}
+		plots = append(plots, p)
 	}
-	plots = append(plots, p)
 	for _, c := range []struct{ key, title string }{
 		{"batch_size", "eosink: records/s by batch size"},
 		{"partitions", "eosink: records/s by partitions"},
@@ -50,6 +52,9 @@ func chart(r *Report, path string) error {
 			return err
 		}
 		plots = append(plots, p)
+	}
+	if len(plots) == 0 {
+		return nil
 	}
 	cols := 2
 	rows := (len(plots) + cols - 1) / cols

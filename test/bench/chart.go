@@ -11,8 +11,9 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// chart draws the run as a PNG: the contenders side by side, then the curves.
-func chart(r *Report, path string) error {
+// chart draws the run as a PNG: the contenders side by side, then the curves. With nothing
+// measured it writes nothing and reports false.
+func chart(r *Report, path string) (bool, error) {
 	var plots []*plot.Plot
 	names := []string{"copy", "kafka_consume", "eos", "at_least_once", "per_message", "eos_envelope", "peer", "eos_cdc", "peer_cdc"}
 	var vals plotter.Values
@@ -26,7 +27,7 @@ func chart(r *Report, path string) error {
 	if len(vals) > 0 { // none when every contender failed
 		p, err := barPlot("records/s, same machine, one run", labels, vals)
 		if err != nil {
-			return err
+			return false, err
 		}
 		plots = append(plots, p)
 	}
@@ -49,12 +50,12 @@ func chart(r *Report, path string) error {
 		}
 		p, err := barPlot(c.title, l, v)
 		if err != nil {
-			return err
+			return false, err
 		}
 		plots = append(plots, p)
 	}
 	if len(plots) == 0 {
-		return nil
+		return false, nil
 	}
 	cols := 2
 	rows := (len(plots) + cols - 1) / cols
@@ -81,11 +82,11 @@ func chart(r *Report, path string) error {
 	}
 	f, err := os.Create(path)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer f.Close()
 	_, err = vgimg.PngCanvas{Canvas: img}.WriteTo(f)
-	return err
+	return err == nil, err
 }
 
 func barPlot(title string, labels []string, vals plotter.Values) (*plot.Plot, error) {

@@ -63,6 +63,11 @@ const (
 func newProducer(cfg kafka.ConfigMap, resend bool) (*producer, error) {
 	c := maps.Clone(cfg)
 	c["go.delivery.reports"] = true
+	// BENCH_PRODUCER_QUEUE_MESSAGES bounds every producer's local queue (a child's too: the
+	// environment is inherited), to run the bench through full queues on purpose.
+	if n := envInt("BENCH_PRODUCER_QUEUE_MESSAGES", 0); n > 0 {
+		c["queue.buffering.max.messages"] = n
+	}
 	if _, ok := c["go.logs.channel.enable"]; !ok {
 		c["go.logs.channel.enable"] = false
 	}

@@ -68,6 +68,9 @@ func newProducer(cfg kafka.ConfigMap, resend bool) (*producer, error) {
 	if n := envInt("BENCH_PRODUCER_QUEUE_MESSAGES", 0); n > 0 {
 		c["queue.buffering.max.messages"] = n
 	}
+	if _, ok := c["go.delivery.report.fields"]; !ok && !resend {
+		c["go.delivery.report.fields"] = "none" // nothing to send again: no copy of key and value back
+	}
 	if _, ok := c["go.logs.channel.enable"]; !ok {
 		c["go.logs.channel.enable"] = false
 	}

@@ -129,7 +129,11 @@ func (pr *producer) report(m *kafka.Message) {
 		if m.TopicPartition.Topic != nil {
 			topic = *m.TopicPartition.Topic
 		}
-		pr.failure = fmt.Errorf("delivery to %s [%d] failed (attempt %d): %w", topic, m.TopicPartition.Partition, attempts, err)
+		what := fmt.Sprintf("attempt %d", attempts)
+		if code != err.Error() {
+			what = code + ", " + what
+		}
+		pr.failure = fmt.Errorf("delivery to %s [%d] failed (%s): %w", topic, m.TopicPartition.Partition, what, err)
 	}
 }
 

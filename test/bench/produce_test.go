@@ -296,3 +296,51 @@ func TestEOSVsLimit(t *testing.T) {
 		}
 	}
 }
+
+// A delivery that failed with a retriable error (here a timeout, injected as its delivery
+// report) is produced again and reaches the topic when the producer may send again; the
+// same failure fails a producer that may not (the change events, whose order matters), and
+// a permanent one fails both.
+func TestProducerSendsAgainOnlyWhatMayBe(t *testing.T) {
+	brokers := brokers(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		resend bool
+		code   kafka.ErrorCode
+		ok     bool
+	}{
+		{true, kafka.ErrMsgTimedOut, true},
+		{false, kafka.ErrMsgTimedOut, false},
+		{true, kafka.ErrMsgSizeTooLarge, false},
+	} {
+		t.Run(fmt.Sprintf("resend=%v,%v", tc.resend, tc.code), func(t *testing.T) {
+			topic := fmt.Sprintf("tt-bench-resend-%d", time.Now().UnixNano())
+			if err := createTopic(ctx, brokers, topic, 1); err != nil {
+				t.Fatal(err)
+			}
+			p, err := newProducer(kafka.ConfigMap{"bootstrap.servers": brokers}, tc.resend)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.produce(ctx, &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0}, Value: []byte("first")}); err != nil {
+				t.Fatal(err)
+			}
+			// The report of a second record that was accepted and then failed.
+			p.accepted.Add(1)
+			p.report(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0,
+				Error: kafka.NewError(tc.code, "injected", false)}, Value: []byte("second")})
+			st, err := p.close(time.Minute)
+			t.Logf("close: %v (%s)", err, st)
+			records, _ := countTopic(t, brokers, topic, 1)
+			if tc.ok {
+				if err != nil || st.Resent != 1 || st.Delivered != 2 || records != 2 {
+					t.Fatalf("want the failed record sent again and both on the topic; %d on the topic", records)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.code.String()) || st.Resent != 0 || records != 1 {
+				t.Fatalf("want the failure returned and nothing sent again; %d on the topic", records)
+			}
+		})
+	}
+}

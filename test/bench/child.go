@@ -240,15 +240,29 @@ func waitReady(s *sink.Sink, done chan error) error {
 	return nil
 }
 
+// stallTimeout is how long watch waits with no record applied before it fails the run
+// (BENCH_STALL_SECONDS, default 300; the child inherits it): a contender that stops making
+// progress fails its phase instead of hanging the bench.
+func stallTimeout() time.Duration {
+	return time.Duration(envInt("BENCH_STALL_SECONDS", 300)) * time.Second
+}
+
 // watch polls applied until it reaches want (or limit passes) and times the span from the
-// first applied record to the last.
+// first applied record to the last. It fails when nothing is applied for stallTimeout.
 func watch(ctx context.Context, want int64, limit time.Duration, done chan error, applied func() int64) (childResult, error) {
 	var first time.Time
 	var base int64
 	deadline := time.Time{}
+	stall := stallTimeout()
+	last, lastAt := int64(-1), time.Now()
 	for {
 		n := applied()
 		now := time.Now()
+		if n != last {
+			last, lastAt = n, now
+		} else if now.Sub(lastAt) > stall {
+			return childResult{}, fmt.Errorf("stalled: no record applied for %s, at %d of %d", stall, n, want)
+		}
 		if n > 0 && first.IsZero() {
 			first, base = now, n
 			if limit > 0 {

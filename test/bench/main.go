@@ -20,7 +20,8 @@
 // BENCH_PEER_CDC_UNNEST (false: its unnest inserts fail on MicroTimestamp), BENCH_CDC_REPEAT
 // (1: interleaved runs of eos_cdc and peer_cdc, the median kept), BENCH_ONLY
 // (cdc: run the change-event contenders alone), BENCH_PRODUCER_QUEUE_MESSAGES (the producers'
-// queue.buffering.max.messages: a small one runs the bench through full queues on purpose).
+// queue.buffering.max.messages: a small one runs the bench through full queues on purpose),
+// BENCH_STALL_SECONDS (300: a contender that applies nothing for this long fails its phase).
 //
 // A phase that fails (a preload, a contender, a curve's point) is recorded in the report
 // under failed and printed as a FAILED line; the phases that do not need it still run, the

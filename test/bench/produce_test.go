@@ -344,3 +344,23 @@ func TestProducerSendsAgainOnlyWhatMayBe(t *testing.T) {
 		})
 	}
 }
+
+// A contender that stops applying fails its run after BENCH_STALL_SECONDS instead of
+// hanging the bench; one that finishes is measured.
+func TestWatchFailsOnAStall(t *testing.T) {
+	t.Setenv("BENCH_STALL_SECONDS", "1")
+	done := make(chan error)
+	began := time.Now()
+	_, err := watch(context.Background(), 100, 0, done, func() int64 { return 42 })
+	if err == nil || !strings.Contains(err.Error(), "stalled") || !strings.Contains(err.Error(), "at 42 of 100") {
+		t.Fatalf("watch on a stalled count: %v", err)
+	}
+	if d := time.Since(began); d < time.Second || d > 5*time.Second {
+		t.Fatalf("gave up after %s, want about 1 s", d)
+	}
+	var n int64
+	res, err := watch(context.Background(), 100, 0, done, func() int64 { n += 10; return n })
+	if err != nil || res.Records != 90 {
+		t.Fatalf("a run that finishes: %+v, %v", res, err)
+	}
+}

@@ -11,8 +11,9 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// chart draws the run as a PNG: the contenders side by side, then the curves.
-func chart(r *Report, path string) error {
+// chart draws the run as a PNG: the contenders side by side, then the curves. With nothing
+// measured it writes nothing and reports false.
+func chart(r *Report, path string) (bool, error) {
 	var plots []*plot.Plot
 	names := []string{"copy", "kafka_consume", "eos", "at_least_once", "per_message", "eos_envelope", "peer", "eos_cdc", "peer_cdc"}
 	var vals plotter.Values
@@ -23,11 +24,13 @@ func chart(r *Report, path string) error {
 			labels = append(labels, n)
 		}
 	}
-	p, err := barPlot("records/s, same machine, one run", labels, vals)
-	if err != nil {
-		return err
+	if len(vals) > 0 { // none when every contender failed
+		p, err := barPlot("records/s, same machine, one run", labels, vals)
+		if err != nil {
+			return false, err
+		}
+		plots = append(plots, p)
 	}
-	plots = append(plots, p)
 	for _, c := range []struct{ key, title string }{
 		{"batch_size", "eosink: records/s by batch size"},
 		{"partitions", "eosink: records/s by partitions"},
@@ -47,9 +50,12 @@ func chart(r *Report, path string) error {
 		}
 		p, err := barPlot(c.title, l, v)
 		if err != nil {
-			return err
+			return false, err
 		}
 		plots = append(plots, p)
+	}
+	if len(plots) == 0 {
+		return false, nil
 	}
 	cols := 2
 	rows := (len(plots) + cols - 1) / cols
@@ -76,11 +82,11 @@ func chart(r *Report, path string) error {
 	}
 	f, err := os.Create(path)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer f.Close()
 	_, err = vgimg.PngCanvas{Canvas: img}.WriteTo(f)
-	return err
+	return err == nil, err
 }
 
 func barPlot(title string, labels []string, vals plotter.Values) (*plot.Plot, error) {

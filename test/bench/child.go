@@ -42,7 +42,9 @@ type childResult struct {
 	P99ms   float64 `json:"p99_ms,omitempty"`
 	Batches int64   `json:"batches,omitempty"`
 	Pauses  int64   `json:"pauses,omitempty"`
-	HWMKiB  int64   `json:"vm_hwm_kib"` // this process's peak resident memory
+	// QueueFull: how often the latency run's producer waited on its full local queue.
+	QueueFull int64 `json:"queue_full,omitempty"`
+	HWMKiB    int64 `json:"vm_hwm_kib"` // this process's peak resident memory
 }
 
 // peakRSS reads VmHWM from /proc/self/status: the peak of this program's own memory, which,
@@ -193,15 +195,20 @@ func runEOS(ctx context.Context, a childArgs) (childResult, error) {
 	go func() { done <- s.Run(rctx) }()
 	want, limit := a.records, a.limit
 	var produced time.Duration
+	var queueFull int64
 	if a.mode == "latency" {
 		// The sink applies while the records are produced; then wait until it has all.
 		if err := waitReady(s, done); err != nil {
 			return childResult{}, err
 		}
 		t0 := time.Now()
-		if want, err = produceAtRate(ctx, a); err != nil {
-			return childResult{}, err
+		var st produceStats
+		want, st, err = produceAtRate(ctx, a)
+		if err != nil {
+			return childResult{}, fmt.Errorf("producer: %w (%s)", err, st)
 		}
+		fmt.Fprintf(os.Stderr, "bench latency: producer: %s\n", st)
+		queueFull = st.QueueFull
 		produced, limit = time.Since(t0), 0
 	}
 	res, err := watch(ctx, want, limit, done, func() int64 { return s.Stats().Records })
@@ -216,6 +223,7 @@ func runEOS(ctx context.Context, a childArgs) (childResult, error) {
 	res.Batches, res.Pauses = s.Stats().Batches, s.Stats().Pauses
 	if a.mode == "latency" {
 		res.P50ms, res.P99ms = lat.percentiles()
+		res.QueueFull = queueFull
 	}
 	return res, err
 }
@@ -232,15 +240,29 @@ func waitReady(s *sink.Sink, done chan error) error {
 	return nil
 }
 
+// stallTimeout is how long watch waits with no record applied before it fails the run
+// (BENCH_STALL_SECONDS, default 300; the child inherits it): a contender that stops making
+// progress fails its phase instead of hanging the bench.
+func stallTimeout() time.Duration {
+	return time.Duration(envInt("BENCH_STALL_SECONDS", 300)) * time.Second
+}
+
 // watch polls applied until it reaches want (or limit passes) and times the span from the
-// first applied record to the last.
+// first applied record to the last. It fails when nothing is applied for stallTimeout.
 func watch(ctx context.Context, want int64, limit time.Duration, done chan error, applied func() int64) (childResult, error) {
 	var first time.Time
 	var base int64
 	deadline := time.Time{}
+	stall := stallTimeout()
+	last, lastAt := int64(-1), time.Now()
 	for {
 		n := applied()
 		now := time.Now()
+		if n != last {
+			last, lastAt = n, now
+		} else if now.Sub(lastAt) > stall {
+			return childResult{}, fmt.Errorf("stalled: no record applied for %s, at %d of %d", stall, n, want)
+		}
 		if n > 0 && first.IsZero() {
 			first, base = now, n
 			if limit > 0 {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"time"
 
@@ -70,6 +71,9 @@ func createTopic(ctx context.Context, brokers, topic string, partitions int) err
 		if err == nil && res[0].Error.Code() == kafka.ErrNoError {
 			break
 		}
+		if err == nil && res[0].Error.Code() != kafka.ErrTopicAlreadyExists && !res[0].Error.IsRetriable() {
+			return fmt.Errorf("create topic %s: %v", topic, res[0].Error) // an invalid name: waiting does not help
+		}
 		if attempt > 40 {
 			return fmt.Errorf("create topic %s: %v %v", topic, err, res)
 		}
@@ -91,22 +95,12 @@ func preload(ctx context.Context, brokers, topic string, partitions int, n int64
 		return 0, err
 	}
 	began := time.Now()
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": brokers, "enable.idempotence": true,
-		"linger.ms": 20, "batch.size": 1 << 20, "queue.buffering.max.kbytes": 64 << 10, "go.logs.channel.enable": false})
+	// The records' keys are all distinct: a record whose delivery failed may be sent again.
+	p, err := newProducer(kafka.ConfigMap{"bootstrap.servers": brokers, "enable.idempotence": true,
+		"linger.ms": 20, "batch.size": 1 << 20, "queue.buffering.max.kbytes": 64 << 10}, true)
 	if err != nil {
 		return 0, err
 	}
-	defer p.Close()
-	failed := 0
-	reports := make(chan struct{})
-	go func() {
-		defer close(reports)
-		for ev := range p.Events() {
-			if m, ok := ev.(*kafka.Message); ok && m.TopicPartition.Error != nil {
-				failed++
-			}
-		}
-	}()
 	var buf []byte
 	for i := range n {
 		switch format {
@@ -117,23 +111,17 @@ func preload(ctx context.Context, brokers, topic string, partitions int, n int64
 		}
 		m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: int32(i % int64(partitions))},
 			Key: strconv.AppendInt(nil, i, 10), Value: append([]byte(nil), buf...)}
-		for {
-			err := p.Produce(m, nil)
-			if err == nil {
-				break
-			}
-			if kerr, ok := err.(kafka.Error); ok && kerr.Code() == kafka.ErrQueueFull {
-				p.Flush(100)
-				continue
-			}
-			return 0, err
+		if err := p.produce(ctx, m); err != nil {
+			_, _ = p.close(10 * time.Second)
+			return 0, fmt.Errorf("preload %s: %w", topic, err)
 		}
 	}
-	left := p.Flush(300_000)
-	p.Close()
-	<-reports
-	if left > 0 || failed > 0 {
-		return 0, fmt.Errorf("preload %s: %d not delivered, %d failed", topic, left, failed)
+	st, err := p.close(5 * time.Minute)
+	if err != nil {
+		return 0, fmt.Errorf("preload %s: %w (%s)", topic, err, st)
+	}
+	if st.QueueFull > 0 || st.Resent > 0 {
+		fmt.Fprintf(os.Stderr, "bench: preload %s: %s\n", topic, st)
 	}
 	return time.Since(began), nil
 }

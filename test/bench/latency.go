@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -14,14 +13,15 @@ import (
 	"github.com/eosink/eosink/sink"
 )
 
-// produceAtRate sends a.rate records a second for a.limit and returns how many.
-func produceAtRate(ctx context.Context, a childArgs) (int64, error) {
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": a.brokers, "linger.ms": 5, "go.logs.channel.enable": false,
-		"go.delivery.reports": false})
+// produceAtRate sends a.rate records a second for a.limit and returns how many. A full
+// queue makes the producer wait (it catches up on the schedule after); the stats say how often.
+func produceAtRate(ctx context.Context, a childArgs) (int64, produceStats, error) {
+	// Keys are not used and each record is counted once: one whose delivery failed may be
+	// sent again.
+	p, err := newProducer(kafka.ConfigMap{"bootstrap.servers": a.brokers, "linger.ms": 5}, true)
 	if err != nil {
-		return 0, err
+		return 0, produceStats{}, err
 	}
-	defer p.Close()
 	var i int64
 	var buf []byte
 	began := time.Now()
@@ -32,16 +32,15 @@ func produceAtRate(ctx context.Context, a childArgs) (int64, error) {
 		due := int64(time.Since(began).Seconds() * float64(a.rate))
 		for ; i < due; i++ {
 			buf = appendRecord(buf[:0], 1_000_000_000+i, a.format)
-			if err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &a.topic, Partition: int32(i % int64(a.partitions))},
-				Value: append([]byte(nil), buf...)}, nil); err != nil {
-				return i, err
+			if err := p.produce(ctx, &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &a.topic, Partition: int32(i % int64(a.partitions))},
+				Value: append([]byte(nil), buf...)}); err != nil {
+				st, _ := p.close(10 * time.Second)
+				return i, st, err
 			}
 		}
 	}
-	if left := p.Flush(30_000); left > 0 {
-		return i, fmt.Errorf("%d records not delivered", left)
-	}
-	return i, nil
+	st, err := p.close(60 * time.Second)
+	return i, st, err
 }
 
 // latencies pairs each batch's record timestamps (taken in Write) with the end of the

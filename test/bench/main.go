@@ -19,20 +19,28 @@
 // BENCH_PEER_CDC_REDUCTION (true: the peer's use.reduction.buffer in the cdc run),
 // BENCH_PEER_CDC_UNNEST (false: its unnest inserts fail on MicroTimestamp), BENCH_CDC_REPEAT
 // (1: interleaved runs of eos_cdc and peer_cdc, the median kept), BENCH_ONLY
-// (cdc: run the change-event contenders alone).
+// (cdc: run the change-event contenders alone), BENCH_PRODUCER_QUEUE_MESSAGES (the producers'
+// queue.buffering.max.messages: a small one runs the bench through full queues on purpose),
+// BENCH_STALL_SECONDS (300: a contender that applies nothing for this long fails its phase).
+//
+// A phase that fails (a preload, a contender, a curve's point) is recorded in the report
+// under failed and printed as a FAILED line; the phases that do not need it still run, the
+// report is written, and the bench exits 1.
 package main
 
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,31 +97,43 @@ func run() error {
 		return err
 	}
 	b.exe = exe
+	b.init()
+	b.runAll(context.Background())
+	return b.finish()
+}
+
+// init sets the logger and an empty report.
+func (b *bench) init() {
 	b.logf = func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "bench %s: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 	}
 	b.rep = &Report{Started: time.Now().UTC(), Records: b.records, Partitions: b.partitions, Batch: b.batch,
 		Command: "make bench", Machine: machine(), RecordsPerSecond: map[string]float64{}, Ratios: map[string]float64{},
-		Measurements: map[string]*Measurement{}, Curves: map[string][]Point{}}
-	ctx := context.Background()
+		Measurements: map[string]*Measurement{}, Curves: map[string][]Point{}, Failed: map[string]string{}}
+}
+
+// runAll runs the phases in order. Each phase's error is recorded in the report and the run
+// goes on with the phases that do not need the one that failed.
+func (b *bench) runAll(ctx context.Context) {
 	findServices(ctx, b.brokers, b.url)
-	if err := b.resetSchemas(ctx); err != nil {
-		return err
+	if !b.phase("setup", func() error { return b.resetSchemas(ctx) }) {
+		return // no schema: nothing can run
 	}
 
 	if os.Getenv("BENCH_ONLY") == "cdc" { // the change-event contenders alone
-		if err := b.cdc(ctx, envInt("BENCH_PEER", 1) == 1); err != nil {
-			return fmt.Errorf("cdc: %w", err)
-		}
-		return b.finish()
+		b.phase("cdc", func() error { return b.cdc(ctx, envInt("BENCH_PEER", 1) == 1) })
+		return
 	}
 
-	b.logf("preloading %d records over %d partitions (topic bench-main)", b.records, b.partitions)
-	took, err := preload(ctx, b.brokers, "bench-main", b.partitions, b.records, "normal")
-	if err != nil {
-		return err
-	}
-	b.logf("preloaded in %s (%.0f records/s)", took.Round(time.Millisecond), float64(b.records)/took.Seconds())
+	b.phase("preload", func() error {
+		b.logf("preloading %d records over %d partitions (topic bench-main)", b.records, b.partitions)
+		took, err := preload(ctx, b.brokers, "bench-main", b.partitions, b.records, "normal")
+		if err != nil {
+			return err
+		}
+		b.logf("preloaded in %s (%.0f records/s)", took.Round(time.Millisecond), float64(b.records)/took.Seconds())
+		return nil
+	})
 
 	steps := []struct {
 		name, desc string
@@ -141,72 +161,112 @@ func run() error {
 			if s.name == "per_message" {
 				kind = "upsert" // its idempotent write needs the key
 			}
-			m, err := b.child(ctx, s.name, s.desc, kind, s.args...)
-			if err != nil {
-				return fmt.Errorf("%s: %w", s.name, err)
+			var needs []string
+			if s.name != "copy" { // copy reads no topic
+				needs = []string{"preload"}
 			}
-			runs[s.name] = append(runs[s.name], m)
+			b.phase(s.name, func() error {
+				m, err := b.child(ctx, s.name, s.desc, kind, s.args...)
+				if err != nil {
+					if repeat > 1 {
+						return fmt.Errorf("run %d of %d: %w", round+1, repeat, err)
+					}
+					return err
+				}
+				runs[s.name] = append(runs[s.name], m)
+				return nil
+			}, needs...)
 		}
 	}
 	for name, ms := range runs {
-		slices.SortFunc(ms, func(x, y *Measurement) int { return cmp.Compare(x.RecordsPerSecond, y.RecordsPerSecond) })
-		m := ms[len(ms)/2]
-		if len(ms) > 1 {
-			rates := make([]string, len(ms))
-			for i, x := range ms {
-				rates[i] = fmt.Sprintf("%.0f", x.RecordsPerSecond)
-			}
-			m.Note = strings.TrimSpace(m.Note + " median of " + strconv.Itoa(len(ms)) + " runs: " + strings.Join(rates, ", ") + " records/s")
-		}
-		b.rep.Measurements[name] = m
+		b.rep.Measurements[name] = median(ms)
 	}
 
 	if envInt("BENCH_PEER", 1) == 1 {
-		if err := b.peer(ctx); err != nil {
-			return fmt.Errorf("peer: %w", err)
-		}
+		b.peer(ctx)
 	}
 
 	if envInt("BENCH_CDC", 1) == 1 {
-		if err := b.cdc(ctx, envInt("BENCH_PEER", 1) == 1); err != nil {
-			return fmt.Errorf("cdc: %w", err)
-		}
+		b.phase("cdc", func() error { return b.cdc(ctx, envInt("BENCH_PEER", 1) == 1) })
 	}
 
 	// Latency at half of eosink's peak, and at a quarter for the trend.
-	peak := b.rep.Measurements["eos"].RecordsPerSecond
 	for _, share := range []int{2, 4} {
-		rate := int(peak) / share
-		topic := fmt.Sprintf("bench-latency-%d", share)
-		if err := createTopic(ctx, b.brokers, topic, b.partitions); err != nil {
-			return err
-		}
-		lat, err := b.child(ctx, fmt.Sprintf("latency_1_%d", share), fmt.Sprintf("eosink at %d records/s (1/%d of its peak) for 20 s, "+
-			"the producer running on the same machine: Kafka timestamp to end of COMMIT", rate, share),
-			"insert", "-mode", "latency", "-topic", topic, "-rate", strconv.Itoa(rate), "-limit", "20s")
-		if err != nil {
-			return fmt.Errorf("latency: %w", err)
-		}
-		if share == 2 {
-			b.rep.Latency = lat
-		} else {
-			b.rep.Measurements[lat.Name] = lat
-		}
+		name := fmt.Sprintf("latency_1_%d", share)
+		b.phase(name, func() error {
+			eos := b.rep.Measurements["eos"]
+			if eos == nil {
+				return fmt.Errorf("not run: no eos measurement to take the peak rate from")
+			}
+			rate := int(eos.RecordsPerSecond) / share
+			topic := fmt.Sprintf("bench-latency-%d", share)
+			if err := createTopic(ctx, b.brokers, topic, b.partitions); err != nil {
+				return err
+			}
+			lat, err := b.child(ctx, name, fmt.Sprintf("eosink at %d records/s (1/%d of its peak) for 20 s, "+
+				"the producer running on the same machine: Kafka timestamp to end of COMMIT", rate, share),
+				"insert", "-mode", "latency", "-topic", topic, "-rate", strconv.Itoa(rate), "-limit", "20s")
+			if err != nil {
+				return err
+			}
+			if share == 2 {
+				b.rep.Latency = lat
+			} else {
+				b.rep.Measurements[lat.Name] = lat
+			}
+			return nil
+		})
 	}
 
 	if envInt("BENCH_CURVES", 1) == 1 {
-		if err := b.curves(ctx); err != nil {
-			return fmt.Errorf("curves: %w", err)
-		}
+		b.curves(ctx)
 	}
-	return b.finish()
 }
 
-// finish writes the report and fails when a cdc table did not verify.
+// phase runs fn as the named phase of the run. Its error, or its panic, is recorded in the
+// report (failed: {name: error}) and the run goes on: the report is written at the end
+// whatever failed, and the bench then exits non-zero. A phase that needs one that failed is
+// not run, and is marked failed with the reason. It reports whether fn ran and succeeded.
+func (b *bench) phase(name string, fn func() error, needs ...string) (ok bool) {
+	for _, n := range needs {
+		if _, failed := b.rep.Failed[n]; failed {
+			b.fail(name, fmt.Errorf("not run: %s failed", n))
+			return false
+		}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			b.logf("%s: panic: %v\n%s", name, r, debug.Stack())
+			b.fail(name, fmt.Errorf("panic: %v", r))
+			ok = false
+		}
+	}()
+	if err := fn(); err != nil {
+		b.fail(name, err)
+		return false
+	}
+	return true
+}
+
+// fail records err as phase name's failure (after any earlier one of the same phase).
+func (b *bench) fail(name string, err error) {
+	b.logf("%s: FAILED: %v", name, err)
+	msg := err.Error()
+	if old, ok := b.rep.Failed[name]; ok {
+		msg = old + "; " + msg
+	}
+	b.rep.Failed[name] = msg
+}
+
+// finish writes the report, and fails when a phase failed or a cdc table did not verify.
 func (b *bench) finish() error {
 	b.summarize()
 	if err := b.write(); err != nil {
 		return err
+	}
+	if n := len(b.rep.Failed); n > 0 {
+		names := slices.Sorted(maps.Keys(b.rep.Failed))
+		return fmt.Errorf("%d phase(s) failed: %s (the report has each error)", n, strings.Join(names, ", "))
 	}
 	// A table that does not hold the final state of the change events fails the bench, after
 	// the report is written.
@@ -245,13 +305,16 @@ func (b *bench) table(ctx context.Context, name, kind string) error {
 	if kind == "upsert" {
 		pk = " PRIMARY KEY"
 	}
-	t := pgx.Identifier{"bench", name}.Sanitize()
+	t := pgx.Identifier{benchSchema, name}.Sanitize()
 	_, err = conn.Exec(ctx, "DROP TABLE IF EXISTS "+t+"; CREATE TABLE "+t+` (id bigint NOT NULL`+pk+
 		`, account text NOT NULL, amount integer NOT NULL, currency text NOT NULL, ts timestamptz NOT NULL, note text)`)
 	return err
 }
 
 var seq int
+
+// benchSchema holds the contenders' tables (a test sets its own).
+var benchSchema = "bench"
 
 // child runs one measurement in a child process and adds the services' CPU.
 func (b *bench) child(ctx context.Context, name, desc, kind string, args ...string) (*Measurement, error) {
@@ -260,16 +323,20 @@ func (b *bench) child(ctx context.Context, name, desc, kind string, args ...stri
 	if err := b.table(ctx, tableName, kind); err != nil {
 		return nil, err
 	}
-	all := append([]string{"child", "-brokers", b.brokers, "-url", b.url, "-table", tableName, "-kind", kind,
+	schema := benchSchema
+	if kind == "cdc" {
+		schema = cdcSchema
+	}
+	all := append([]string{"child", "-brokers", b.brokers, "-url", b.url, "-schema", schema, "-table", tableName, "-kind", kind,
 		"-group", fmt.Sprintf("bench-%d-%d", time.Now().Unix(), seq), "-records", strconv.FormatInt(b.records, 10),
 		"-partitions", strconv.Itoa(b.partitions), "-batch", strconv.Itoa(b.batch)}, args...)
 	b.logf("%s: %s", name, desc)
 	cmd := exec.CommandContext(ctx, b.exe, all...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, io.MultiWriter(os.Stderr, &errOut)
 	k0, p0 := serviceCPU()
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%v\n%s", err, out.String())
+		return nil, fmt.Errorf("child %s: %v: %s", name, err, strings.TrimSpace(tail(errOut.String()+out.String(), 6)))
 	}
 	k1, p1 := serviceCPU()
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -288,6 +355,9 @@ func (b *bench) child(ctx context.Context, name, desc, kind string, args ...stri
 	if res.Pauses > 0 {
 		m.Note = fmt.Sprintf("%d batches, %d pauses on a full buffer", res.Batches, res.Pauses)
 	}
+	if res.QueueFull > 0 {
+		m.Note = strings.TrimSpace(m.Note + fmt.Sprintf(" the producer waited %d times on its full queue", res.QueueFull))
+	}
 	b.logf("%s: %d records in %.2fs: %.0f records/s, %.1f CPU s per million, peak RSS %.0f MiB%s", name, res.Records, res.Seconds,
 		m.RecordsPerSecond, m.CPUSecondsPerM, m.PeakRSSMiB, latencyText(m))
 	return m, nil
@@ -297,27 +367,32 @@ var peerLine = regexp.MustCompile(`rows=(\d+) duplicates=(\d+).*first-to-last ro
 
 // peer runs the Debezium JDBC sink on Kafka Connect over a topic holding the same records in
 // the JsonConverter envelope it needs, and eosink over the very same topic for a like-for-like
-// ratio.
-func (b *bench) peer(ctx context.Context) error {
-	b.logf("preloading the same records in the JsonConverter envelope (topic bench-envelope) for the peer")
-	if _, err := preload(ctx, b.brokers, "bench-envelope", b.partitions, b.records, "envelope"); err != nil {
+// ratio. Its phases: preload_envelope, eos_envelope and peer.
+func (b *bench) peer(ctx context.Context) {
+	b.phase("preload_envelope", func() error {
+		b.logf("preloading the same records in the JsonConverter envelope (topic bench-envelope) for the peer")
+		_, err := preload(ctx, b.brokers, "bench-envelope", b.partitions, b.records, "envelope")
 		return err
-	}
-	m, err := b.child(ctx, "eos_envelope", "eosink on the peer's topic (the same records in the JsonConverter envelope)", "insert",
-		"-mode", "eos", "-topic", "bench-envelope", "-format", "envelope")
-	if err != nil {
-		return err
-	}
-	b.rep.Measurements["eos_envelope"] = m
-
-	pm, err := b.runPeer(ctx, "peer", "Debezium JDBC sink connector on Kafka Connect 4.1.1, standalone, 2 tasks, "+
-		"unnest inserts, JsonConverter with schemas (each value carries its schema)", "bench-envelope", b.records, -1,
-		"PEER_TABLE=peer_bench", "PEER_SCHEMA=bench", "PEER_UNNEST=true")
-	if err != nil {
-		return err
-	}
-	b.rep.Measurements["peer"] = pm
-	return nil
+	})
+	b.phase("eos_envelope", func() error {
+		m, err := b.child(ctx, "eos_envelope", "eosink on the peer's topic (the same records in the JsonConverter envelope)", "insert",
+			"-mode", "eos", "-topic", "bench-envelope", "-format", "envelope")
+		if err != nil {
+			return err
+		}
+		b.rep.Measurements["eos_envelope"] = m
+		return nil
+	}, "preload_envelope")
+	b.phase("peer", func() error {
+		pm, err := b.runPeer(ctx, "peer", "Debezium JDBC sink connector on Kafka Connect 4.1.1, standalone, 2 tasks, "+
+			"unnest inserts, JsonConverter with schemas (each value carries its schema)", "bench-envelope", b.records, -1,
+			"PEER_TABLE=peer_bench", "PEER_SCHEMA=bench", "PEER_UNNEST=true")
+		if err != nil {
+			return err
+		}
+		b.rep.Measurements["peer"] = pm
+		return nil
+	}, "preload_envelope")
 }
 
 // runPeer runs test/bench/peer/run-peer.sh on topic with the extra environment env and
@@ -371,48 +446,49 @@ func (b *bench) runPeer(ctx context.Context, name, desc, topic string, expected,
 }
 
 // curves: throughput against batch size, partition count, row width, insert or upsert.
-func (b *bench) curves(ctx context.Context) error {
+// Each point is a phase of its own (named curve_label, like its measurement), as is each
+// topic the curves preload (preload_<topic>).
+func (b *bench) curves(ctx context.Context) {
 	limit := fmt.Sprintf("%ds", envInt("BENCH_CURVE_SECONDS", 8))
 	n := int64(envInt("BENCH_CURVE_RECORDS", 400_000))
-	point := func(curve string, x float64, label string, kind string, args ...string) error {
-		saved := b.records
-		b.records = n
-		defer func() { b.records = saved }()
-		m, err := b.child(ctx, curve+"_"+label, curve+" "+label, kind, append([]string{"-mode", "eos", "-limit", limit}, args...)...)
-		if err != nil {
+	point := func(curve string, x float64, label string, kind string, needs string, args ...string) {
+		name := curve + "_" + label
+		b.phase(name, func() error {
+			saved := b.records
+			b.records = n
+			defer func() { b.records = saved }()
+			m, err := b.child(ctx, name, curve+" "+label, kind, append([]string{"-mode", "eos", "-limit", limit}, args...)...)
+			if err != nil {
+				return err
+			}
+			b.rep.Measurements[name] = m
+			b.rep.Curves[curve] = append(b.rep.Curves[curve], Point{X: x, Label: label, RecordsPerSecond: m.RecordsPerSecond})
+			return nil
+		}, needs)
+	}
+	preloaded := func(topic string, parts int, width string) string {
+		name := "preload_" + topic
+		b.phase(name, func() error {
+			_, err := preload(ctx, b.brokers, topic, parts, n, width)
 			return err
-		}
-		b.rep.Measurements[curve+"_"+label] = m
-		b.rep.Curves[curve] = append(b.rep.Curves[curve], Point{X: x, Label: label, RecordsPerSecond: m.RecordsPerSecond})
-		return nil
+		})
+		return name
 	}
 	for _, bs := range []int{1, 10, 100, 1000, 10000} {
-		if err := point("batch_size", float64(bs), strconv.Itoa(bs), "insert", "-topic", "bench-main", "-batch", strconv.Itoa(bs)); err != nil {
-			return err
-		}
+		point("batch_size", float64(bs), strconv.Itoa(bs), "insert", "preload", "-topic", "bench-main", "-batch", strconv.Itoa(bs))
 	}
 	for _, parts := range []int{1, 3, 6, 12, 24} {
 		topic := fmt.Sprintf("bench-p%d", parts)
-		if _, err := preload(ctx, b.brokers, topic, parts, n, "normal"); err != nil {
-			return err
-		}
-		if err := point("partitions", float64(parts), strconv.Itoa(parts), "insert", "-topic", topic, "-partitions", strconv.Itoa(parts)); err != nil {
-			return err
-		}
+		needs := preloaded(topic, parts, "normal")
+		point("partitions", float64(parts), strconv.Itoa(parts), "insert", needs, "-topic", topic, "-partitions", strconv.Itoa(parts))
 	}
 	for i, w := range []string{"narrow", "normal", "wide"} {
 		topic := "bench-w-" + w
-		if _, err := preload(ctx, b.brokers, topic, b.partitions, n, w); err != nil {
-			return err
-		}
-		if err := point("row_width", float64(i), w, "insert", "-topic", topic, "-format", w); err != nil {
-			return err
-		}
+		needs := preloaded(topic, b.partitions, w)
+		point("row_width", float64(i), w, "insert", needs, "-topic", topic, "-format", w)
 	}
 	for i, kind := range []string{"insert", "upsert"} {
-		if err := point("insert_vs_upsert", float64(i), kind, kind, "-topic", "bench-main"); err != nil {
-			return err
-		}
+		point("insert_vs_upsert", float64(i), kind, kind, "preload", "-topic", "bench-main")
 	}
 	// synchronous_commit=off on the sink's sessions (pgx passes unknown URL parameters as
 	// session settings): see docs/benchmarks.md on what it risks and what it cannot break.
@@ -421,11 +497,8 @@ func (b *bench) curves(ctx context.Context) error {
 		if mode == "off" {
 			url += map[bool]string{true: "&", false: "?"}[strings.Contains(url, "?")] + "synchronous_commit=off"
 		}
-		if err := point("synchronous_commit", float64(i), mode, "insert", "-topic", "bench-main", "-url", url); err != nil {
-			return err
-		}
+		point("synchronous_commit", float64(i), mode, "insert", "preload", "-topic", "bench-main", "-url", url)
 	}
-	return nil
 }
 
 func repoRoot() string {

@@ -113,6 +113,7 @@ func newUpsertTarget(c UpsertConfig, table pgx.Identifier, columns map[string]Co
 	u := &upsertTarget{w: w, key: key, c: c}
 	h := fnv.New64a()
 	h.Write([]byte(w.table.Sanitize()))
+	h.Write([]byte(" " + strings.Join(w.cols, ","))) // two targets of one table may map other columns
 	u.stage = pgx.Identifier{fmt.Sprintf("eosink_stage_%x", h.Sum64())}.Sanitize()
 	cols := quoteAll(w.cols)
 	u.stageSQL = fmt.Sprintf("CREATE TEMP TABLE IF NOT EXISTS %s ON COMMIT DELETE ROWS AS SELECT %s, 0::bigint AS %s, false AS %s FROM %s WITH NO DATA",

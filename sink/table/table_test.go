@@ -249,7 +249,9 @@ func nothingHarness() sinktest.Harness {
 		State: func(ctx context.Context, db sink.DB, schema string) ([]string, error) {
 			return rows(ctx, db, `SELECT format('%s/%s/%s/%s', id, account, amount, src_offset) FROM `+pgx.Identifier{schema, "log"}.Sanitize())
 		},
-		Expect: func(r sink.Record) string { return fmt.Sprintf("%d/a-%d/%d/%d", r.Offset, r.Offset, r.Offset*3, r.Offset) },
+		Expect: func(r sink.Record) string {
+			return fmt.Sprintf("%d/a-%d/%d/%d", r.Offset, r.Offset, r.Offset*3, r.Offset)
+		},
 	}
 }
 

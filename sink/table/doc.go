@@ -17,8 +17,14 @@
 //	    k: key
 //	    src_offset: offset          # also topic, partition, timestamp, header.<name>
 //	  create: false                 # true: create a missing table (below)
+//	  on_conflict: error            # error (default) | nothing
 //
 // A tombstone (a record with a null value) is poison when a column reads the value.
+//
+// With on_conflict: nothing a row that a unique key already holds (stored, or an earlier
+// record of the batch: the first stays) is skipped and counted as skipped (sink.Skipped)
+// instead of failing as poison; the batch is copied into a temporary table and inserted
+// with one INSERT ... ON CONFLICT DO NOTHING. Other constraints still make a record poison.
 //
 // avro, protobuf and json_schema decode through the pipeline's schema_registry section
 // (docs/formats.md): paths walk the decoded record, leaves become PostgreSQL text (decimals
@@ -95,6 +101,12 @@
 // merge and only_if_newer need on_conflict: update, and are refused with
 // delete_on_tombstone (a tombstone has no value to add or compare). A merge on a type
 // without the operation (add on text) fails Prepare, at start.
+//
+// PostgreSQL checks CHECK constraints on the row INSERT proposes, before the conflict makes
+// it an update: with add that row holds the batch's sum of deltas, so CHECK (qty >= 0)
+// refuses a batch whose deltas for a key sum below zero even when the stored sum stays
+// positive. Check a merged result with a constraint trigger; foreign keys are checked on
+// the final row.
 //
 // # Routes: many topics into many tables
 //

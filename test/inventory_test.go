@@ -179,6 +179,11 @@ WHERE s.qty IS DISTINCT FROM h.total OR s.updated_at IS DISTINCT FROM h.last`)
 		t.Errorf("no stock row for %v", sums)
 	}
 
+	// The example's own check agrees.
+	if out, _ := run(t, env, false, inventoryBin, "verify"); !strings.Contains(out, "differing from the history's sums: 0") {
+		t.Errorf("inventory verify:\n%s", out)
+	}
+
 	// Each poison move is dead-lettered once; the republished moves were skipped.
 	var dead, deadPoison int
 	if err := db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE convert_from(value, 'UTF8') LIKE '%wh-closed%' AND error LIKE '%foreign key%')

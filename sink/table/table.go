@@ -109,7 +109,8 @@ func init() {
 
 // Table is the insert plugin.
 type Table struct {
-	r *router[*tableTarget]
+	r          *router[*tableTarget]
+	onConflict string
 }
 
 // tableTarget is one target table with its row mapping.
@@ -148,14 +149,23 @@ func New(c Config) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Table{r: r}, nil
+	return &Table{r: r, onConflict: c.OnConflict}, nil
 }
 
 // CheckTopic reports whether a route or the default table takes topic (sink.TopicRouter).
 func (t *Table) CheckTopic(topic string) error { return t.r.CheckTopic(topic) }
 
-// RouteSummary lists the routes, one "topic -> table" line each, in the order they are tried.
-func (t *Table) RouteSummary() []string { return t.r.summary() }
+// RouteSummary lists the routes, one "topic -> table" line each, in the order they are tried,
+// noting on_conflict: nothing.
+func (t *Table) RouteSummary() []string {
+	lines := t.r.summary()
+	if t.onConflict == "nothing" {
+		for i := range lines {
+			lines[i] += " (on conflict: nothing)"
+		}
+	}
+	return lines
+}
 
 // Prepare checks that the tables whose names have no variable, and their columns, exist
 // (with Create, a missing table is created by its first batch). A table named after the

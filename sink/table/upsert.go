@@ -60,6 +60,7 @@ func init() {
 // Upsert is the insert-or-update plugin.
 type Upsert struct {
 	r *router[*upsertTarget]
+	c UpsertConfig
 }
 
 // upsertTarget is one target table with its statements.
@@ -86,14 +87,32 @@ func NewUpsert(c UpsertConfig) (*Upsert, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Upsert{r: r}, nil
+	return &Upsert{r: r, c: c}, nil
 }
 
 // CheckTopic reports whether a route or the default table takes topic (sink.TopicRouter).
 func (u *Upsert) CheckTopic(topic string) error { return u.r.CheckTopic(topic) }
 
-// RouteSummary lists the routes, one "topic -> table" line each, in the order they are tried.
-func (u *Upsert) RouteSummary() []string { return u.r.summary() }
+// RouteSummary lists the routes, one "topic -> table" line each, in the order they are tried,
+// with the merge operations and the guard when set.
+func (u *Upsert) RouteSummary() []string {
+	lines := u.r.summary()
+	var notes []string
+	for _, col := range slices.Sorted(maps.Keys(u.c.Merge)) {
+		notes = append(notes, col+" "+u.c.Merge[col])
+	}
+	note := ""
+	if len(notes) > 0 {
+		note = " (merge " + strings.Join(notes, ", ") + ")"
+	}
+	if u.c.OnlyIfNewer != "" {
+		note += " (only if newer " + u.c.OnlyIfNewer + ")"
+	}
+	for i := range lines {
+		lines[i] += note
+	}
+	return lines
+}
 
 // newUpsertTarget builds the statements of one target table with its columns and key.
 func newUpsertTarget(c UpsertConfig, table pgx.Identifier, columns map[string]Column, key []string) (*upsertTarget, error) {

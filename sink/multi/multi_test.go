@@ -176,3 +176,35 @@ func TestConfigErrors(t *testing.T) {
 		t.Fatalf("two tables: %v", err)
 	}
 }
+
+// TestRoutesAndMigrations: a topic is routed only when every sink routes it, the refusal
+// naming the sink; two inboxes in one schema share one migration set.
+func TestRoutesAndMigrations(t *testing.T) {
+	cols := map[string]table.Column{"a": {From: "value.a"}}
+	all, err := table.New(table.Config{Table: "t", Columns: cols})
+	if err != nil {
+		t.Fatal(err)
+	}
+	some, err := table.New(table.Config{Routes: []table.Route{{Topic: "orders", Table: "o"}}, Columns: cols})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := multi.New(all, some)
+	if err := m.CheckTopic("orders"); err != nil {
+		t.Fatalf("CheckTopic(orders) = %v", err)
+	}
+	err = m.CheckTopic("payments")
+	var nr *sink.NoRouteError
+	if !errors.As(err, &nr) || !strings.HasPrefix(nr.Reason, "sinks[1]: ") || nr.Topic != "payments" {
+		t.Fatalf("CheckTopic(payments) = %v, want a *sink.NoRouteError naming sinks[1]", err)
+	}
+	if got := m.RouteSummary(); len(got) != 2 || !strings.HasPrefix(got[0], "sinks[0]: ") || !strings.HasPrefix(got[1], "sinks[1]: orders -> o") {
+		t.Fatalf("RouteSummary = %q", got)
+	}
+	ib1, _ := inbox.New(inbox.Config{EventID: "value.id", Subscriber: "a", Schema: "s"}, all)
+	ib2, _ := inbox.New(inbox.Config{EventID: "value.id", Subscriber: "b", Schema: "s"}, some)
+	m, _ = multi.New(ib1, ib2)
+	if sets := m.Migrations(); len(sets) != 1 || sets[0].Schema != "s" {
+		t.Fatalf("Migrations = %+v, want the inbox set once", sets)
+	}
+}

@@ -6,6 +6,7 @@ package cli
 import (
 	_ "github.com/eosink/eosink/sink/cdc"   // cdc
 	_ "github.com/eosink/eosink/sink/inbox" // inbox
+	_ "github.com/eosink/eosink/sink/multi" // multi
 	_ "github.com/eosink/eosink/sink/sql"   // sql
 	_ "github.com/eosink/eosink/sink/table" // table, upsert
 )

@@ -57,6 +57,14 @@ func Skipped(ctx context.Context, n int) {
 	}
 }
 
+// CountSkipped returns ctx in which Skipped counts into *n instead of into the caller's
+// count. It is for plugins that write the same records through several others (package
+// sink/multi), which count each one apart and then report one number themselves.
+func CountSkipped(ctx context.Context) (context.Context, *int) {
+	n := new(int)
+	return context.WithValue(ctx, skipKey{}, n), n
+}
+
 // write calls p.Write and returns how many records it reported skipped.
 func write(ctx context.Context, tx pgx.Tx, p Plugin, b Batch) (skipped int, err error) {
 	err = p.Write(context.WithValue(ctx, skipKey{}, &skipped), ownedTx{tx}, b)

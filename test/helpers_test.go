@@ -14,13 +14,15 @@ import (
 )
 
 // The binaries the tests run as processes.
-var pointsBin, eosinkBin, ordersBin, ledgerBin string
+var pointsBin, eosinkBin, ordersBin, ledgerBin, inventoryBin string
 
 func TestMain(m *testing.M) {
 	dir, cleanup := testbed.Build("github.com/eosink/eosink/examples/points", "github.com/eosink/eosink/cmd/eosink",
-		"github.com/eosink/eosink/examples/orders", "github.com/eosink/eosink/examples/custom-sink/eosink-ledger")
+		"github.com/eosink/eosink/examples/orders", "github.com/eosink/eosink/examples/custom-sink/eosink-ledger",
+		"github.com/eosink/eosink/examples/inventory")
 	pointsBin, eosinkBin = filepath.Join(dir, "points"), filepath.Join(dir, "eosink")
 	ordersBin, ledgerBin = filepath.Join(dir, "orders"), filepath.Join(dir, "eosink-ledger")
+	inventoryBin = filepath.Join(dir, "inventory")
 	code := m.Run()
 	cleanup()
 	os.Exit(code)

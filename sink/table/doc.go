@@ -20,8 +20,14 @@
 //	    k: key
 //	    src_offset: offset          # also topic, partition, timestamp, header.<name>
 //	  create: false                 # true: create a missing table (below)
+//	  on_conflict: error            # error (default) | nothing
 //
 // A tombstone (a record with a null value) is poison when a column reads the value.
+//
+// With on_conflict: nothing a row that a unique key already holds (stored, or an earlier
+// record of the batch: the first stays) is skipped and counted as skipped (sink.Skipped)
+// instead of failing as poison; the batch is copied into a temporary table and inserted
+// with one INSERT ... ON CONFLICT DO NOTHING. Other constraints still make a record poison.
 //
 // avro, protobuf and json_schema decode through the pipeline's schema_registry section
 // (docs/formats.md): paths walk the decoded record, leaves become PostgreSQL text (decimals
@@ -49,6 +55,61 @@
 //
 // Without delete_on_tombstone, a tombstone is poison. delete_on_tombstone is refused with
 // on_conflict: nothing, whose result would then depend on where batches split.
+//
+// # Merging upserts
+//
+// merge says per non-key column how a record combines with an existing row (default
+// replace); only_if_newer guards the whole update:
+//
+//	sink:
+//	  type: upsert
+//	  table: inventory.stock
+//	  key: [sku, warehouse]
+//	  merge:
+//	    qty: add                    # t.qty + new; a NULL adds nothing
+//	    updated_at: max             # the greater; a NULL is ignored
+//	  columns: {sku: value.sku, warehouse: value.warehouse, qty: value.delta, updated_at: value.at}
+//
+//	replace      the record's value, NULL included (the default; today's behaviour)
+//	add          row + record; a NULL on either side counts as nothing (NULL + NULL is NULL)
+//	min, max     the smaller, the greater; a NULL on either side is ignored
+//	keep_first   the value the row was inserted with; later records never change it
+//	coalesce     the record's value, unless it is NULL: then the row's stays
+//
+// A new key's row holds its first record's values, then combined with the batch's later
+// records the same way. The result is always that of applying the records one by one, in
+// offset order, whatever the batches: records of one key in a batch are reduced in SQL
+// (the sum, the least, the greatest, the first, the last non-NULL, the last) before the one
+// INSERT ... ON CONFLICT DO UPDATE, so all of them count, not only the last.
+//
+// only_if_newer: <column> applies a record to an existing row only when the record's value
+// of that column is greater than the row's: a republished or replayed older record never
+// moves the row backwards (not even while a replay runs). Equal is not newer, so a replay
+// of the same record leaves the row untouched; a record whose value is NULL never updates
+// an existing row, and a row whose value is NULL takes any record with a value. In a
+// batch, the first record with the greatest value stands for the key, which is what one by
+// one gives. Its column must be replace (an ordered type: a timestamp, a version number);
+// the other columns may be replace or keep_first only: which records of a batch pass the
+// guard depends on the row, so a guarded sum, least, greatest or last non-NULL cannot be
+// computed per batch, and a guarded sum would drop every delta arriving out of order.
+//
+// add is not idempotent, and need not be: the offset stored in the same transaction means
+// each record is added exactly once, also after a crash or a rebalance. What it cannot
+// tell apart is the same event published twice at two offsets: put an inbox in front
+// (type: inbox, inner: ...) when producers may republish. Use only_if_newer for state that
+// carries a version or timestamp (last known price, profile), add for deltas (stock
+// moves, counters); to replay deltas on purpose (eosink offsets set to an earlier offset),
+// rebuild the summed table from the start rather than replaying part of the log into it.
+//
+// merge and only_if_newer need on_conflict: update, and are refused with
+// delete_on_tombstone (a tombstone has no value to add or compare). A merge on a type
+// without the operation (add on text) fails Prepare, at start.
+//
+// PostgreSQL checks CHECK constraints on the row INSERT proposes, before the conflict makes
+// it an update: with add that row holds the batch's sum of deltas, so CHECK (qty >= 0)
+// refuses a batch whose deltas for a key sum below zero even when the stored sum stays
+// positive. Check a merged result with a constraint trigger; foreign keys are checked on
+// the final row.
 //
 // # Routes: many topics into many tables
 //

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"regexp"
 	"slices"
@@ -46,6 +47,14 @@ type Config struct {
 	// record that decodes (paths into avro keys and values; see mapping.ColumnTypes), and
 	// for upsert its key as primary key. Defaults to false: a missing table fails Prepare.
 	Create bool `yaml:"create"`
+	// OnConflict is for the table plugin: "error", a row breaking a unique key is a data
+	// error (poison), or "nothing", such a row is skipped (the first record of a key in a
+	// batch is inserted) and counted as skipped (sink.Skipped), for example when records
+	// are replayed into a table with a unique key. With nothing the batch is copied into a
+	// temporary table and inserted with one INSERT ... ON CONFLICT DO NOTHING. Defaults to
+	// error. In a config file it is the table section's on_conflict; the upsert plugin has
+	// its own (UpsertConfig.OnConflict).
+	OnConflict string `yaml:"-"`
 }
 
 // Column is one column's source. In a config file it is a string (the source expression) or
@@ -122,22 +131,33 @@ func (c *Column) UnmarshalYAML(unmarshal func(any) error) error {
 	return nil
 }
 
+// tableSection is the table plugin's config section: Config and on_conflict.
+type tableSection struct {
+	Config     `yaml:",inline"`
+	OnConflict string `yaml:"on_conflict"`
+}
+
 func init() {
-	sink.RegisterConfig("table", func(pc sink.PluginConfig, c Config) (*Table, error) {
-		c.SchemaRegistry = pc.SchemaRegistry
-		return New(c)
+	sink.RegisterConfig("table", func(pc sink.PluginConfig, c tableSection) (*Table, error) {
+		c.Config.SchemaRegistry = pc.SchemaRegistry
+		c.Config.OnConflict = c.OnConflict
+		return New(c.Config)
 	})
 }
 
 // Table is the insert plugin.
 type Table struct {
-	r *router[*tableTarget]
+	r          *router[*tableTarget]
+	onConflict string
 }
 
 // tableTarget is one target table with its row mapping.
 type tableTarget struct {
 	w   *writer
 	row rowFunc
+
+	// With on_conflict: nothing, the batch goes through a staging table.
+	stage, stageSQL, copySQL, insertSQL string
 }
 
 // New returns the table plugin for c.
@@ -147,7 +167,17 @@ func New(c Config) (*Table, error) {
 			return nil, fmt.Errorf("routes[%d].key: only the upsert plugin has key columns", i)
 		}
 	}
+	switch c.OnConflict {
+	case "":
+		c.OnConflict = "error"
+	case "error", "nothing":
+	default:
+		return nil, fmt.Errorf("on_conflict: %q is not error or nothing", c.OnConflict)
+	}
 	r, err := newRouter(c, nil, func(r *route, table pgx.Identifier) (*tableTarget, error) {
+		if c.OnConflict == "nothing" {
+			return newSkipTarget(c, table, r.spec.Columns)
+		}
 		w, err := newWriter(c, table, r.spec.Columns, nil)
 		if err != nil {
 			return nil, err
@@ -157,14 +187,23 @@ func New(c Config) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Table{r: r}, nil
+	return &Table{r: r, onConflict: c.OnConflict}, nil
 }
 
 // CheckTopic reports whether a route or the default table takes topic (sink.TopicRouter).
 func (t *Table) CheckTopic(topic string) error { return t.r.CheckTopic(topic) }
 
-// RouteSummary lists the routes, one "topic -> table" line each, in the order they are tried.
-func (t *Table) RouteSummary() []string { return t.r.summary() }
+// RouteSummary lists the routes, one "topic -> table" line each, in the order they are tried,
+// noting on_conflict: nothing.
+func (t *Table) RouteSummary() []string {
+	lines := t.r.summary()
+	if t.onConflict == "nothing" {
+		for i := range lines {
+			lines[i] += " (on conflict: nothing)"
+		}
+	}
+	return lines
+}
 
 // Prepare checks that the tables whose names have no variable, and their columns, exist
 // (with Create, a missing table is created by its first batch). A table named after the
@@ -192,7 +231,50 @@ func (t *Table) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 	if err != nil || buf == nil {
 		return err
 	}
-	return tt.w.copyIn(ctx, tx, buf, tt.w.copySQL, b.Records)
+	if tt.stage == "" {
+		return tt.w.copyIn(ctx, tx, buf, tt.w.copySQL, b.Records)
+	}
+	if _, err := tx.Exec(ctx, tt.stageSQL); err != nil {
+		return fmt.Errorf("table: staging table: %w", err)
+	}
+	if err := tt.w.copyIn(ctx, tx, buf, tt.copySQL, b.Records); err != nil {
+		return err
+	}
+	tag, err := tx.Exec(ctx, tt.insertSQL)
+	if err != nil {
+		return err
+	}
+	sink.Skipped(ctx, len(b.Records)-int(tag.RowsAffected()))
+	return nil
+}
+
+// newSkipTarget is a target of on_conflict: nothing: each batch is copied into a temporary
+// table (one per session and column set, emptied at commit) and inserted from there in
+// offset order with ON CONFLICT DO NOTHING, so that a row breaking a unique key (a stored
+// one, or an earlier record of the batch) is skipped.
+func newSkipTarget(c Config, table pgx.Identifier, columns map[string]Column) (*tableTarget, error) {
+	w, err := newWriter(c, table, columns, []string{ordCol})
+	if err != nil {
+		return nil, err
+	}
+	insert := w.insertRow(w.readsValue())
+	tt := &tableTarget{w: w, row: func(r *sink.Record, row []any) ([]any, error) {
+		row, err := insert(r, row)
+		if err != nil {
+			return nil, err
+		}
+		return append(row, strconv.FormatInt(r.Offset, 10)), nil
+	}}
+	h := fnv.New64a()
+	h.Write([]byte(w.table.Sanitize() + " " + strings.Join(w.cols, ",")))
+	tt.stage = pgx.Identifier{fmt.Sprintf("eosink_tstage_%x", h.Sum64())}.Sanitize()
+	cols, ord := quoteAll(w.cols), pgx.Identifier{ordCol}.Sanitize()
+	tt.stageSQL = fmt.Sprintf("CREATE TEMP TABLE IF NOT EXISTS %s ON COMMIT DELETE ROWS AS SELECT %s, 0::bigint AS %s FROM %s WITH NO DATA",
+		tt.stage, cols, ord, w.table.Sanitize())
+	tt.copySQL = fmt.Sprintf("COPY %s (%s, %s) FROM STDIN", tt.stage, cols, ord)
+	tt.insertSQL = fmt.Sprintf(`WITH staged AS (DELETE FROM %s RETURNING *)
+INSERT INTO %s (%s) SELECT %s FROM staged ORDER BY %s ON CONFLICT DO NOTHING`, tt.stage, w.table.Sanitize(), cols, cols, ord)
+	return tt, nil
 }
 
 // writer is what table and upsert share: the mapping, the column types and COPY encoding.

@@ -278,3 +278,75 @@ func TestCopyErrorsNameTheRecordAndColumn(t *testing.T) {
 		}
 	}
 }
+
+func nothingHarness() sinktest.Harness {
+	return sinktest.Harness{
+		New: func(t *testing.T, db *pgxpool.Pool, schema string) sink.Plugin {
+			exec(t, db, "CREATE TABLE "+pgx.Identifier{schema, "log"}.Sanitize()+` (id bigint NOT NULL UNIQUE, account text, amount integer, src_offset bigint)`)
+			p, err := table.New(table.Config{Table: schema + ".log", OnConflict: "nothing", Columns: map[string]table.Column{
+				"id": {From: "value.id", Required: true}, "account": {From: "value.account"}, "amount": {From: "value.amount"}, "src_offset": {From: "offset"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		Record: record,
+		Poison: poison,
+		State: func(ctx context.Context, db sink.DB, schema string) ([]string, error) {
+			return rows(ctx, db, `SELECT format('%s/%s/%s/%s', id, account, amount, src_offset) FROM `+pgx.Identifier{schema, "log"}.Sanitize())
+		},
+		Expect: func(r sink.Record) string {
+			return fmt.Sprintf("%d/a-%d/%d/%d", r.Offset, r.Offset, r.Offset*3, r.Offset)
+		},
+	}
+}
+
+func TestTableOnConflictNothingConformance(t *testing.T) { sinktest.Run(t, nothingHarness()) }
+
+// TestTableOnConflictNothing: a row breaking the unique key, stored or earlier in the batch,
+// is skipped (the first record of a key stays) and counted; with the default it is poison.
+func TestTableOnConflictNothing(t *testing.T) {
+	db, schema := testDB(t)
+	tbl := pgx.Identifier{schema, "log"}.Sanitize()
+	exec(t, db, "CREATE TABLE "+tbl+` (id integer UNIQUE, amount integer)`)
+	cols := map[string]table.Column{"id": {From: "value.id"}, "amount": {From: "value.amount"}}
+	v := func(id, amount int) sink.Record {
+		return sink.Record{Topic: "t", Value: []byte(fmt.Sprintf(`{"id": %d, "amount": %d}`, id, amount))}
+	}
+	ctx := context.Background()
+	write := func(p sink.Plugin, recs ...sink.Record) (sink.WriteResult, error) {
+		for i := range recs {
+			recs[i].Offset = int64(i)
+		}
+		var res sink.WriteResult
+		err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) (err error) {
+			res, err = sink.WriteBatch(ctx, tx, p, sink.Batch{Topic: "t", Records: recs}, sink.WriteOptions{})
+			return err
+		})
+		return res, err
+	}
+	p, err := table.New(table.Config{Table: schema + ".log", Columns: cols, OnConflict: "nothing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := write(p, v(1, 10), v(2, 20), v(1, 11), v(3, 30)); err != nil || res.Applied != 3 || res.Skipped != 1 {
+		t.Fatalf("first batch: %+v, %v; want 3 applied, 1 skipped", res, err)
+	}
+	if res, err := write(p, v(2, 21), v(4, 40)); err != nil || res.Applied != 1 || res.Skipped != 1 {
+		t.Fatalf("second batch: %+v, %v; want 1 applied, 1 skipped", res, err)
+	}
+	got, err := rows(ctx, db, "SELECT string_agg(id || '=' || amount, ' ' ORDER BY id) FROM "+tbl)
+	if err != nil || len(got) != 1 || got[0] != "1=10 2=20 3=30 4=40" {
+		t.Fatalf("log holds %q (%v), want 1=10 2=20 3=30 4=40", got, err)
+	}
+	def, err := table.New(table.Config{Table: schema + ".log", Columns: cols})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := write(def, v(5, 50), v(4, 41)); !sink.IsPoison(err) {
+		t.Fatalf("default on_conflict: %v, want a poison error (unique violation)", err)
+	}
+	if _, err := table.New(table.Config{Table: "t", Columns: cols, OnConflict: "skip"}); err == nil || !strings.Contains(err.Error(), `on_conflict: "skip" is not error or nothing`) {
+		t.Fatalf("on_conflict skip: %v", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,7 +26,29 @@ type UpsertConfig struct {
 	// DeleteOnTombstone makes a tombstone (a null value) delete its key's row. Key columns
 	// must then come from the record key. Defaults to false: a tombstone is poison.
 	DeleteOnTombstone bool `yaml:"delete_on_tombstone"`
+	// Merge says, per non-key column, how a record's value combines with the row's when the
+	// key exists: replace, add, min, max, keep_first or coalesce (see the package doc).
+	// Defaults to replace for every column. Needs on_conflict: update; not with
+	// delete_on_tombstone.
+	Merge map[string]string `yaml:"merge"`
+	// OnlyIfNewer names a non-key column: a record updates an existing row only when its
+	// value there is greater than the row's (a NULL is older than every value), so that a
+	// republished or replayed older record never moves the row backwards. Its columns may
+	// only be replace or keep_first. Defaults to none: every record updates.
+	OnlyIfNewer string `yaml:"only_if_newer"`
 }
+
+// The merge operations of UpsertConfig.Merge.
+const (
+	MergeReplace   = "replace"    // the record's value, NULL included
+	MergeAdd       = "add"        // the row's plus the record's; a NULL adds nothing
+	MergeMin       = "min"        // the smaller; a NULL is ignored
+	MergeMax       = "max"        // the greater; a NULL is ignored
+	MergeKeepFirst = "keep_first" // the value the row was inserted with; never updated
+	MergeCoalesce  = "coalesce"   // the record's value, unless NULL: then the row's stays
+)
+
+var mergeOps = []string{MergeReplace, MergeAdd, MergeMin, MergeMax, MergeKeepFirst, MergeCoalesce}
 
 func init() {
 	sink.RegisterConfig("upsert", func(pc sink.PluginConfig, c UpsertConfig) (*Upsert, error) {
@@ -37,6 +60,7 @@ func init() {
 // Upsert is the insert-or-update plugin.
 type Upsert struct {
 	r *router[*upsertTarget]
+	c UpsertConfig
 }
 
 // upsertTarget is one target table with its statements.
@@ -63,14 +87,32 @@ func NewUpsert(c UpsertConfig) (*Upsert, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Upsert{r: r}, nil
+	return &Upsert{r: r, c: c}, nil
 }
 
 // CheckTopic reports whether a route or the default table takes topic (sink.TopicRouter).
 func (u *Upsert) CheckTopic(topic string) error { return u.r.CheckTopic(topic) }
 
-// RouteSummary lists the routes, one "topic -> table" line each, in the order they are tried.
-func (u *Upsert) RouteSummary() []string { return u.r.summary() }
+// RouteSummary lists the routes, one "topic -> table" line each, in the order they are tried,
+// with the merge operations and the guard when set.
+func (u *Upsert) RouteSummary() []string {
+	lines := u.r.summary()
+	var notes []string
+	for _, col := range slices.Sorted(maps.Keys(u.c.Merge)) {
+		notes = append(notes, col+" "+u.c.Merge[col])
+	}
+	note := ""
+	if len(notes) > 0 {
+		note = " (merge " + strings.Join(notes, ", ") + ")"
+	}
+	if u.c.OnlyIfNewer != "" {
+		note += " (only if newer " + u.c.OnlyIfNewer + ")"
+	}
+	for i := range lines {
+		lines[i] += note
+	}
+	return lines
+}
 
 // newUpsertTarget builds the statements of one target table with its columns and key.
 func newUpsertTarget(c UpsertConfig, table pgx.Identifier, columns map[string]Column, key []string) (*upsertTarget, error) {
@@ -109,10 +151,15 @@ func newUpsertTarget(c UpsertConfig, table pgx.Identifier, columns map[string]Co
 		// later value in one batch would give another result than in two batches.
 		return nil, errors.New("on_conflict: nothing cannot be combined with delete_on_tombstone")
 	}
+	merging, err := checkMerge(&c, w.cols)
+	if err != nil {
+		return nil, err
+	}
 	w.key = key
 	u := &upsertTarget{w: w, key: key, c: c}
 	h := fnv.New64a()
 	h.Write([]byte(w.table.Sanitize()))
+	h.Write([]byte(" " + strings.Join(w.cols, ","))) // two targets of one table may map other columns
 	u.stage = pgx.Identifier{fmt.Sprintf("eosink_stage_%x", h.Sum64())}.Sanitize()
 	cols := quoteAll(w.cols)
 	u.stageSQL = fmt.Sprintf("CREATE TEMP TABLE IF NOT EXISTS %s ON COMMIT DELETE ROWS AS SELECT %s, 0::bigint AS %s, false AS %s FROM %s WITH NO DATA",
@@ -139,6 +186,10 @@ func newUpsertTarget(c UpsertConfig, table pgx.Identifier, columns map[string]Co
 	conflict := "DO NOTHING"
 	if c.OnConflict == "update" && len(set) > 0 {
 		conflict = "DO UPDATE SET " + strings.Join(set, ", ")
+	}
+	if merging {
+		u.mergeSQL = mergeSQL(u.stage, w.table.Sanitize(), w.cols, c)
+		return u, nil
 	}
 	u.mergeSQL = fmt.Sprintf(`WITH staged AS (DELETE FROM %[1]s RETURNING *),
 last AS (SELECT DISTINCT ON (%[2]s) * FROM staged ORDER BY %[2]s, %[3]s %[4]s),
@@ -234,4 +285,104 @@ func (p *Upsert) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 	}
 	_, err = tx.Exec(ctx, u.mergeSQL)
 	return err
+}
+
+// checkMerge checks c.Merge and c.OnlyIfNewer against the mapped columns and the other
+// options; merging reports whether the merge statement needs mergeSQL (some column not
+// replaced, or a guard).
+func checkMerge(c *UpsertConfig, cols []string) (merging bool, err error) {
+	for _, col := range slices.Sorted(maps.Keys(c.Merge)) {
+		op := c.Merge[col]
+		switch {
+		case !slices.Contains(mergeOps, op):
+			return false, fmt.Errorf("merge.%s: %q is not %s", col, op, strings.Join(mergeOps, ", "))
+		case !slices.Contains(cols, col):
+			return false, fmt.Errorf("merge.%s: not a column of columns", col)
+		case slices.Contains(c.Key, col):
+			return false, fmt.Errorf("merge.%s: a key column identifies the row; it is not merged", col)
+		case op == MergeReplace:
+			continue
+		case c.OnConflict == "nothing":
+			return false, fmt.Errorf("merge.%s: %s needs on_conflict: update (with nothing, a row is never updated)", col, op)
+		case c.DeleteOnTombstone:
+			return false, fmt.Errorf("merge.%s: %s cannot be combined with delete_on_tombstone", col, op)
+		case c.OnlyIfNewer != "" && op != MergeKeepFirst:
+			// Which records of a batch pass the guard depends on the row, so the batch's
+			// sum (min, max, last non-NULL) would not be the passing records'. And a guarded
+			// sum drops every delta that arrives out of order.
+			return false, fmt.Errorf("merge.%s: %s cannot be combined with only_if_newer (only replace and keep_first can)", col, op)
+		}
+		merging = true
+	}
+	if g := c.OnlyIfNewer; g != "" {
+		switch {
+		case !slices.Contains(cols, g):
+			return false, fmt.Errorf("only_if_newer: %q is not a column of columns", g)
+		case slices.Contains(c.Key, g):
+			return false, fmt.Errorf("only_if_newer: %q is a key column; the guard compares a non-key column", g)
+		case c.Merge[g] != "" && c.Merge[g] != MergeReplace:
+			return false, fmt.Errorf("only_if_newer: %q is merged with %s; the guard's column must be replace", g, c.Merge[g])
+		case c.OnConflict == "nothing":
+			return false, errors.New("only_if_newer: needs on_conflict: update (with nothing, a row is never updated)")
+		case c.DeleteOnTombstone:
+			return false, errors.New("only_if_newer: cannot be combined with delete_on_tombstone (a tombstone has no value to compare: an old one would delete a newer row)")
+		}
+		merging = true
+	}
+	return merging, nil
+}
+
+// mergeSQL is the merge statement with merge operations or a guard. The batch's records of
+// a key are reduced to one row that gives the same result as applying them one by one:
+// per column, the last record's value (replace), the sum (add), the least or greatest
+// (min, max), the first record's value (keep_first) or the last non-NULL value (coalesce);
+// with only_if_newer, the replaced columns come from the first record with the greatest
+// guard value (NULLs last), which is the one a row-by-row application keeps. Window
+// functions, not array_agg, so that every column type works (arrays included).
+func mergeSQL(stage, table string, cols []string, c UpsertConfig) string {
+	keys := quoteAll(c.Key)
+	ord := pgx.Identifier{ordCol}.Sanitize()
+	var sel, set []string
+	for _, col := range cols {
+		q := pgx.Identifier{col}.Sanitize()
+		if slices.Contains(c.Key, col) {
+			sel = append(sel, q)
+			continue
+		}
+		over := "OVER (PARTITION BY " + keys
+		var agg string
+		switch op := c.Merge[col]; op {
+		case MergeAdd:
+			agg = fmt.Sprintf("sum(%s) %s)", q, over)
+			set = append(set, fmt.Sprintf("%[1]s = COALESCE(t.%[1]s + EXCLUDED.%[1]s, t.%[1]s, EXCLUDED.%[1]s)", q))
+		case MergeMin, MergeMax:
+			agg = fmt.Sprintf("%s(%s) %s)", op, q, over)
+			set = append(set, fmt.Sprintf("%[1]s = %[2]s(t.%[1]s, EXCLUDED.%[1]s)", q, map[string]string{MergeMin: "LEAST", MergeMax: "GREATEST"}[op]))
+		case MergeKeepFirst:
+			agg = fmt.Sprintf("first_value(%s) %s ORDER BY %s)", q, over, ord)
+		case MergeCoalesce:
+			agg = fmt.Sprintf("first_value(%[1]s) %[2]s ORDER BY %[1]s IS NULL, %[3]s DESC)", q, over, ord)
+			set = append(set, fmt.Sprintf("%[1]s = COALESCE(EXCLUDED.%[1]s, t.%[1]s)", q))
+		default: // replace
+			order := ord + " DESC"
+			if c.OnlyIfNewer != "" {
+				order = pgx.Identifier{c.OnlyIfNewer}.Sanitize() + " DESC NULLS LAST, " + ord
+			}
+			agg = fmt.Sprintf("first_value(%s) %s ORDER BY %s)", q, over, order)
+			set = append(set, fmt.Sprintf("%[1]s = EXCLUDED.%[1]s", q))
+		}
+		sel = append(sel, agg+" AS "+q)
+	}
+	conflict := "DO NOTHING"
+	if len(set) > 0 {
+		conflict = "DO UPDATE SET " + strings.Join(set, ", ")
+		if g := c.OnlyIfNewer; g != "" {
+			q := pgx.Identifier{g}.Sanitize()
+			conflict += fmt.Sprintf(" WHERE EXCLUDED.%[1]s IS NOT NULL AND (t.%[1]s IS NULL OR EXCLUDED.%[1]s > t.%[1]s)", q)
+		}
+	}
+	return fmt.Sprintf(`WITH staged AS (DELETE FROM %[1]s RETURNING *),
+reduced AS (SELECT DISTINCT ON (%[2]s) * FROM (SELECT %[3]s FROM staged) w)
+INSERT INTO %[4]s AS t (%[5]s) SELECT %[5]s FROM reduced
+ON CONFLICT (%[2]s) %[6]s`, stage, keys, strings.Join(sel, ", "), table, quoteAll(cols), conflict)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/eosink/eosink/admin"
 	"github.com/eosink/eosink/cli/internal/pipeline"
 	"github.com/eosink/eosink/internal/kafkaflag"
+	"github.com/eosink/eosink/internal/pgerr"
 )
 
 // opsFlags are the connection flags of the offsets and lag commands.
@@ -42,7 +43,7 @@ func (o *opsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.schema, "schema", "eosink", "schema of the offsets table")
 	fs.StringVar(&o.brokers, "brokers", "", "Kafka bootstrap servers (default: env KAFKA_BOOTSTRAP_SERVERS)")
 	o.kafkaProps = kafkaflag.Properties{}
-	fs.Var(o.kafkaProps, "kafka", "librdkafka property key=value for the broker connection (TLS, SASL); repeatable. "+
+	fs.Var(&o.kafkaProps, "kafka", "librdkafka property key=value for the broker connection (TLS, SASL); repeatable. "+
 		"Shows in ps: prefer -config or env "+kafkaEnvPrefix+"<NAME> for secrets")
 	fs.StringVar(&o.config, "config", "", "pipeline config file: its database, schema, brokers, Kafka connection properties "+
 		"(security.*, sasl.*, ssl.*, ...) and pipeline (the default -pipeline)")
@@ -87,6 +88,9 @@ func connectionProperty(key string) bool {
 // load reads -config, refusing the flags it replaces. pipelineFlag, when not nil, defaults to
 // the file's pipeline.
 func (o *opsFlags) load(fs *flag.FlagSet, stderr io.Writer, pipelineFlag *string) error {
+	if err := o.kafkaProps.Err("kafka"); err != nil {
+		return usageError{err}
+	}
 	if o.config == "" {
 		return nil
 	}
@@ -126,7 +130,7 @@ func (o *opsFlags) kafkaConfig() kafka.ConfigMap {
 			}
 		}
 	}
-	maps.Copy(kc, o.kafkaProps)
+	maps.Copy(kc, o.kafkaProps.ConfigMap())
 	if o.brokers != "" {
 		kc["bootstrap.servers"] = o.brokers
 	}
@@ -154,16 +158,17 @@ func (o *opsFlags) client(ctx context.Context) (*admin.Client, func(), error) {
 	return admin.New(pool, o.schema, kc), pool.Close, nil
 }
 
-// connectDB opens a pool and checks the connection; errors never show the password.
+// connectDB opens a pool and checks the connection. Its errors never show a password of url:
+// pgerr.RedactError parses url (every libpq form) and removes each one from their text.
 func connectDB(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
-		return nil, fmt.Errorf("database URL: %w", err)
+		return nil, pgerr.RedactError(fmt.Errorf("database URL: %w", err), url)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		cc := pool.Config().ConnConfig
-		return nil, fmt.Errorf("cannot connect to PostgreSQL at %s:%d/%s: %w", cc.Host, cc.Port, cc.Database, err)
+		return nil, pgerr.RedactError(fmt.Errorf("cannot connect to PostgreSQL at %s:%d/%s: %w", cc.Host, cc.Port, cc.Database, err), url)
 	}
 	return pool, nil
 }

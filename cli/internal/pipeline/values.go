@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/eosink/eosink/internal/pgerr"
 	"github.com/eosink/eosink/sink"
 )
 
@@ -298,13 +299,15 @@ func (l *loader) properties(path string, n *yaml.Node) map[string]string {
 // password for redaction.
 func (l *loader) checkDatabaseURL(path string, s scalar) {
 	l.secrets.add(s.val)
+	l.secrets.add(pgerr.ConnStringSecrets(s.val)...) // parsed, in every libpq form
 	for _, m := range passwordRE.FindAllStringSubmatch(s.val, -1) {
 		l.secrets.add(m[1], m[2], strings.Trim(m[2], "'"))
 	}
 	cfg, err := pgxpool.ParseConfig(s.val)
 	if err != nil {
-		// pgx masks the password in its messages; redact catches anything else.
-		l.fail(path, s.line, "not a PostgreSQL connection string: %s", l.secrets.redact(err.Error()))
+		// pgx masks the password in its messages on a best-effort basis; RedactError rebuilds
+		// them around the parsed string, and redact catches anything else.
+		l.fail(path, s.line, "not a PostgreSQL connection string: %s", l.secrets.redact(pgerr.RedactError(err, s.val).Error()))
 		return
 	}
 	l.secrets.add(cfg.ConnConfig.Password)

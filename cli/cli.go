@@ -226,9 +226,10 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if len(rest) != 1 {
 			return usageError{errors.New("migrate force: want exactly one VERSION")}
 		}
+		latest, _ := migrator.Latest(migrations.FS)
 		v, err := strconv.Atoi(rest[0])
-		if err != nil || v < -1 {
-			return usageError{fmt.Errorf("migrate force: bad VERSION %q", rest[0])}
+		if err != nil || v < -1 || v > int(latest) {
+			return usageError{fmt.Errorf("migrate force: VERSION %q is not -1 (none applied) or a migration of eosink's (1 to %d)", rest[0], latest)}
 		}
 		forceVersion = v
 		rest = nil

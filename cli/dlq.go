@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -68,8 +69,8 @@ func (d *dlqFlags) filter() (admin.DeadLetterFilter, error) {
 			continue
 		}
 		id, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return f, usageError{fmt.Errorf("-id: %q is not a dead letter id", s)}
+		if err != nil || id < 1 {
+			return f, usageError{fmt.Errorf("-id: %q is not a dead letter id (a whole number from 1 to %d)", s, int64(math.MaxInt64))}
 		}
 		f.IDs = append(f.IDs, id)
 	}
@@ -109,9 +110,9 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.BoolVar(&d.json, "json", false, "print JSON")
 	fs.StringVar(&d.pipeline, "pipeline", "", "pipeline name")
 	fs.StringVar(&d.topic, "topic", "", "only this topic")
-	fs.IntVar(&d.partition, "partition", -1, "only this partition")
+	intVar(fs, &d.partition, "partition", -1, -1, math.MaxInt32, "a partition number (0 to 2147483647; -1: every partition)", "only partition `N`")
 	fs.StringVar(&d.ids, "id", "", "dead letter ids, comma-separated")
-	fs.IntVar(&d.limit, "limit", 0, "list: at most this many (0: all)")
+	intVar(fs, &d.limit, "limit", 0, 0, math.MaxInt32, "a count (0 to 2147483647; 0: all)", "list: at most `N` dead letters (0: all)")
 	fs.BoolVar(&d.all, "all", false, "discard: every dead letter of the pipeline (with the other filters)")
 	fs.BoolVar(&d.yes, "yes", false, "discard: confirm")
 	fs.BoolVar(&d.dryRun, "dry-run", false, "replay, discard: list what would be done, change nothing")

@@ -215,7 +215,8 @@ func offsetsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	o.register(fs)
 	pipeline := fs.String("pipeline", "", "pipeline (list: default all; set: required; with -config, default the file's)")
 	topic := fs.String("topic", "", "set: only this topic (needed when the pipeline has no rows yet)")
-	partition := fs.Int("partition", -1, "set: only this partition")
+	var partition int
+	intVar(fs, &partition, "partition", -1, -1, math.MaxInt32, "a partition number (0 to 2147483647; -1: every partition)", "set: only partition `N` (needs -topic)")
 	to := fs.String("to", "", "set: earliest, latest, an offset, or an RFC 3339 time")
 	operator := fs.String("operator", "", "set: who makes the change, for the audit table (default: env USER)")
 	reason := fs.String("reason", "", "set: why, for the audit table")
@@ -254,6 +255,8 @@ func offsetsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return usageError{errors.New("offsets set: -pipeline is required")}
 		case *to == "":
 			return usageError{errors.New("offsets set: -to is required (earliest, latest, an offset, or an RFC 3339 time)")}
+		case checkTarget(*to) != nil:
+			return checkTarget(*to)
 		case *dryRun:
 		case strings.TrimSpace(*reason) == "":
 			return usageError{errors.New("offsets set: -reason is required (it goes to the audit table)")}
@@ -286,17 +289,14 @@ func offsetsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		target, err := admin.ParseTarget(*to)
 		if err != nil {
-			return usageError{fmt.Errorf("offsets set: -to: %w", err)}
+			return checkTarget(*to)
 		}
-		if *partition < -1 || *partition > math.MaxInt32 {
-			return usageError{fmt.Errorf("offsets set: -partition %d is not a partition number", *partition)}
-		}
-		if *partition >= 0 && *topic == "" {
+		if partition >= 0 && *topic == "" {
 			return usageError{errors.New("offsets set: -partition needs -topic")}
 		}
 		sel := admin.Selector{Pipeline: *pipeline, Topic: *topic, AcceptNewTopic: *acceptNewTopic}
-		if *partition >= 0 {
-			p := int32(*partition)
+		if partition >= 0 {
+			p := int32(partition)
 			sel.Partition = &p
 		}
 		if *dryRun {
@@ -318,6 +318,14 @@ func offsetsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	default:
 		return usageError{fmt.Errorf("offsets: unknown subcommand %q (want list, set or reset)", pos[0])}
 	}
+}
+
+// checkTarget checks -to before anything connects.
+func checkTarget(to string) error {
+	if _, err := admin.ParseTarget(to); err != nil {
+		return usageError{fmt.Errorf("offsets set: -to: %w", err)}
+	}
+	return nil
 }
 
 // listPositions parses the flags shared by lag and status and lists the positions.

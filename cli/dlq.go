@@ -261,8 +261,8 @@ func printDeadLetters(w io.Writer, list []admin.DeadLetter, asJSON bool) error {
 	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tPIPELINE\tTOPIC\tPARTITION\tOFFSET\tFAILURES\tLAST FAILED\tVALUE BYTES\tERROR")
 	for _, d := range list {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n", d.ID, d.Pipeline, d.Topic, d.Partition, d.Offset, d.Failures,
-			d.LastFailedAt.UTC().Format(time.RFC3339), d.ValueBytes, firstLine(d.Error, 100))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n", d.ID, term(d.Pipeline), term(d.Topic), d.Partition, d.Offset, d.Failures,
+			d.LastFailedAt.UTC().Format(time.RFC3339), d.ValueBytes, term(firstLine(d.Error, 100)))
 	}
 	return tw.Flush()
 }
@@ -275,7 +275,8 @@ func firstLine(s string, n int) string {
 	return s
 }
 
-// printable returns b as text if it is valid UTF-8, else as base64 with a prefix.
+// printable returns b as text if it is valid UTF-8, else as base64 with a prefix. Human
+// output passes it through term.
 func printable(b []byte) string {
 	if b == nil {
 		return "(null)"
@@ -315,10 +316,10 @@ func printDeadLetter(w io.Writer, d admin.DeadLetter, asJSON bool) error {
 		return writeJSON(w, out)
 	}
 	fmt.Fprintf(w, "id:            %d\npipeline:      %s\nrecord:        %s[%d]@%d\ntimestamp:     %s\nfailures:      %d (first %s, last %s)\nerror:         %s\nkey:           %s\nvalue:         %s\n",
-		d.ID, d.Pipeline, d.Topic, d.Partition, d.Offset, r.Timestamp.UTC().Format(time.RFC3339Nano), d.Failures,
-		d.FirstFailedAt.UTC().Format(time.RFC3339), d.LastFailedAt.UTC().Format(time.RFC3339), d.Error, printable(r.Key), printable(r.Value))
+		d.ID, term(d.Pipeline), term(d.Topic), d.Partition, d.Offset, r.Timestamp.UTC().Format(time.RFC3339Nano), d.Failures,
+		d.FirstFailedAt.UTC().Format(time.RFC3339), d.LastFailedAt.UTC().Format(time.RFC3339), term(d.Error), term(printable(r.Key)), term(printable(r.Value)))
 	for _, h := range r.Headers {
-		fmt.Fprintf(w, "header:        %s=%s\n", printableKey(h.Key), printable(h.Value))
+		fmt.Fprintf(w, "header:        %s=%s\n", term(printableKey(h.Key)), term(printable(h.Value)))
 	}
 	return nil
 }

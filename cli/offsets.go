@@ -394,18 +394,18 @@ func printPositions(w io.Writer, ps []admin.Position, asJSON, lagOnly bool) erro
 	for _, p := range ps {
 		lag := fmt.Sprint(p.Lag)
 		if p.Error != "" {
-			lag = "error: " + p.Error
+			lag = "error: " + term(p.Error)
 		}
 		total += p.Lag
 		if lagOnly {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", p.Pipeline, p.Topic, p.Partition, p.NextOffset, p.LogEnd, lag)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", term(p.Pipeline), term(p.Topic), p.Partition, p.NextOffset, p.LogEnd, lag)
 		} else {
 			kc := "-"
 			if p.KafkaCommitted != nil {
 				kc = fmt.Sprint(*p.KafkaCommitted)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%s\t%s\n", p.Pipeline, p.Topic, p.Partition, p.NextOffset, p.Epoch,
-				p.Owner, p.UpdatedAt.UTC().Format(time.RFC3339), p.LogStart, p.LogEnd, lag, kc)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%s\t%s\n", term(p.Pipeline), term(p.Topic), p.Partition, p.NextOffset, p.Epoch,
+				term(p.Owner), p.UpdatedAt.UTC().Format(time.RFC3339), p.LogStart, p.LogEnd, lag, kc)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -422,7 +422,7 @@ func warnDivergence(w io.Writer, ps []admin.Position) {
 	var diverged []string
 	for _, p := range ps {
 		if p.Diverged() {
-			diverged = append(diverged, fmt.Sprintf("%s %s[%d]: stored %d, Kafka %d", p.Pipeline, p.Topic, p.Partition, p.NextOffset, *p.KafkaCommitted))
+			diverged = append(diverged, fmt.Sprintf("%s %s[%d]: stored %d, Kafka %d", term(p.Pipeline), term(p.Topic), p.Partition, p.NextOffset, *p.KafkaCommitted))
 		}
 	}
 	if len(diverged) > 0 {
@@ -444,9 +444,9 @@ func printChanges(w io.Writer, cs []admin.Change, asJSON bool) error {
 		}
 		to := fmt.Sprint(c.To)
 		if c.TopicID != "" {
-			to += " (accepting topic id " + c.TopicID + ")"
+			to += " (accepting topic id " + term(c.TopicID) + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d..%d\n", c.Pipeline, c.Topic, c.Partition, from, to, c.LogStart, c.LogEnd)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d..%d\n", term(c.Pipeline), term(c.Topic), c.Partition, from, to, c.LogStart, c.LogEnd)
 	}
 	return tw.Flush()
 }
@@ -458,6 +458,11 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	return printStatus(stdout, ps, dead, asJSON)
+}
+
+// printStatus prints status's summary of ps with the dead letters per pipeline.
+func printStatus(stdout io.Writer, ps []admin.Position, dead map[string]int64, asJSON bool) error {
 	type stopped struct {
 		Topic     string `json:"topic"`
 		Partition int32  `json:"partition"`
@@ -519,12 +524,12 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for _, s := range out {
 		owners := make([]string, len(s.Owners))
 		for i, o := range s.Owners {
-			owners[i] = o + " (gone)"
+			owners[i] = term(o) + " (gone)"
 			if slices.Contains(s.Alive, o) {
-				owners[i] = o + " (alive)"
+				owners[i] = term(o) + " (alive)"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d\n", s.Pipeline, s.Partitions, strings.Join(owners, ","), s.MaxEpoch,
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d\n", term(s.Pipeline), s.Partitions, strings.Join(owners, ","), s.MaxEpoch,
 			s.LastCommit.UTC().Format(time.RFC3339), s.Lag, s.Lagging, s.Errors, len(s.Stopped), s.Dead)
 	}
 	if err := tw.Flush(); err != nil {
@@ -532,8 +537,8 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	for _, s := range out {
 		for _, st := range s.Stopped {
-			fmt.Fprintf(stdout, "stopped: %s %s[%d]: %s since %s on %s: %s\n  remedy: %s\n", s.Pipeline, st.Topic, st.Partition, st.Reason,
-				st.At.UTC().Format(time.RFC3339), st.By, st.Error, st.Remedy)
+			fmt.Fprintf(stdout, "stopped: %s %s[%d]: %s since %s on %s: %s\n  remedy: %s\n", term(s.Pipeline), term(st.Topic), st.Partition, term(st.Reason),
+				st.At.UTC().Format(time.RFC3339), term(st.By), term(st.Error), term(st.Remedy))
 		}
 	}
 	return nil

@@ -317,6 +317,31 @@ func (l *loader) checkDatabaseURL(path string, s scalar) {
 // user:password@ and the key/value form's password=.
 var passwordRE = regexp.MustCompile(`://[^:/@]*:([^@/]*)@|password\s*=\s*('[^']*'|\S+)`)
 
+// expandedSize returns the number of nodes n stands for with its aliases expanded, counting
+// each distinct node once per use but visiting it only once (memo): linear in the file's
+// size, however much the aliases multiply. It stops counting past limit.
+func expandedSize(n *yaml.Node, limit int, memo map[*yaml.Node]int) int {
+	n = deref(n)
+	if c, ok := memo[n]; ok {
+		return c
+	}
+	memo[n] = limit + 1 // a cycle (which the parser refuses anyway) counts as too large
+	c := 1
+	for _, child := range n.Content {
+		if c += expandedSize(child, limit, memo); c > limit {
+			c = limit + 1
+			break
+		}
+	}
+	memo[n] = c
+	return c
+}
+
+// maxSinkNodes bounds the values of the sink section after its aliases are expanded: far
+// more than any sink needs (a hundred tables of a hundred columns take about 50,000), far
+// fewer than an exponential expansion gives.
+const maxSinkNodes = 200_000
+
 // anyValue converts a node of the sink section into strings, numbers, booleans, nil, []any
 // and map[string]any. Values with references are strings, except that a plain (unquoted)
 // one whose whole value is a canonical number or true/false takes that type, as if written

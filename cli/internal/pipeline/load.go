@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"strconv"
 	"strings"
 	"time"
 
@@ -130,13 +128,7 @@ func (l *loader) load(data []byte, logOut io.Writer) *Pipeline {
 
 	// http
 	p := &Pipeline{File: l.file}
-	if s, ok := l.value("http", &raw.HTTP); ok {
-		host, port, err := net.SplitHostPort(s.val)
-		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 || strings.ContainsAny(host, " /") {
-			l.fail("http", s.line, "%s is not a listen address (host:port, for example 127.0.0.1:9464 or :9464)", describe(s))
-		}
-		p.HTTP = s.val
-	}
+	p.HTTP, p.HTTPOptions = l.http(&raw.HTTP)
 
 	// log
 	format, level := "text", slog.LevelInfo

@@ -95,6 +95,7 @@ func (l *loader) load(data []byte, logOut io.Writer) *Pipeline {
 	if c.Brokers == "" && props["bootstrap.servers"] == "" {
 		l.missing("kafka.brokers", "kafka", brokersValue, "required: Kafka's bootstrap servers, for example 127.0.0.1:9092 or ${KAFKA_BOOTSTRAP_SERVERS}")
 	}
+	l.checkKafka(props, k.Properties.Line)
 	if c.Brokers != "" && props["bootstrap.servers"] != "" {
 		l.fail("kafka.properties[bootstrap.servers]", k.Properties.Line, "set kafka.brokers or this property, not both")
 	}

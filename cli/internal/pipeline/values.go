@@ -67,6 +67,12 @@ func (l *loader) value(path string, n *yaml.Node) (s scalar, ok bool) {
 		l.unresolved[path] = n.Value
 		return scalar{raw: n.Value, subst: true, line: n.Line, unresolved: true}, false
 	}
+	if strings.ContainsRune(v, 0) {
+		// Not the value: it may be a secret. PostgreSQL text, identifiers and librdkafka's
+		// C strings cannot hold NUL, and a name cut at it would name something else.
+		l.fail(path, n.Line, "holds a NUL byte (\\x00), which no name, PostgreSQL text or Kafka property can hold")
+		return scalar{raw: n.Value, subst: subst, line: n.Line, failed: true}, false
+	}
 	return s, v != ""
 }
 
@@ -271,6 +277,10 @@ func (l *loader) properties(path string, n *yaml.Node) map[string]string {
 			l.fail(path, kn.Line, "property names must be single values")
 			continue
 		}
+		if strings.ContainsRune(key, 0) {
+			l.fail(path, kn.Line, "a property name holds a NUL byte (\\x00)")
+			continue
+		}
 		if line, dup := first[key]; dup {
 			l.fail(p, kn.Line, "duplicate key (first at line %d)", line)
 			continue
@@ -369,6 +379,10 @@ func (l *loader) anyValue(path string, n *yaml.Node, depth int) (any, bool) {
 				continue
 			}
 			key := kn.Value
+			if strings.ContainsRune(key, 0) {
+				l.fail(path, kn.Line, "a key holds a NUL byte (\\x00), which no name can hold")
+				continue
+			}
 			if line, dup := first[key]; dup {
 				l.fail(join(path, key), kn.Line, "duplicate key (first at line %d)", line)
 				continue

@@ -74,10 +74,10 @@ func TestNULBytesAreRefused(t *testing.T) {
 func TestKafkaPropertiesAreCheckedByLibrdkafka(t *testing.T) {
 	props := map[string]string{
 		"{security.protocol: SASL_SSL, sasl.mechanism: SCRAM-SHA-999, sasl.username: u, sasl.password: pw-s3cret}": "SCRAM-SHA-999",
-		"{security.protocol: BOGUS}":  "kafka.properties[security.protocol]",
-		"{session.timeout.ms: 0}":     "kafka.properties[session.timeout.ms]",
-		"{no.such.property: 1}":       "kafka.properties[no.such.property]",
-		"{fetch.max.bytes: lots}":     "kafka.properties[fetch.max.bytes]",
+		"{security.protocol: BOGUS}": "kafka.properties[security.protocol]",
+		"{session.timeout.ms: 0}":    "kafka.properties[session.timeout.ms]",
+		"{no.such.property: 1}":      "kafka.properties[no.such.property]",
+		"{fetch.max.bytes: lots}":    "kafka.properties[fetch.max.bytes]",
 	}
 	for p, want := range props {
 		file := strings.Replace(minimal, "  topics: [orders]\n", "  topics: [orders]\n  properties: "+p+"\n", 1)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -9,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -21,6 +23,7 @@ import (
 	"time"
 
 	"github.com/eosink/eosink/cli/internal/pipeline"
+	"github.com/eosink/eosink/internal/testbed"
 )
 
 // endpoints stands for sink.HTTPHandler: /metrics, /healthz and /readyz; /metrics
@@ -231,4 +234,55 @@ func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 	pool = x509.NewCertPool()
 	pool.AddCert(cert)
 	return certFile, keyFile, pool
+}
+
+// TestRunServesTheHTTPSection: eosink run with http's mapping form serves /metrics only
+// with the bearer token (read with ${file:...}) and the probes without it.
+func TestRunServesTheHTTPSection(t *testing.T) {
+	e := testbed.Require(t)
+	topic := testbed.Topic(t, e, 1)
+	schema := testbed.Schema(t, e)
+	group := testbed.Name(t, "g")
+	addr := freeAddr(t)
+	file := writeFile(t, fmt.Sprintf(`
+kafka: {brokers: %q, group: %s, topics: [%s]}
+database: {url: %q, schema: %s}
+sink: {type: clitest}
+http:
+  listen: %s
+  auth: {bearer_token: "${file:token}"}
+`, e.Brokers, group, topic, e.DatabaseURL, schema, addr))
+	if err := os.WriteFile(filepath.Join(filepath.Dir(file), "token"), []byte("t0ken-s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if code, out, errs := runCLI("migrate", "up", "-config", file); code != 0 {
+		t.Fatalf("migrate up: %d %s %s", code, out, errs)
+	}
+	var out, errb syncBuffer
+	exit := make(chan int, 1)
+	go func() { exit <- Run(ctx, []string{"run", "-config", file}, &out, &errb) }()
+	c := &http.Client{Timeout: 5 * time.Second}
+	testbed.Eventually(t, 30*time.Second, "/healthz without credentials", func() (bool, string) {
+		resp, err := c.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200, resp.Status
+	})
+	if got := request(t, c, "http://"+addr+"/metrics", nil); got != 401 {
+		t.Fatalf("/metrics without the token: %d", got)
+	}
+	if got := request(t, c, "http://"+addr+"/metrics", func(r *http.Request) { r.Header.Set("Authorization", "Bearer t0ken-s3cret") }); got != 200 {
+		t.Fatalf("/metrics with the token: %d", got)
+	}
+	cancel()
+	if code := <-exit; code != 0 {
+		t.Fatalf("run: exit %d: %s", code, errb.String())
+	}
+	if strings.Contains(out.String()+errb.String(), "t0ken-s3cret") || !strings.Contains(errb.String(), "metrics_auth=\"bearer token\"") {
+		t.Fatalf("run's logs: %s", errb.String())
+	}
 }

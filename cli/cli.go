@@ -59,6 +59,7 @@ import (
 
 	"github.com/eosink/eosink/cli/internal/pipeline"
 	"github.com/eosink/eosink/internal/migrator"
+	"github.com/eosink/eosink/internal/pgerr"
 	"github.com/eosink/eosink/migrations"
 	"github.com/eosink/eosink/sink"
 )
@@ -253,9 +254,10 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if len(rest) != 1 {
 			return usageError{errors.New("migrate force: want exactly one VERSION")}
 		}
+		latest, _ := migrator.Latest(migrations.FS)
 		v, err := strconv.Atoi(rest[0])
-		if err != nil || v < -1 {
-			return usageError{fmt.Errorf("migrate force: bad VERSION %q", rest[0])}
+		if err != nil || v < -1 || v > int(latest) {
+			return usageError{fmt.Errorf("migrate force: VERSION %q is not -1 (none applied) or a migration of eosink's (1 to %d)", rest[0], latest)}
 		}
 		forceVersion = v
 		rest = nil
@@ -289,7 +291,14 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usageError{errors.New("migrate: no database: set DATABASE_URL or -database-url")}
 	}
 
-	m, err := migrator.Open(ctx, *dbURL, migrator.Set{FS: migrations.FS, Schema: *schema, Table: migrations.Table, Progress: stderr, Name: "eosink"})
+	err := migrate(ctx, sub, *dbURL, *schema, forceVersion, plugin, stdout, stderr)
+	// Its errors never show a password of the connection string, in any of libpq's forms.
+	return pgerr.RedactError(err, *dbURL)
+}
+
+// migrate runs migrateCmd's subcommand sub on the database at dbURL.
+func migrate(ctx context.Context, sub, dbURL, schema string, forceVersion int, plugin *pipeline.Pipeline, stdout, stderr io.Writer) error {
+	m, err := migrator.Open(ctx, dbURL, migrator.Set{FS: migrations.FS, Schema: schema, Table: migrations.Table, Progress: stderr, Name: "eosink"})
 	if err != nil {
 		return err
 	}
@@ -312,18 +321,18 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	latest, _ := migrator.Latest(migrations.FS)
 	switch {
 	case !ok:
-		fmt.Fprintf(stdout, "schema %q: no migrations applied (latest available: %d)\n", *schema, latest)
+		fmt.Fprintf(stdout, "schema %q: no migrations applied (latest available: %d)\n", schema, latest)
 	case dirty:
-		fmt.Fprintf(stdout, "schema %q: version %d (dirty: a migration failed; fix it, then 'eosink migrate force %d')\n", *schema, v, v-1)
+		fmt.Fprintf(stdout, "schema %q: version %d (dirty: a migration failed; fix it, then 'eosink migrate force %d')\n", schema, v, v-1)
 	default:
-		fmt.Fprintf(stdout, "schema %q: version %d (latest available: %d)\n", *schema, v, latest)
+		fmt.Fprintf(stdout, "schema %q: version %d (latest available: %d)\n", schema, v, latest)
 	}
 	if plugin != nil && sub == "up" {
 		if _, ok := plugin.Config.Plugin.(sink.Migrator); !ok {
 			fmt.Fprintf(stdout, "sink plugin %q: no migrations of its own\n", plugin.PluginType)
 			return nil
 		}
-		if err := sink.MigratePlugin(ctx, *dbURL, plugin.Config.Plugin, &sink.MigrateOptions{Progress: stderr}); err != nil {
+		if err := sink.MigratePlugin(ctx, dbURL, plugin.Config.Plugin, &sink.MigrateOptions{Progress: stderr}); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "sink plugin %q: migrations applied\n", plugin.PluginType)

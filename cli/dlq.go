@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -68,8 +69,8 @@ func (d *dlqFlags) filter() (admin.DeadLetterFilter, error) {
 			continue
 		}
 		id, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return f, usageError{fmt.Errorf("-id: %q is not a dead letter id", s)}
+		if err != nil || id < 1 {
+			return f, usageError{fmt.Errorf("-id: %q is not a dead letter id (a whole number from 1 to %d)", s, int64(math.MaxInt64))}
 		}
 		f.IDs = append(f.IDs, id)
 	}
@@ -109,9 +110,9 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.BoolVar(&d.json, "json", false, "print JSON")
 	fs.StringVar(&d.pipeline, "pipeline", "", "pipeline name")
 	fs.StringVar(&d.topic, "topic", "", "only this topic")
-	fs.IntVar(&d.partition, "partition", -1, "only this partition")
+	intVar(fs, &d.partition, "partition", -1, -1, math.MaxInt32, "a partition number (0 to 2147483647; -1: every partition)", "only partition `N`")
 	fs.StringVar(&d.ids, "id", "", "dead letter ids, comma-separated")
-	fs.IntVar(&d.limit, "limit", 0, "list: at most this many (0: all)")
+	intVar(fs, &d.limit, "limit", 0, 0, math.MaxInt32, "a count (0 to 2147483647; 0: all)", "list: at most `N` dead letters (0: all)")
 	fs.BoolVar(&d.all, "all", false, "discard: every dead letter of the pipeline (with the other filters)")
 	fs.BoolVar(&d.yes, "yes", false, "discard: confirm")
 	fs.BoolVar(&d.dryRun, "dry-run", false, "replay, discard: list what would be done, change nothing")
@@ -260,8 +261,8 @@ func printDeadLetters(w io.Writer, list []admin.DeadLetter, asJSON bool) error {
 	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tPIPELINE\tTOPIC\tPARTITION\tOFFSET\tFAILURES\tLAST FAILED\tVALUE BYTES\tERROR")
 	for _, d := range list {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n", d.ID, d.Pipeline, d.Topic, d.Partition, d.Offset, d.Failures,
-			d.LastFailedAt.UTC().Format(time.RFC3339), d.ValueBytes, firstLine(d.Error, 100))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n", d.ID, term(d.Pipeline), term(d.Topic), d.Partition, d.Offset, d.Failures,
+			d.LastFailedAt.UTC().Format(time.RFC3339), d.ValueBytes, term(firstLine(d.Error, 100)))
 	}
 	return tw.Flush()
 }
@@ -274,7 +275,8 @@ func firstLine(s string, n int) string {
 	return s
 }
 
-// printable returns b as text if it is valid UTF-8, else as base64 with a prefix.
+// printable returns b as text if it is valid UTF-8, else as base64 with a prefix. Human
+// output passes it through term.
 func printable(b []byte) string {
 	if b == nil {
 		return "(null)"
@@ -314,10 +316,10 @@ func printDeadLetter(w io.Writer, d admin.DeadLetter, asJSON bool) error {
 		return writeJSON(w, out)
 	}
 	fmt.Fprintf(w, "id:            %d\npipeline:      %s\nrecord:        %s[%d]@%d\ntimestamp:     %s\nfailures:      %d (first %s, last %s)\nerror:         %s\nkey:           %s\nvalue:         %s\n",
-		d.ID, d.Pipeline, d.Topic, d.Partition, d.Offset, r.Timestamp.UTC().Format(time.RFC3339Nano), d.Failures,
-		d.FirstFailedAt.UTC().Format(time.RFC3339), d.LastFailedAt.UTC().Format(time.RFC3339), d.Error, printable(r.Key), printable(r.Value))
+		d.ID, term(d.Pipeline), term(d.Topic), d.Partition, d.Offset, r.Timestamp.UTC().Format(time.RFC3339Nano), d.Failures,
+		d.FirstFailedAt.UTC().Format(time.RFC3339), d.LastFailedAt.UTC().Format(time.RFC3339), term(d.Error), term(printable(r.Key)), term(printable(r.Value)))
 	for _, h := range r.Headers {
-		fmt.Fprintf(w, "header:        %s=%s\n", printableKey(h.Key), printable(h.Value))
+		fmt.Fprintf(w, "header:        %s=%s\n", term(printableKey(h.Key)), term(printable(h.Value)))
 	}
 	return nil
 }

@@ -206,7 +206,7 @@ kafka:
   topics: [t]
   properties:
     sasl.password: ${FILE_PW}
-    security.protocol: SASL_SSL
+    security.protocol: SSL
     session.timeout.ms: 6000
 database: {url: "postgres://u:p@127.0.0.1:1/db", schema: file_schema}
 sink: {type: clitest}
@@ -222,7 +222,7 @@ sink: {type: clitest}
 	}
 	kc := o.kafkaConfig()
 	want := kafka.ConfigMap{"bootstrap.servers": "file-broker:9092", "sasl.username": "env-user", "sasl.password": "file-pw",
-		"security.protocol": "SASL_SSL", "client.id": "flag-client"}
+		"security.protocol": "SSL", "client.id": "flag-client"}
 	if len(kc) != len(want) {
 		t.Fatalf("config %v, want %v (session.timeout.ms is the sink's, not a connection property)", kc, want)
 	}

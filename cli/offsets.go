@@ -21,6 +21,7 @@ import (
 	"github.com/eosink/eosink/admin"
 	"github.com/eosink/eosink/cli/internal/pipeline"
 	"github.com/eosink/eosink/internal/kafkaflag"
+	"github.com/eosink/eosink/internal/pgerr"
 )
 
 // opsFlags are the connection flags of the offsets and lag commands.
@@ -42,7 +43,7 @@ func (o *opsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.schema, "schema", "eosink", "schema of the offsets table")
 	fs.StringVar(&o.brokers, "brokers", "", "Kafka bootstrap servers (default: env KAFKA_BOOTSTRAP_SERVERS)")
 	o.kafkaProps = kafkaflag.Properties{}
-	fs.Var(o.kafkaProps, "kafka", "librdkafka property key=value for the broker connection (TLS, SASL); repeatable. "+
+	fs.Var(&o.kafkaProps, "kafka", "librdkafka property key=value for the broker connection (TLS, SASL); repeatable. "+
 		"Shows in ps: prefer -config or env "+kafkaEnvPrefix+"<NAME> for secrets")
 	fs.StringVar(&o.config, "config", "", "pipeline config file: its database, schema, brokers, Kafka connection properties "+
 		"(security.*, sasl.*, ssl.*, ...) and pipeline (the default -pipeline)")
@@ -87,6 +88,9 @@ func connectionProperty(key string) bool {
 // load reads -config, refusing the flags it replaces. pipelineFlag, when not nil, defaults to
 // the file's pipeline.
 func (o *opsFlags) load(fs *flag.FlagSet, stderr io.Writer, pipelineFlag *string) error {
+	if err := o.kafkaProps.Err("kafka"); err != nil {
+		return usageError{err}
+	}
 	if o.config == "" {
 		return nil
 	}
@@ -126,7 +130,7 @@ func (o *opsFlags) kafkaConfig() kafka.ConfigMap {
 			}
 		}
 	}
-	maps.Copy(kc, o.kafkaProps)
+	maps.Copy(kc, o.kafkaProps.ConfigMap())
 	if o.brokers != "" {
 		kc["bootstrap.servers"] = o.brokers
 	}
@@ -154,16 +158,17 @@ func (o *opsFlags) client(ctx context.Context) (*admin.Client, func(), error) {
 	return admin.New(pool, o.schema, kc), pool.Close, nil
 }
 
-// connectDB opens a pool and checks the connection; errors never show the password.
+// connectDB opens a pool and checks the connection. Its errors never show a password of url:
+// pgerr.RedactError parses url (every libpq form) and removes each one from their text.
 func connectDB(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
-		return nil, fmt.Errorf("database URL: %w", err)
+		return nil, pgerr.RedactError(fmt.Errorf("database URL: %w", err), url)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		cc := pool.Config().ConnConfig
-		return nil, fmt.Errorf("cannot connect to PostgreSQL at %s:%d/%s: %w", cc.Host, cc.Port, cc.Database, err)
+		return nil, pgerr.RedactError(fmt.Errorf("cannot connect to PostgreSQL at %s:%d/%s: %w", cc.Host, cc.Port, cc.Database, err), url)
 	}
 	return pool, nil
 }
@@ -210,7 +215,8 @@ func offsetsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	o.register(fs)
 	pipeline := fs.String("pipeline", "", "pipeline (list: default all; set: required; with -config, default the file's)")
 	topic := fs.String("topic", "", "set: only this topic (needed when the pipeline has no rows yet)")
-	partition := fs.Int("partition", -1, "set: only this partition")
+	var partition int
+	intVar(fs, &partition, "partition", -1, -1, math.MaxInt32, "a partition number (0 to 2147483647; -1: every partition)", "set: only partition `N` (needs -topic)")
 	to := fs.String("to", "", "set: earliest, latest, an offset, or an RFC 3339 time")
 	operator := fs.String("operator", "", "set: who makes the change, for the audit table (default: env USER)")
 	reason := fs.String("reason", "", "set: why, for the audit table")
@@ -249,6 +255,8 @@ func offsetsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return usageError{errors.New("offsets set: -pipeline is required")}
 		case *to == "":
 			return usageError{errors.New("offsets set: -to is required (earliest, latest, an offset, or an RFC 3339 time)")}
+		case checkTarget(*to) != nil:
+			return checkTarget(*to)
 		case *dryRun:
 		case strings.TrimSpace(*reason) == "":
 			return usageError{errors.New("offsets set: -reason is required (it goes to the audit table)")}
@@ -281,17 +289,14 @@ func offsetsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		target, err := admin.ParseTarget(*to)
 		if err != nil {
-			return usageError{fmt.Errorf("offsets set: -to: %w", err)}
+			return checkTarget(*to)
 		}
-		if *partition < -1 || *partition > math.MaxInt32 {
-			return usageError{fmt.Errorf("offsets set: -partition %d is not a partition number", *partition)}
-		}
-		if *partition >= 0 && *topic == "" {
+		if partition >= 0 && *topic == "" {
 			return usageError{errors.New("offsets set: -partition needs -topic")}
 		}
 		sel := admin.Selector{Pipeline: *pipeline, Topic: *topic, AcceptNewTopic: *acceptNewTopic}
-		if *partition >= 0 {
-			p := int32(*partition)
+		if partition >= 0 {
+			p := int32(partition)
 			sel.Partition = &p
 		}
 		if *dryRun {
@@ -313,6 +318,14 @@ func offsetsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	default:
 		return usageError{fmt.Errorf("offsets: unknown subcommand %q (want list, set or reset)", pos[0])}
 	}
+}
+
+// checkTarget checks -to before anything connects.
+func checkTarget(to string) error {
+	if _, err := admin.ParseTarget(to); err != nil {
+		return usageError{fmt.Errorf("offsets set: -to: %w", err)}
+	}
+	return nil
 }
 
 // listPositions parses the flags shared by lag and status and lists the positions.
@@ -381,18 +394,18 @@ func printPositions(w io.Writer, ps []admin.Position, asJSON, lagOnly bool) erro
 	for _, p := range ps {
 		lag := fmt.Sprint(p.Lag)
 		if p.Error != "" {
-			lag = "error: " + p.Error
+			lag = "error: " + term(p.Error)
 		}
 		total += p.Lag
 		if lagOnly {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", p.Pipeline, p.Topic, p.Partition, p.NextOffset, p.LogEnd, lag)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", term(p.Pipeline), term(p.Topic), p.Partition, p.NextOffset, p.LogEnd, lag)
 		} else {
 			kc := "-"
 			if p.KafkaCommitted != nil {
 				kc = fmt.Sprint(*p.KafkaCommitted)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%s\t%s\n", p.Pipeline, p.Topic, p.Partition, p.NextOffset, p.Epoch,
-				p.Owner, p.UpdatedAt.UTC().Format(time.RFC3339), p.LogStart, p.LogEnd, lag, kc)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%s\t%s\n", term(p.Pipeline), term(p.Topic), p.Partition, p.NextOffset, p.Epoch,
+				term(p.Owner), p.UpdatedAt.UTC().Format(time.RFC3339), p.LogStart, p.LogEnd, lag, kc)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -409,7 +422,7 @@ func warnDivergence(w io.Writer, ps []admin.Position) {
 	var diverged []string
 	for _, p := range ps {
 		if p.Diverged() {
-			diverged = append(diverged, fmt.Sprintf("%s %s[%d]: stored %d, Kafka %d", p.Pipeline, p.Topic, p.Partition, p.NextOffset, *p.KafkaCommitted))
+			diverged = append(diverged, fmt.Sprintf("%s %s[%d]: stored %d, Kafka %d", term(p.Pipeline), term(p.Topic), p.Partition, p.NextOffset, *p.KafkaCommitted))
 		}
 	}
 	if len(diverged) > 0 {
@@ -431,9 +444,9 @@ func printChanges(w io.Writer, cs []admin.Change, asJSON bool) error {
 		}
 		to := fmt.Sprint(c.To)
 		if c.TopicID != "" {
-			to += " (accepting topic id " + c.TopicID + ")"
+			to += " (accepting topic id " + term(c.TopicID) + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d..%d\n", c.Pipeline, c.Topic, c.Partition, from, to, c.LogStart, c.LogEnd)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d..%d\n", term(c.Pipeline), term(c.Topic), c.Partition, from, to, c.LogStart, c.LogEnd)
 	}
 	return tw.Flush()
 }
@@ -445,6 +458,11 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	return printStatus(stdout, ps, dead, asJSON)
+}
+
+// printStatus prints status's summary of ps with the dead letters per pipeline.
+func printStatus(stdout io.Writer, ps []admin.Position, dead map[string]int64, asJSON bool) error {
 	type stopped struct {
 		Topic     string `json:"topic"`
 		Partition int32  `json:"partition"`
@@ -506,12 +524,12 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for _, s := range out {
 		owners := make([]string, len(s.Owners))
 		for i, o := range s.Owners {
-			owners[i] = o + " (gone)"
+			owners[i] = term(o) + " (gone)"
 			if slices.Contains(s.Alive, o) {
-				owners[i] = o + " (alive)"
+				owners[i] = term(o) + " (alive)"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d\n", s.Pipeline, s.Partitions, strings.Join(owners, ","), s.MaxEpoch,
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d\n", term(s.Pipeline), s.Partitions, strings.Join(owners, ","), s.MaxEpoch,
 			s.LastCommit.UTC().Format(time.RFC3339), s.Lag, s.Lagging, s.Errors, len(s.Stopped), s.Dead)
 	}
 	if err := tw.Flush(); err != nil {
@@ -519,8 +537,8 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	for _, s := range out {
 		for _, st := range s.Stopped {
-			fmt.Fprintf(stdout, "stopped: %s %s[%d]: %s since %s on %s: %s\n  remedy: %s\n", s.Pipeline, st.Topic, st.Partition, st.Reason,
-				st.At.UTC().Format(time.RFC3339), st.By, st.Error, st.Remedy)
+			fmt.Fprintf(stdout, "stopped: %s %s[%d]: %s since %s on %s: %s\n  remedy: %s\n", term(s.Pipeline), term(st.Topic), st.Partition, term(st.Reason),
+				st.At.UTC().Format(time.RFC3339), term(st.By), term(st.Error), term(st.Remedy))
 		}
 	}
 	return nil

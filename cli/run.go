@@ -90,15 +90,36 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return fmt.Errorf("%s: http: %w", p.File, err)
 		}
-		srv := &http.Server{Handler: s.HTTPHandler(reg), ReadHeaderTimeout: 10 * time.Second}
+		srv, err := newHTTPServer(p.HTTPOptions, defaultHTTPLimits, s.HTTPHandler(reg))
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("%s: %w", p.File, err)
+		}
 		served := make(chan struct{})
 		go func() {
 			defer close(served)
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			var err error
+			if srv.TLSConfig != nil {
+				err = srv.ServeTLS(ln, "", "")
+			} else {
+				err = srv.Serve(ln)
+			}
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("http server stopped", "addr", ln.Addr().String(), "err", err)
 			}
 		}()
-		log.Info("serving /metrics, /healthz and /readyz", "addr", ln.Addr().String())
+		o := p.HTTPOptions
+		auth := "none"
+		switch {
+		case o.BearerToken != "":
+			auth = "bearer token"
+		case o.Username != "":
+			auth = "basic"
+		}
+		log.Info("serving /metrics, /healthz and /readyz", "addr", ln.Addr().String(), "tls", o.TLSCertFile != "", "metrics_auth", auth)
+		if auth != "none" && o.TLSCertFile == "" {
+			log.Warn("http: /metrics credentials travel in clear without http.tls")
+		}
 		defer func() {
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()

@@ -24,7 +24,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -134,8 +133,8 @@ func run(ctx context.Context, args []string) error {
 	var c common
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
 	c.register(fs)
-	kafkaProps := kafkaflag.Properties{}
-	fs.Var(kafkaProps, "kafka", "librdkafka property key=value (repeatable), e.g. -kafka partition.assignment.strategy=cooperative-sticky")
+	var kafkaProps kafkaflag.Properties
+	fs.Var(&kafkaProps, "kafka", "librdkafka property key=value (repeatable), e.g. -kafka partition.assignment.strategy=cooperative-sticky")
 	initial := fs.String("initial-position", "earliest", "where a partition without a stored row starts: earliest, latest, error, kafka-committed")
 	batch := fs.Int("batch-records", 500, "max records per transaction")
 	wait := fs.Duration("batch-wait", 100*time.Millisecond, "max wait for a batch to fill")
@@ -150,6 +149,9 @@ func run(ctx context.Context, args []string) error {
 	onPoison := fs.String("on-poison", "stop", "what a record that is not an event does: stop (the partition) or dead-letter")
 	httpAddr := fs.String("http", "", "serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9464")
 	_ = fs.Parse(args)
+	if err := kafkaProps.Err("kafka"); err != nil {
+		return err
+	}
 	if err := c.need(true, true); err != nil {
 		return err
 	}
@@ -171,7 +173,7 @@ func run(ctx context.Context, args []string) error {
 		Registerer: reg,
 		Brokers:    c.brokers, GroupID: c.group, Topics: []string{c.topic},
 		DatabaseURL: c.databaseURL, Schema: c.offsetsSchema, AutoMigrate: *autoMigrate,
-		Handler: app.Handler(c.schema), Kafka: kafka.ConfigMap(kafkaProps), InitialPosition: pos,
+		Handler: app.Handler(c.schema), Kafka: kafkaProps.ConfigMap(), InitialPosition: pos,
 		MaxBatchRecords: *batch, MaxBatchWait: *wait, CommitToKafka: *commitKafka, InstanceID: *instance,
 		IdleInTransactionTimeout: *idleTx, LockTimeout: *lockTimeout, ClaimTimeout: *claimTimeout,
 		IsolationLevel: pgx.TxIsoLevel(*isolation), RevokeTimeout: *revokeTimeout, OnPoison: poison,

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"strconv"
 	"strings"
 	"time"
 
@@ -97,6 +95,7 @@ func (l *loader) load(data []byte, logOut io.Writer) *Pipeline {
 	if c.Brokers == "" && props["bootstrap.servers"] == "" {
 		l.missing("kafka.brokers", "kafka", brokersValue, "required: Kafka's bootstrap servers, for example 127.0.0.1:9092 or ${KAFKA_BOOTSTRAP_SERVERS}")
 	}
+	l.checkKafka(props, k.Properties.Line)
 	if c.Brokers != "" && props["bootstrap.servers"] != "" {
 		l.fail("kafka.properties[bootstrap.servers]", k.Properties.Line, "set kafka.brokers or this property, not both")
 	}
@@ -130,13 +129,7 @@ func (l *loader) load(data []byte, logOut io.Writer) *Pipeline {
 
 	// http
 	p := &Pipeline{File: l.file}
-	if s, ok := l.value("http", &raw.HTTP); ok {
-		host, port, err := net.SplitHostPort(s.val)
-		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 || strings.ContainsAny(host, " /") {
-			l.fail("http", s.line, "%s is not a listen address (host:port, for example 127.0.0.1:9464 or :9464)", describe(s))
-		}
-		p.HTTP = s.val
-	}
+	p.HTTP, p.HTTPOptions = l.http(&raw.HTTP)
 
 	// log
 	format, level := "text", slog.LevelInfo

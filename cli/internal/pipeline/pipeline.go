@@ -46,8 +46,11 @@ type Pipeline struct {
 	Config sink.Config
 	// PluginType is the sink section's type, the registered name of Config.Plugin.
 	PluginType string
-	// HTTP is the address to serve metrics and probes on; empty for none.
+	// HTTP is the address to serve metrics and probes on (http, or http.listen); empty for
+	// none.
 	HTTP string
+	// HTTPOptions are the http section's TLS and /metrics authentication.
+	HTTPOptions HTTPOptions
 	// SchemaRegistry is the schema_registry section, handed to the plugin; nil for none.
 	SchemaRegistry *sink.SchemaRegistry
 	// Logger writes to Options.LogOutput in the file's log format and level.

@@ -23,6 +23,14 @@ func (l *loader) plugin(n *yaml.Node, pipelineName, schema string, logger *slog.
 		l.fail("sink", n.Line, "must be a mapping with a type (registered: %s), not %s", strings.Join(sink.Plugins(), ", "), kindName(n))
 		return nil, ""
 	}
+	// anyValue expands aliases: a few lines of anchors can stand for billions of values
+	// ("billion laughs"). The section's size after expansion is counted first, in time
+	// linear in the file, and bounded.
+	if size := expandedSize(n, maxSinkNodes, map[*yaml.Node]int{}); size > maxSinkNodes {
+		l.fail("sink", n.Line, "expands to more than %d values: its aliases (*name) repeat anchored values too often; "+
+			"write the section out, or use fewer aliases", maxSinkNodes)
+		return nil, ""
+	}
 	before := len(l.errs)
 	l.lines["sink"] = n.Line
 	v, _ := l.anyValue("sink", n, 0)

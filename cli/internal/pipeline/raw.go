@@ -206,7 +206,9 @@ func parentOf(body *yaml.Node, line int, key string) string {
 	var find func(n *yaml.Node, path string) (string, bool)
 	find = func(n *yaml.Node, path string) (string, bool) {
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], deref(n.Content[i+1])
+			// Aliases are not followed: their keys are found where they are anchored, and
+			// following them could take exponential time.
+			k, v := n.Content[i], n.Content[i+1]
 			if k.Line == line && k.Value == key {
 				return path, true
 			}

@@ -43,6 +43,17 @@ func (p *Pipeline) Summary(w io.Writer) error {
 	http := p.HTTP
 	if http == "" {
 		http = "off"
+	} else {
+		o := p.HTTPOptions
+		if o.TLSCertFile != "" {
+			http += ", TLS"
+		}
+		switch {
+		case o.BearerToken != "":
+			http += ", bearer token on /metrics"
+		case o.Username != "":
+			http += ", basic auth on /metrics"
+		}
 	}
 	lines := [][2]string{
 		{"pipeline", c.Pipeline},

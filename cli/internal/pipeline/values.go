@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/eosink/eosink/internal/pgerr"
 	"github.com/eosink/eosink/sink"
 )
 
@@ -65,6 +66,12 @@ func (l *loader) value(path string, n *yaml.Node) (s scalar, ok bool) {
 		l.warn(path, n.Line, "%s not set; the field is not checked (run needs it)", what)
 		l.unresolved[path] = n.Value
 		return scalar{raw: n.Value, subst: true, line: n.Line, unresolved: true}, false
+	}
+	if strings.ContainsRune(v, 0) {
+		// Not the value: it may be a secret. PostgreSQL text, identifiers and librdkafka's
+		// C strings cannot hold NUL, and a name cut at it would name something else.
+		l.fail(path, n.Line, "holds a NUL byte (\\x00), which no name, PostgreSQL text or Kafka property can hold")
+		return scalar{raw: n.Value, subst: subst, line: n.Line, failed: true}, false
 	}
 	return s, v != ""
 }
@@ -270,6 +277,10 @@ func (l *loader) properties(path string, n *yaml.Node) map[string]string {
 			l.fail(path, kn.Line, "property names must be single values")
 			continue
 		}
+		if strings.ContainsRune(key, 0) {
+			l.fail(path, kn.Line, "a property name holds a NUL byte (\\x00)")
+			continue
+		}
 		if line, dup := first[key]; dup {
 			l.fail(p, kn.Line, "duplicate key (first at line %d)", line)
 			continue
@@ -298,13 +309,15 @@ func (l *loader) properties(path string, n *yaml.Node) map[string]string {
 // password for redaction.
 func (l *loader) checkDatabaseURL(path string, s scalar) {
 	l.secrets.add(s.val)
+	l.secrets.add(pgerr.ConnStringSecrets(s.val)...) // parsed, in every libpq form
 	for _, m := range passwordRE.FindAllStringSubmatch(s.val, -1) {
 		l.secrets.add(m[1], m[2], strings.Trim(m[2], "'"))
 	}
 	cfg, err := pgxpool.ParseConfig(s.val)
 	if err != nil {
-		// pgx masks the password in its messages; redact catches anything else.
-		l.fail(path, s.line, "not a PostgreSQL connection string: %s", l.secrets.redact(err.Error()))
+		// pgx masks the password in its messages on a best-effort basis; RedactError rebuilds
+		// them around the parsed string, and redact catches anything else.
+		l.fail(path, s.line, "not a PostgreSQL connection string: %s", l.secrets.redact(pgerr.RedactError(err, s.val).Error()))
 		return
 	}
 	l.secrets.add(cfg.ConnConfig.Password)
@@ -313,6 +326,31 @@ func (l *loader) checkDatabaseURL(path string, s scalar) {
 // passwordRE finds passwords in connection strings that do not parse: the URL form's
 // user:password@ and the key/value form's password=.
 var passwordRE = regexp.MustCompile(`://[^:/@]*:([^@/]*)@|password\s*=\s*('[^']*'|\S+)`)
+
+// expandedSize returns the number of nodes n stands for with its aliases expanded, counting
+// each distinct node once per use but visiting it only once (memo): linear in the file's
+// size, however much the aliases multiply. It stops counting past limit.
+func expandedSize(n *yaml.Node, limit int, memo map[*yaml.Node]int) int {
+	n = deref(n)
+	if c, ok := memo[n]; ok {
+		return c
+	}
+	memo[n] = limit + 1 // a cycle (which the parser refuses anyway) counts as too large
+	c := 1
+	for _, child := range n.Content {
+		if c += expandedSize(child, limit, memo); c > limit {
+			c = limit + 1
+			break
+		}
+	}
+	memo[n] = c
+	return c
+}
+
+// maxSinkNodes bounds the values of the sink section after its aliases are expanded: far
+// more than any sink needs (a hundred tables of a hundred columns take about 50,000), far
+// fewer than an exponential expansion gives.
+const maxSinkNodes = 200_000
 
 // anyValue converts a node of the sink section into strings, numbers, booleans, nil, []any
 // and map[string]any. Values with references are strings, except that a plain (unquoted)
@@ -341,6 +379,10 @@ func (l *loader) anyValue(path string, n *yaml.Node, depth int) (any, bool) {
 				continue
 			}
 			key := kn.Value
+			if strings.ContainsRune(key, 0) {
+				l.fail(path, kn.Line, "a key holds a NUL byte (\\x00), which no name can hold")
+				continue
+			}
 			if line, dup := first[key]; dup {
 				l.fail(join(path, key), kn.Line, "duplicate key (first at line %d)", line)
 				continue

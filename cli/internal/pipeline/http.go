@@ -1,0 +1,139 @@
+package pipeline
+
+import (
+	"net"
+	"os"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// HTTPOptions are the http section's settings beyond its listen address (Pipeline.HTTP).
+type HTTPOptions struct {
+	// TLSCertFile and TLSKeyFile (tls.cert_file, tls.key_file) serve HTTPS with this PEM
+	// certificate (chain) and key. Both or neither. Defaults to plain HTTP.
+	TLSCertFile, TLSKeyFile string
+	// Username and Password (auth.username, auth.password) require basic authentication
+	// on /metrics. Defaults to none.
+	Username, Password string
+	// BearerToken (auth.bearer_token) requires "Authorization: Bearer TOKEN" on /metrics.
+	// Not with Username. Defaults to none.
+	BearerToken string
+}
+
+// httpKeys are the keys of the http section in its mapping form.
+var httpKeys = map[string][]string{
+	"http":      {"listen", "tls", "auth"},
+	"http.tls":  {"cert_file", "key_file"},
+	"http.auth": {"username", "password", "bearer_token"},
+}
+
+// http reads the http section: a listen address ("127.0.0.1:9464"), or a mapping with
+// listen, tls and auth.
+func (l *loader) http(n *yaml.Node) (string, HTTPOptions) {
+	var o HTTPOptions
+	n = deref(n)
+	if isNull(n) {
+		return "", o
+	}
+	if n.Kind != yaml.MappingNode {
+		return l.listen("http", n), o
+	}
+	keys := l.keys("http", n)
+	listen := l.listen("http.listen", keys["listen"])
+	if listen == "" && !l.reported("http.listen") {
+		l.fail("http.listen", n.Line, "required: the address to serve on (host:port, for example 127.0.0.1:9464)")
+	}
+	tls := l.keys("http.tls", keys["tls"])
+	o.TLSCertFile = l.str("http.tls.cert_file", tls["cert_file"])
+	o.TLSKeyFile = l.str("http.tls.key_file", tls["key_file"])
+	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
+		missing := "http.tls.key_file"
+		if o.TLSCertFile == "" {
+			missing = "http.tls.cert_file"
+		}
+		l.fail(missing, l.lines["http.tls"], "tls.cert_file and tls.key_file go together (the server's certificate and its key)")
+	}
+	for _, f := range [][2]string{{"http.tls.cert_file", o.TLSCertFile}, {"http.tls.key_file", o.TLSKeyFile}} {
+		if f[1] != "" {
+			if _, err := os.Stat(f[1]); err != nil {
+				l.fail(f[0], l.lines[f[0]], "cannot read %q: %v", f[1], strings.TrimPrefix(err.Error(), "stat "+f[1]+": "))
+			}
+		}
+	}
+	auth := l.keys("http.auth", keys["auth"])
+	user, hasUser := l.value("http.auth.username", auth["username"])
+	o.Username = user.val
+	if s, ok := l.value("http.auth.password", auth["password"]); ok {
+		o.Password = s.val
+		l.secrets.add(s.val)
+	}
+	if s, ok := l.value("http.auth.bearer_token", auth["bearer_token"]); ok {
+		o.BearerToken = s.val
+		l.secrets.add(s.val)
+	}
+	switch {
+	case hasUser && o.BearerToken != "":
+		l.fail("http.auth.bearer_token", l.lines["http.auth.bearer_token"], "set username and password (basic auth) or bearer_token, not both")
+	case hasUser && o.Password == "" && !l.unresolvedWithin("http.auth.password"):
+		l.fail("http.auth.password", l.lines["http.auth.username"], "required with username (for example ${file:/run/secrets/metrics-password})")
+	case !hasUser && o.Password != "":
+		l.fail("http.auth.password", l.lines["http.auth.password"], "a password needs a username")
+	}
+	return listen, o
+}
+
+// listen checks a listen address.
+func (l *loader) listen(path string, n *yaml.Node) string {
+	s, ok := l.value(path, n)
+	if !ok {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(s.val)
+	if p, perr := strconv.Atoi(port); err != nil || perr != nil || p < 0 || p > 65535 || strings.ContainsAny(host, " /") {
+		l.fail(path, s.line, "%s is not a listen address (host:port, for example 127.0.0.1:9464 or :9464)", describe(s))
+	}
+	return s.val
+}
+
+// keys returns the values of the mapping at n by key, reporting keys that httpKeys[path]
+// does not list, duplicates, and a node that is not a mapping.
+func (l *loader) keys(path string, n *yaml.Node) map[string]*yaml.Node {
+	out := map[string]*yaml.Node{}
+	n = deref(n)
+	if isNull(n) {
+		return out
+	}
+	l.lines[path] = n.Line
+	known := httpKeys[path]
+	if n.Kind != yaml.MappingNode {
+		l.fail(path, n.Line, "must be a mapping of keys (%s), not %s", strings.Join(known, ", "), kindName(n))
+		return out
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := deref(n.Content[i])
+		switch {
+		case !contains(known, k.Value):
+			hint := ""
+			if s := closest(k.Value, known); s != "" {
+				hint = "; did you mean " + s + "?"
+			}
+			l.fail(join(path, k.Value), k.Line, "unknown key (%s has %s)%s", path, strings.Join(known, ", "), hint)
+		case out[k.Value] != nil:
+			l.fail(join(path, k.Value), k.Line, "duplicate key")
+		default:
+			out[k.Value] = n.Content[i+1]
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

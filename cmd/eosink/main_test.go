@@ -13,9 +13,6 @@ import (
 // TestBinary builds the eosink command and runs it as a user does: the exit codes are the
 // process's own.
 func TestBinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
 	bin := filepath.Join(t.TempDir(), "eosink")
 	goCmd := filepath.Join(runtime.GOROOT(), "bin", "go")
 	build := exec.Command(goCmd, "build", "-buildvcs=auto", "-o", bin, ".")

@@ -19,10 +19,17 @@ GRANT SELECT, INSERT, UPDATE ON :"schema".instances TO :"run_role";
 GRANT SELECT, INSERT, UPDATE ON :"schema".dead_letters TO :"run_role";
 GRANT USAGE ON SEQUENCE :"schema".dead_letters_id_seq TO :"run_role";
 -- offsets_audit is written by operators (`eosink offsets set`), not by the sink: no grant.
+-- The plugins' tables in eosink's schema, when their migrations made them: the inbox's event
+-- ids (DELETE for retention) and the cdc plugin's positions (the never-backwards guard).
+SELECT format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.%I TO %I', :'schema', t, :'run_role')
+  FROM unnest(ARRAY['inbox', 'cdc_positions']) AS t
+ WHERE to_regclass(format('%I.%I', :'schema', t)) IS NOT NULL
+\gexec
 
 -- The target tables: what the plugin does to them. table: INSERT (COPY); upsert: SELECT,
--- INSERT, UPDATE, DELETE (tombstones with delete: true); inbox: SELECT, INSERT, UPDATE on its
--- own inbox table too. Narrow it to the tables and privileges of your pipeline.
+-- INSERT, UPDATE, DELETE (tombstones with delete_on_tombstone: true); cdc: SELECT, INSERT,
+-- UPDATE, DELETE; sql: what its statements do. Narrow it to the tables and privileges of your
+-- pipeline. create: true and evolve need more (docs/security.md).
 GRANT USAGE ON SCHEMA :"target_schema" TO :"run_role";
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA :"target_schema" TO :"run_role";
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA :"target_schema" TO :"run_role";

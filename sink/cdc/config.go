@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/internal/mapping"
 )
 
 // Config configures the cdc plugin. See the package documentation for an example.
@@ -71,7 +72,7 @@ func parseTemplate(s, schema string) (template, error) {
 	if strings.TrimSpace(s) == "" {
 		return template{}, errors.New("empty table name")
 	}
-	parts := splitDots(s)
+	parts := mapping.SplitTableTemplate(s)
 	if len(parts) > 2 || slices.Contains(parts, "") {
 		return template{}, fmt.Errorf("%q is not table or schema.table", s)
 	}
@@ -89,25 +90,6 @@ func parseTemplate(s, schema string) (template, error) {
 		parts = []string{schema, parts[0]}
 	}
 	return template{parts: parts}, nil
-}
-
-// splitDots splits s at the dots outside ${...}.
-func splitDots(s string) []string {
-	var parts []string
-	depth, start := 0, 0
-	for i := 0; i < len(s); i++ {
-		switch {
-		case s[i] == '$' && i+1 < len(s) && s[i+1] == '{':
-			depth++
-			i++
-		case s[i] == '}' && depth > 0:
-			depth--
-		case s[i] == '.' && depth == 0:
-			parts = append(parts, s[start:i])
-			start = i + 1
-		}
-	}
-	return append(parts, s[start:])
 }
 
 // render returns the target table for a source table.

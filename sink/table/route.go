@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/internal/mapping"
 )
 
 // Route sends the records of some topics to a table of their own. Routes are tried in
@@ -48,7 +49,7 @@ func parseNameTemplate(s string, groups int) (nameTemplate, error) {
 	if strings.TrimSpace(s) == "" {
 		return nameTemplate{}, errors.New("required")
 	}
-	parts := splitDots(s)
+	parts := mapping.SplitTableTemplate(s)
 	if len(parts) > 2 || slices.Contains(parts, "") {
 		return nameTemplate{}, fmt.Errorf("%q is not table or schema.table", s)
 	}
@@ -67,25 +68,6 @@ func parseNameTemplate(s string, groups int) (nameTemplate, error) {
 		}
 	}
 	return t, nil
-}
-
-// splitDots splits s at the dots outside ${...}.
-func splitDots(s string) []string {
-	var parts []string
-	depth, start := 0, 0
-	for i := 0; i < len(s); i++ {
-		switch {
-		case s[i] == '$' && i+1 < len(s) && s[i+1] == '{':
-			depth++
-			i++
-		case s[i] == '}' && depth > 0:
-			depth--
-		case s[i] == '.' && depth == 0:
-			parts = append(parts, s[start:i])
-			start = i + 1
-		}
-	}
-	return append(parts, s[start:])
 }
 
 // render returns the table for topic; groups are the route pattern's submatches (groups[0]

@@ -157,7 +157,7 @@ func TestStalledSessionOfLongNonASCIIPipelineIsEnded(t *testing.T) {
 	p.Produce(t, events, 131)
 
 	zombie := startChild(t, "zombie", p.Args("-batch-records", "100", "-idle-tx-timeout", "10m", "-commit-to-kafka=false"),
-		"EOSINK_FAILPOINTS=before-commit=sleep(3s)@3")
+		"EOSINK_FAILPOINTS=before-commit=sleep(10s)@3")
 	zombie.WaitOutput("failpoint fired: before-commit sleep", 60*time.Second)
 	zombie.Signal(syscall.SIGSTOP)
 	frozen := true

@@ -55,7 +55,10 @@ func render(t *testing.T, chart string, args ...string) ([]Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	return objs, Check(objs)
+	if err := Check(objs); err != nil {
+		return objs, err
+	}
+	return objs, validateConfigs(t, objs)
 }
 
 func valuesFile(name string) string { return filepath.Join(chartDir, "ci", name) }
@@ -183,6 +186,7 @@ func TestTemplateRefuses(t *testing.T) {
 		{`config.kafka.properties.group\.instance\.id=sink-1`, "choose membership: static"},
 		{"membership=sticky", "membership"},
 		{"config=oops", "config"},
+		{"replica=3", "replica"}, // a misspelled value: values.schema.json allows no unknown keys
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			_, err := runHelm(t, "template", "sink", chartDir, "--set", tc.set)
@@ -210,6 +214,7 @@ func TestBrokenChartIsCaught(t *testing.T) {
 		{"static membership without group.instance.id", "templates/_helpers.tpl", `"group.instance.id" "${POD_NAME}"`, `"group.instance.id" "sink"`,
 			[]string{"-f", filepath.Join("ci", "static-values.yaml")}, "needs kafka.properties.group.instance.id"},
 		{"migrations ConfigMap not a hook", "templates/migrations-job.yaml", "helm.sh/hook-weight: \"-10\"\n", "", nil, "hook-weight"},
+		{"a key eosink does not know", "templates/_helpers.tpl", `set $t "shutdown" (printf`, `set $t "shutdwn" (printf`, nil, "timeouts.shutdwn: unknown key"},
 		{"selector not matching the pods", "templates/deployment.yaml", `{{- include "eosink.selectorLabels" . | nindent 6 }}`, "app: other", nil, "does not select the pods"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

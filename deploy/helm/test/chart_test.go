@@ -19,6 +19,10 @@ import (
 
 const chartDir = "../eosink"
 
+// kubeVersion is the cluster version helm lint and template assume: a helm built with go
+// install assumes v1.20, below the chart's kubeVersion.
+const kubeVersion = "1.33.0"
+
 // helm returns the helm binary named by HELM. Its absence is a failure, not a skip.
 func helm(t *testing.T) string {
 	t.Helper()
@@ -47,7 +51,7 @@ func runHelm(t *testing.T, args ...string) ([]byte, error) {
 // render runs helm template on chart with args and decodes and checks its output.
 func render(t *testing.T, chart string, args ...string) ([]Object, error) {
 	t.Helper()
-	out, err := runHelm(t, append([]string{"template", "sink", chart, "--namespace", "streams"}, args...)...)
+	out, err := runHelm(t, append([]string{"template", "sink", chart, "--namespace", "streams", "--kube-version", kubeVersion}, args...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -127,6 +131,10 @@ var valueSets = []struct {
 			if got := secretNames(j.Spec.Template.Spec); !slices.Equal(got, []string{"eosink-kafka", "eosink-migrate-database", "eosink-tls"}) {
 				t.Errorf("the migrations Job mounts secrets %v", got)
 			}
+			// The config replaces the default one whole: nothing of the example is merged in.
+			if cfg := get[*corev1.ConfigMap](t, objs, "ConfigMap", "sink-eosink").Data["pipeline.yaml"]; strings.Contains(cfg, "order_id") || strings.Contains(cfg, "on_poison") {
+				t.Errorf("pipeline.yaml has keys of the default config:\n%s", cfg)
+			}
 			if g := *d.Spec.Template.Spec.TerminationGracePeriodSeconds; g != 90 {
 				t.Errorf("grace %d, want 90", g)
 			}
@@ -144,13 +152,13 @@ var valueSets = []struct {
 }
 
 func TestLint(t *testing.T) {
-	if out, err := runHelm(t, "lint", "--strict", chartDir); err != nil {
+	if out, err := runHelm(t, "lint", "--strict", "--kube-version", kubeVersion, chartDir); err != nil {
 		t.Fatal(err)
 	} else {
 		t.Logf("%s", out)
 	}
 	for _, vs := range valueSets[1:] {
-		if _, err := runHelm(t, append([]string{"lint", "--strict", chartDir}, vs.args...)...); err != nil {
+		if _, err := runHelm(t, append([]string{"lint", "--strict", "--kube-version", kubeVersion, chartDir}, vs.args...)...); err != nil {
 			t.Errorf("%s: %v", vs.name, err)
 		}
 	}
@@ -180,18 +188,24 @@ func TestTemplate(t *testing.T) {
 
 // Values that contradict each other are refused by helm template, with the reason.
 func TestTemplateRefuses(t *testing.T) {
-	for _, tc := range []struct{ set, want string }{
-		{"terminationGracePeriodSeconds=30", "must be above shutdownTimeoutSeconds"},
-		{"config.timeouts.shutdown=10s", "set shutdownTimeoutSeconds instead"},
-		{`config.kafka.properties.group\.instance\.id=sink-1`, "choose membership: static"},
-		{"membership=sticky", "membership"},
-		{"config=oops", "config"},
-		{"replica=3", "replica"}, // a misspelled value: values.schema.json allows no unknown keys
+	const cfg = "config: |\n  kafka: {brokers: b, group: g, topics: [t]%s}\n  database: {url: u}\n  sink: {type: table, table: t}\n%s"
+	for _, tc := range []struct{ name, values, want string }{
+		{"grace period at the drain", fmt.Sprintf(cfg, "", "") + "terminationGracePeriodSeconds: 30\n", "must be above shutdownTimeoutSeconds"},
+		{"timeouts.shutdown by hand", fmt.Sprintf(cfg, "", "  timeouts: {shutdown: 10s}\n"), "set shutdownTimeoutSeconds instead"},
+		{"group.instance.id by hand", fmt.Sprintf(cfg, ", properties: {group.instance.id: sink-1}", ""), "choose membership: static"},
+		{"unknown membership", "membership: sticky\n", "membership"},
+		{"config not a mapping", "config: oops\n", "config is not a YAML mapping"},
+		{"config as a mapping", "config: {kafka: {group: g}}\n", "config"},
+		{"misspelled value", "replica: 3\n", "replica"}, // values.schema.json allows no unknown keys
 	} {
-		t.Run(tc.set, func(t *testing.T) {
-			_, err := runHelm(t, "template", "sink", chartDir, "--set", tc.set)
+		t.Run(tc.name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "values.yaml")
+			if err := os.WriteFile(f, []byte(tc.values), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := runHelm(t, "template", "sink", chartDir, "--kube-version", kubeVersion, "-f", f)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("helm template --set %s: %v; want an error with %q", tc.set, err, tc.want)
+				t.Errorf("helm template with\n%s: %v; want an error with %q", tc.values, err, tc.want)
 			}
 		})
 	}
@@ -213,7 +227,8 @@ func TestBrokenChartIsCaught(t *testing.T) {
 		{"writable root filesystem", "values.yaml", "readOnlyRootFilesystem: true", "readOnlyRootFilesystem: false", nil, "readOnlyRootFilesystem is not true"},
 		{"static membership without group.instance.id", "templates/_helpers.tpl", `"group.instance.id" "${POD_NAME}"`, `"group.instance.id" "sink"`,
 			[]string{"-f", filepath.Join("ci", "static-values.yaml")}, "needs kafka.properties.group.instance.id"},
-		{"migrations ConfigMap not a hook", "templates/migrations-job.yaml", "helm.sh/hook-weight: \"-10\"\n", "", nil, "hook-weight"},
+		{"migrations ConfigMap created after the Job", "templates/migrations-job.yaml", `helm.sh/hook-weight: "-10"`, `helm.sh/hook-weight: "5"`, nil, "hook-weight 5 is not below the Job's 0"},
+		{"migrations ConfigMap not a hook", "templates/migrations-job.yaml", "    helm.sh/hook: pre-install,pre-upgrade\n    helm.sh/hook-weight: \"-10\"\n", "", nil, "is not a pre-install,pre-upgrade hook"},
 		{"a key eosink does not know", "templates/_helpers.tpl", `set $t "shutdown" (printf`, `set $t "shutdwn" (printf`, nil, "timeouts.shutdwn: unknown key"},
 		{"selector not matching the pods", "templates/deployment.yaml", `{{- include "eosink.selectorLabels" . | nindent 6 }}`, "app: other", nil, "does not select the pods"},
 	} {
@@ -288,4 +303,35 @@ func firstErrorLine(err error, want string) string {
 		}
 	}
 	return errors.Unwrap(err).Error()
+}
+
+// The values example of docs/deploy.md renders, passes the checks and loads in eosink.
+func TestDocExample(t *testing.T) {
+	doc, err := os.ReadFile("../../../docs/deploy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := bytes.Cut(doc, []byte("A pipeline over TLS with its secrets as files"))
+	if ok {
+		_, rest, ok = bytes.Cut(rest, []byte("```yaml\n"))
+	}
+	var example []byte
+	if ok {
+		example, _, ok = bytes.Cut(rest, []byte("```\n"))
+	}
+	if !ok {
+		t.Fatal("docs/deploy.md: no yaml block after \"A pipeline over TLS with its secrets as files\"")
+	}
+	f := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(f, example, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := render(t, chartDir, "-f", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := get[*batchv1.Job](t, objs, "Job", "sink-eosink-migrate")
+	if got := secretNames(j.Spec.Template.Spec); !slices.Equal(got, []string{"eosink-kafka", "eosink-migrate-database"}) {
+		t.Errorf("the migrations Job mounts secrets %v", got)
+	}
 }

@@ -37,13 +37,16 @@ The pipeline config: .Values.config with what the chart owns (http, timeouts.shu
 with static membership, group.instance.id). Fails on values that contradict each other.
 */}}
 {{- define "eosink.config" -}}
-{{- if not (kindIs "map" .Values.config) -}}
-{{- fail "config must be a mapping: the pipeline config file (docs/pipeline-config.md)" -}}
+{{- if not (kindIs "string" .Values.config) -}}
+{{- fail "config must be the pipeline config file's text (config: |), not a mapping" -}}
 {{- end -}}
 {{- if not (has .Values.membership (list "dynamic" "static")) -}}
 {{- fail (printf "membership must be dynamic or static, not %q" (toString .Values.membership)) -}}
 {{- end -}}
-{{- $c := deepCopy .Values.config -}}
+{{- $c := fromYaml .Values.config -}}
+{{- if hasKey $c "Error" -}}
+{{- fail (printf "config is not a YAML mapping: %s" (toString $c.Error)) -}}
+{{- end -}}
 {{- if not (hasKey $c "http") -}}
 {{- $_ := set $c "http" (printf ":%d" (int .Values.http.port)) -}}
 {{- end -}}

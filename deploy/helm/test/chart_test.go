@@ -193,6 +193,7 @@ func TestTemplateRefuses(t *testing.T) {
 		{"grace period at the drain", fmt.Sprintf(cfg, "", "") + "terminationGracePeriodSeconds: 30\n", "must be above shutdownTimeoutSeconds"},
 		{"timeouts.shutdown by hand", fmt.Sprintf(cfg, "", "  timeouts: {shutdown: 10s}\n"), "set shutdownTimeoutSeconds instead"},
 		{"group.instance.id by hand", fmt.Sprintf(cfg, ", properties: {group.instance.id: sink-1}", ""), "choose membership: static"},
+		{"http on another port", fmt.Sprintf(cfg, "", "  http: 127.0.0.1:9000\n"), "make them equal"},
 		{"unknown membership", "membership: sticky\n", "membership"},
 		{"config not a mapping", "config: oops\n", "config is not a YAML mapping"},
 		{"config as a mapping", "config: {kafka: {group: g}}\n", "config"},
@@ -230,6 +231,9 @@ func TestBrokenChartIsCaught(t *testing.T) {
 		{"migrations ConfigMap created after the Job", "templates/migrations-job.yaml", `helm.sh/hook-weight: "-10"`, `helm.sh/hook-weight: "5"`, nil, "hook-weight 5 is not below the Job's 0"},
 		{"migrations ConfigMap not a hook", "templates/migrations-job.yaml", "    helm.sh/hook: pre-install,pre-upgrade\n    helm.sh/hook-weight: \"-10\"\n", "", nil, "is not a pre-install,pre-upgrade hook"},
 		{"a key eosink does not know", "templates/_helpers.tpl", `set $t "shutdown" (printf`, `set $t "shutdwn" (printf`, nil, "timeouts.shutdwn: unknown key"},
+		{"probes in HTTP to a TLS endpoint", "templates/_helpers.tpl", `$c.http.tls -}}HTTPS`, `$c.http.tls -}}HTTP`,
+			[]string{"-f", filepath.Join("ci", "secrets-values.yaml")}, `probe scheme "HTTP", but eosink serves HTTPS`},
+		{"a volume name the API refuses", "values.yaml", "secretMounts: []", "secretMounts: [{name: Database, secretName: db, mountPath: /run/secrets/db}]", nil, `volume name "Database"`},
 		{"selector not matching the pods", "templates/deployment.yaml", `{{- include "eosink.selectorLabels" . | nindent 6 }}`, "app: other", nil, "does not select the pods"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -38,8 +38,9 @@ func Check(objs []Object) error {
 }
 
 type checker struct {
-	objs []Object
-	errs []error
+	objs   []Object
+	errs   []error
+	scheme string // http or https: what the workload's eosink serves
 }
 
 func (c *checker) errorf(o Object, format string, a ...any) {
@@ -170,6 +171,17 @@ func (c *checker) checkWorkload(o Object) corev1.PodTemplateSpec {
 	} else if p, _ := strconv.Atoi(port); containerPort(ctr, "http") != int32(p) {
 		c.errorf(o, "pipeline.yaml http listens on %s, the container port http is %d", port, containerPort(ctr, "http"))
 	}
+	// HTTPS exactly when eosink serves TLS.
+	want := corev1.URISchemeHTTP
+	if lookup(cfg, "http", "tls") != nil {
+		want = corev1.URISchemeHTTPS
+	}
+	for _, p := range []*corev1.Probe{ctr.LivenessProbe, ctr.ReadinessProbe} {
+		if p != nil && p.HTTPGet != nil && p.HTTPGet.Scheme != want {
+			c.errorf(o, "container %s: probe scheme %q, but eosink serves %s", ctr.Name, p.HTTPGet.Scheme, want)
+		}
+	}
+	c.scheme = strings.ToLower(string(want))
 	gid, hasGID := lookup(cfg, "kafka", "properties", "group.instance.id").(string)
 	switch {
 	case static && gid != "${POD_NAME}":
@@ -203,6 +215,7 @@ func (c *checker) checkPod(o Object, spec corev1.PodSpec, ctr corev1.Container) 
 	}) {
 		c.errorf(o, "container %s: no POD_NAME from metadata.name", ctr.Name)
 	}
+	c.checkNames(o, spec, ctr)
 	volumes := map[string]corev1.Volume{}
 	for _, v := range spec.Volumes {
 		if _, dup := volumes[v.Name]; dup {
@@ -328,8 +341,8 @@ func (c *checker) checkServiceMonitor(o Object, sm *monitoringv1.ServiceMonitor)
 		if !slices.ContainsFunc(svcs[0].Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == e.Port }) {
 			c.errorf(o, "endpoint port %q is not a port of Service %s", e.Port, svcs[0].Name)
 		}
-		if e.Scheme != nil && *e.Scheme != "http" && *e.Scheme != "https" {
-			c.errorf(o, "endpoint scheme %q", *e.Scheme)
+		if e.Scheme == nil || strings.ToLower(string(*e.Scheme)) != c.scheme {
+			c.errorf(o, "endpoint scheme %v, but eosink serves %s", ptrValue(e.Scheme), c.scheme)
 		}
 		if e.Path != "/metrics" {
 			c.errorf(o, "endpoint path %q, want /metrics", e.Path)
@@ -437,4 +450,34 @@ func ptrValue[T any](p *T) any {
 		return "unset"
 	}
 	return *p
+}
+
+// checkNames applies the API server's rules for the names in a pod that typed decoding does
+// not check: container, port, volume and environment variable names, and the names of the
+// ConfigMaps and Secrets referenced.
+func (c *checker) checkNames(o Object, spec corev1.PodSpec, ctr corev1.Container) {
+	report := func(what, name string, errs []string) {
+		for _, e := range errs {
+			c.errorf(o, "%s %q: %s", what, name, e)
+		}
+	}
+	report("container name", ctr.Name, validation.IsDNS1123Label(ctr.Name))
+	for _, p := range ctr.Ports {
+		if p.Name != "" {
+			report("port name", p.Name, validation.IsValidPortName(p.Name))
+		}
+		report("containerPort", strconv.Itoa(int(p.ContainerPort)), validation.IsValidPortNum(int(p.ContainerPort)))
+	}
+	for _, e := range ctr.Env {
+		report("environment variable", e.Name, validation.IsEnvVarName(e.Name))
+	}
+	for _, v := range spec.Volumes {
+		report("volume name", v.Name, validation.IsDNS1123Label(v.Name))
+		switch {
+		case v.ConfigMap != nil:
+			report("ConfigMap name", v.ConfigMap.Name, validation.IsDNS1123Subdomain(v.ConfigMap.Name))
+		case v.Secret != nil:
+			report("Secret name", v.Secret.SecretName, validation.IsDNS1123Subdomain(v.Secret.SecretName))
+		}
+	}
 }

@@ -49,6 +49,17 @@ with static membership, group.instance.id). Fails on values that contradict each
 {{- end -}}
 {{- if not (hasKey $c "http") -}}
 {{- $_ := set $c "http" (printf ":%d" (int .Values.http.port)) -}}
+{{- else -}}
+{{- $listen := "" -}}
+{{- if kindIs "string" $c.http -}}
+{{- $listen = $c.http -}}
+{{- else if kindIs "map" $c.http -}}
+{{- $listen = toString (default "" $c.http.listen) -}}
+{{- end -}}
+{{- $port := regexFind "[0-9]+$" $listen -}}
+{{- if and (not (contains "${" $listen)) (ne $port (toString (int .Values.http.port))) -}}
+{{- fail (printf "config's http listens on %q, but http.port is %d (the probes' and the Service's port): make them equal" $listen (int .Values.http.port)) -}}
+{{- end -}}
 {{- end -}}
 {{- $t := dict -}}
 {{- if hasKey $c "timeouts" -}}
@@ -141,4 +152,10 @@ with static membership, group.instance.id). Fails on values that contradict each
 {{- with .extraVolumeMounts }}
 {{ toYaml . }}
 {{- end }}
+{{- end -}}
+
+{{/* The scheme of the probes and the ServiceMonitor: HTTPS when config's http has tls. */}}
+{{- define "eosink.scheme" -}}
+{{- $c := fromYaml .Values.config -}}
+{{- if and (kindIs "map" $c.http) $c.http.tls -}}HTTPS{{- else -}}HTTP{{- end -}}
 {{- end -}}

@@ -47,13 +47,13 @@ spec:
         httpGet:
           path: /healthz
           port: http
-          scheme: {{ .Values.http.scheme }}
+          scheme: {{ include "eosink.scheme" . }}
         {{- toYaml .Values.livenessProbe | nindent 8 }}
       readinessProbe:
         httpGet:
           path: /readyz
           port: http
-          scheme: {{ .Values.http.scheme }}
+          scheme: {{ include "eosink.scheme" . }}
         {{- toYaml .Values.readinessProbe | nindent 8 }}
       resources:
         {{- toYaml .Values.resources | nindent 8 }}

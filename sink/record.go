@@ -9,7 +9,7 @@ import (
 
 // Header is a Kafka record header.
 type Header struct {
-	Key   string // may hold any bytes, including invalid UTF-8 and NUL (dead letters keep them as bytea)
+	Key   string // not necessarily UTF-8; dead letters keep it byte for byte
 	Value []byte // nil when the header has no value
 }
 

@@ -109,6 +109,19 @@ type Config struct {
 	// (DefaultDeadLetterWindow).
 	DeadLetterWindow int
 
+	// RedactErrorValues keeps record data out of the error texts the sink writes: to
+	// dead_letters.error, to the offsets row of a stopped partition (stopped_error), to its
+	// logs and to its spans. PostgreSQL quotes records in its errors: the DETAIL of a unique
+	// or check violation ("Key (id)=(42) already exists.", "Failing row contains (...)") and
+	// the message of a bad value ("invalid input syntax for type integer: "x""). With
+	// false, error texts are PostgreSQL's message with its DETAIL. With true, they keep the
+	// SQLSTATE, the message with each quoted value replaced by "…", the schema, table,
+	// column, type and constraint names and the record's topic, partition and offset, and
+	// leave out DETAIL, HINT and context (see ErrorText). The record itself stays in the
+	// dead_letters row's key and value. Errors returned by Run and PartitionErrors are the
+	// errors themselves: format them with ErrorText. Defaults to false.
+	RedactErrorValues bool
+
 	// Kafka holds any further librdkafka properties (security.protocol, sasl.*, ssl.*,
 	// session.timeout.ms, partition.assignment.strategy, group.protocol, ...). eosink sets
 	// enable.auto.commit=false and auto.offset.reset=error itself and refuses other values

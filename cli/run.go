@@ -90,7 +90,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return fmt.Errorf("%s: http: %w", p.File, err)
 		}
-		srv, err := newHTTPServer(p.HTTPOptions, defaultHTTPLimits, s.HTTPHandler(reg))
+		srv, err := newHTTPServer(p.HTTPOptions, defaultHTTPLimits.with(p.HTTPOptions), s.HTTPHandler(reg))
 		if err != nil {
 			ln.Close()
 			return fmt.Errorf("%s: %w", p.File, err)

@@ -113,8 +113,8 @@ type Config struct {
 	// RedactErrorValues keeps record data out of the error texts the sink writes: to
 	// dead_letters.error, to the offsets row of a stopped partition (stopped_error), to its
 	// logs and to its spans. PostgreSQL quotes records in its errors: the DETAIL of a unique
-	// or check violation ("Key (id)=(42) already exists.", "Failing row contains (...)") and
-	// the message of a bad value ("invalid input syntax for type integer: "x""). With
+	// or check violation (Key (id)=(42) already exists., Failing row contains (...)) and
+	// the message of a bad value (invalid input syntax for type integer: "x"). With
 	// false, error texts are PostgreSQL's message with its DETAIL. With true, they keep the
 	// SQLSTATE, the message with each quoted value replaced by "…", the schema, table,
 	// column, type and constraint names and the record's topic, partition and offset, and
@@ -270,9 +270,9 @@ func orDefault[T int | time.Duration](p *T, def T) {
 // GroupID, Pipeline, InstanceID, Schema) may hold no NUL byte, no other control character
 // and no bytes that are not UTF-8; a topic that is not a pattern must be a Kafka topic name
 // (1 to 249 of a-z, A-Z, 0-9, '.', '_', '-'); Kafka's property names and string values may
-// hold no NUL byte. Unset fields stand
-// for their defaults, so that rules between fields hold for the values New uses: with the
-// default MaxBufferedBytes, MaxBatchBytes may not exceed 8 MiB.
+// hold no NUL byte. Unset fields stand for their defaults, so that rules between fields hold
+// for the values New uses: with the default MaxBufferedBytes, MaxBatchBytes may not exceed
+// 8 MiB.
 func (c Config) Validate() error {
 	problems := c.WithDefaults().problems(c)
 	errs := make([]error, len(problems))
@@ -311,7 +311,7 @@ func (c Config) problems(given Config) []*ConfigError {
 	if c.GroupID == "" {
 		bad("GroupID", "required")
 	}
-	for _, f := range []struct{ name, v string }{{"GroupID", c.GroupID}, {"Pipeline", c.Pipeline}, {"InstanceID", c.InstanceID}} {
+	for _, f := range []struct{ name, v string }{{"GroupID", c.GroupID}, {"Pipeline", given.Pipeline}, {"InstanceID", c.InstanceID}} {
 		if r := names.Check(f.v); r != "" {
 			bad(f.name, "%q %s", f.v, r)
 		}

@@ -56,7 +56,7 @@ test: lint ## Start the services if needed, then run every test with -race again
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (no services)
-	$(GO) test $(TEST_TAGS) -race -count=1 ./internal/failpoint ./internal/pgerr ./sink
+	$(GO) test $(TEST_TAGS) -race -count=1 ./internal/failpoint ./internal/pgerr ./internal/names ./sink
 
 # make chaos: every fault scenario with a longer fault phase; make chaos DURATION=30m: a soak.
 CHAOS_SECONDS ?= 60

@@ -2,6 +2,8 @@ module github.com/eosink/eosink
 
 go 1.26.8
 
+toolchain go1.27.3
+
 require (
 	github.com/confluentinc/confluent-kafka-go/v2 v2.11.1
 	github.com/golang-migrate/migrate/v4 v4.20.1

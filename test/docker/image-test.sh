@@ -8,7 +8,8 @@
 #   3. a new container of the same image, until `points verify` agrees;
 #   4. `points verify`: the log, read with read_committed, against the database; it must show
 #      0 duplicates and 0 lost.
-# Needs KAFKA_BOOTSTRAP_SERVERS, DATABASE_URL (loopback addresses), IMAGE, and bin/points.
+# Needs KAFKA_BOOTSTRAP_SERVERS, DATABASE_URL (loopback addresses), IMAGE, and bin/points;
+# PSQL is the psql command (default psql; test-docker.sh runs it in the PostgreSQL container).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${KAFKA_BOOTSTRAP_SERVERS:?}" "${DATABASE_URL:?}"
@@ -22,7 +23,8 @@ export POINTS_TOPIC=points-image-$run_id POINTS_GROUP=points-image-$run_id POINT
 common=(-topic "$POINTS_TOPIC" -group "$POINTS_GROUP" -schema "$POINTS_SCHEMA")
 name=eosink-image-test-$$
 say() { printf '\n== %s\n' "$*"; }
-applied() { psql "$DATABASE_URL" -tAc "SELECT count(*) FROM \"$POINTS_SCHEMA\".ledger" 2>/dev/null || echo 0; }
+PSQL=${PSQL:-psql}
+applied() { $PSQL "$DATABASE_URL" -tAc "SELECT count(*) FROM \"$POINTS_SCHEMA\".ledger" 2>/dev/null || echo 0; }
 cleanup() { docker rm -f "$name-1" "$name-2" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 

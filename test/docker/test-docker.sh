@@ -102,8 +102,9 @@ export KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$KPORT DATABASE_URL="postgres://postgre
 
 step "the eosink image on the points pipeline: docker kill mid-stream, restart, verify"
 go build -o bin/points ./examples/points
-LOGDIR=$LOGDIR bash "$here/image-test.sh" 2>&1 | tee "$LOGDIR/test-docker-image.log"
-[ "${PIPESTATUS[0]}" -eq 0 ] || die "the image's SIGKILL test failed; see $LOGDIR/test-docker-image.log"
+if ! LOGDIR=$LOGDIR PSQL="docker exec $run-pg psql" bash "$here/image-test.sh" 2>&1 | tee "$LOGDIR/test-docker-image.log"; then
+  die "the image's SIGKILL test failed; see $LOGDIR/test-docker-image.log"
+fi
 no_bridges
 t_end=$(date +%s)
 

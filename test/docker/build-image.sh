@@ -24,8 +24,10 @@ log() { printf 'image: %s\n' "$*" >&2; }
 bash "$here/engine.sh" up
 bash "$here/base-images.sh"
 
+# CREATED is the commit's time, not the build's, so that building the same commit again is
+# all cache hits (no new image, no dangling one).
 args=(--build-arg "VERSION=$VERSION" --build-arg "REVISION=$(git rev-parse HEAD 2>/dev/null || echo unknown)"
-  --build-arg "CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ)")
+  --build-arg "CREATED=$(TZ=UTC git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd 2>/dev/null || date -u +%Y-%m-%dT%H:%M:%SZ)")
 work=$(mktemp -d)
 proxy_pid=
 cleanup() {

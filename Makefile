@@ -93,6 +93,18 @@ demo: build ## Run the points example end to end: produce, SIGKILL the sink mid-
 cdc: build ## Replicate a PostgreSQL database with Debezium (Avro via the registry) and eosink's cdc plugin; SIGKILL the sink mid-stream, restart, compare rows
 	. test/services/use.sh && bash examples/cdc/demo.sh
 
+# make image: the container image (Dockerfile). IMAGE names it; VERSION goes into its labels.
+IMAGE ?= eosink:dev
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
+.PHONY: image
+image: ## Build the container image IMAGE (default eosink:dev); starts a Docker engine, and builds the base images locally when no registry has them
+	IMAGE=$(IMAGE) VERSION=$(VERSION) bash test/docker/build-image.sh
+
+.PHONY: test-docker
+test-docker: ## Through a Docker engine (started if needed): the image, the testcontainers path of the test bed, and the image's SIGKILL test (docs/docker.md)
+	IMAGE=$(IMAGE) VERSION=$(VERSION) bash test/docker/test-docker.sh
+
 .PHONY: clean
 clean: ## Remove build output
 	rm -rf bin

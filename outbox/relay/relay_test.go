@@ -1,0 +1,364 @@
+package relay_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/eosink/eosink/internal/testbed"
+	"github.com/eosink/eosink/outbox"
+	"github.com/eosink/eosink/outbox/relay"
+)
+
+var eosinkBin string
+
+func TestMain(m *testing.M) {
+	dir, cleanup := testbed.Build("github.com/eosink/eosink/cmd/eosink")
+	eosinkBin = filepath.Join(dir, "eosink")
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
+}
+
+// bed is one test's outbox: a migrated schema, an events topic, a relay name and a position
+// topic of its own.
+type bed struct {
+	t        *testing.T
+	env      testbed.Env
+	schema   string
+	topic    string
+	name     string
+	posTopic string
+	pool     *pgxpool.Pool
+	ob       *outbox.Outbox
+}
+
+func newBed(t *testing.T, shards int) *bed {
+	t.Helper()
+	env := testbed.Require(t)
+	b := &bed{t: t, env: env, schema: testbed.Schema(t, env), topic: testbed.Topic(t, env, 3), pool: testbed.Pool(t, env)}
+	b.name = testbed.Name(t, "relay")
+	b.posTopic = testbed.Topic(t, env, 1)
+	if err := outbox.Migrate(context.Background(), env.DatabaseURL, b.schema); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if b.ob, err = outbox.New(outbox.Config{Schema: b.schema, Shards: shards}); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (b *bed) config(shards int) relay.Config {
+	zero := time.Duration(0)
+	return relay.Config{DatabaseURL: b.env.DatabaseURL, Schema: b.schema, Kafka: kafka.ConfigMap{"bootstrap.servers": b.env.Brokers},
+		Name: b.name, Shards: shards, PositionTopic: b.posTopic, BatchSize: 50, PollInterval: 20 * time.Millisecond,
+		Retention: &zero, CleanupInterval: 200 * time.Millisecond, StatsInterval: 200 * time.Millisecond, TransactionTimeout: 10 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(testWriter{b.t}, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// event returns the i-th test event of a batch named prefix.
+func (b *bed) event(prefix string, i int) outbox.Event {
+	id := fmt.Sprintf("%s-%d", prefix, i)
+	return outbox.Event{Topic: b.topic, Key: []byte(fmt.Sprintf("k%d", i%7)), Value: []byte(`{"n":` + fmt.Sprint(i) + `}`), EventID: id,
+		Headers: []outbox.Header{{Key: "origin", Value: []byte("test")}}}
+}
+
+// commit adds events prefix-from..prefix-(to-1) in one transaction and commits it.
+func (b *bed) commit(prefix string, from, to int) {
+	b.t.Helper()
+	ctx := context.Background()
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		var evs []outbox.Event
+		for i := from; i < to; i++ {
+			evs = append(evs, b.event(prefix, i))
+		}
+		return b.ob.Add(ctx, tx, evs...)
+	})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// start runs a relay in this process; stop cancels it and returns Run's error.
+func (b *bed) start(c relay.Config) (stop func() error, done <-chan error) {
+	b.t.Helper()
+	r, err := relay.New(c)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan error, 1)
+	go func() { ch <- r.Run(ctx) }()
+	var once sync.Once
+	var res error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case res = <-ch:
+			case <-time.After(60 * time.Second):
+				res = errors.New("relay did not stop within 60s")
+			}
+		})
+		return res
+	}
+	b.t.Cleanup(func() { _ = stop() })
+	return stop, ch
+}
+
+// published reads the events topic with read_committed up to its end and returns how many
+// times each event id occurs, and the ids in the order of partition 0 ... n.
+func (b *bed) published() (counts map[string]int, total int) {
+	b.t.Helper()
+	return readCommitted(b.t, b.env, b.topic)
+}
+
+func readCommitted(t *testing.T, env testbed.Env, topic string) (map[string]int, int) {
+	t.Helper()
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": env.Brokers, "group.id": "verify", "enable.auto.commit": false,
+		"isolation.level": "read_committed", "enable.partition.eof": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	md, err := c.GetMetadata(&topic, false, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends := map[int32]int64{}
+	var tps []kafka.TopicPartition
+	for _, p := range md.Topics[topic].Partitions {
+		_, high, err := c.QueryWatermarkOffsets(topic, p.ID, 10000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if high > 0 {
+			ends[p.ID] = high
+			tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: p.ID, Offset: kafka.OffsetBeginning})
+		}
+	}
+	counts := map[string]int{}
+	total := 0
+	if len(tps) == 0 {
+		return counts, 0
+	}
+	if err := c.Assign(tps); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(ends) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("reading %s: partitions %v not read to their end in 60s", topic, ends)
+		}
+		switch e := c.Poll(200).(type) {
+		case *kafka.Message:
+			id := ""
+			for _, h := range e.Headers {
+				if h.Key == outbox.EventIDHeader {
+					id = string(h.Value)
+				}
+			}
+			counts[id]++
+			total++
+			if int64(e.TopicPartition.Offset) >= ends[e.TopicPartition.Partition]-1 {
+				delete(ends, e.TopicPartition.Partition)
+			}
+		case kafka.PartitionEOF:
+			if int64(e.Offset) >= ends[e.Partition] {
+				delete(ends, e.Partition)
+			}
+		}
+	}
+	return counts, total
+}
+
+// waitPublished waits until want distinct ids are in committed transactions, then checks
+// that none is there twice and that every id of wantIDs is.
+func (b *bed) waitPublished(want int, timeout time.Duration) map[string]int {
+	b.t.Helper()
+	var counts map[string]int
+	testbed.Eventually(b.t, timeout, fmt.Sprintf("%d events in Kafka", want), func() (bool, string) {
+		var total int
+		counts, total = b.published()
+		return len(counts) >= want, fmt.Sprintf("%d distinct of %d records", len(counts), total)
+	})
+	for id, n := range counts {
+		if n != 1 {
+			b.t.Errorf("event %s published %d times", id, n)
+		}
+	}
+	if len(counts) != want {
+		b.t.Errorf("%d distinct events published, want %d", len(counts), want)
+	}
+	return counts
+}
+
+func expectIDs(t *testing.T, counts map[string]int, prefix string, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if counts[fmt.Sprintf("%s-%d", prefix, i)] != 1 {
+			t.Errorf("event %s-%d published %d times, want once", prefix, i, counts[fmt.Sprintf("%s-%d", prefix, i)])
+		}
+	}
+}
+
+// TestRelayPublishesCommittedEventsOnce: committed events reach Kafka once, rolled-back ones
+// never; a restarted relay reads its position from Kafka and publishes nothing again; cleanup
+// deletes only published rows.
+func TestRelayPublishesCommittedEventsOnce(t *testing.T) {
+	b := newBed(t, 2)
+	b.commit("a", 0, 120)
+	ctx := context.Background()
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ob.Add(ctx, tx, b.event("rolledback", 0)); err != nil {
+		t.Fatal(err)
+	}
+	_ = tx.Rollback(ctx)
+
+	stop, _ := b.start(b.config(2))
+	counts := b.waitPublished(120, 60*time.Second)
+	expectIDs(t, counts, "a", 0, 120)
+	b.commit("b", 0, 30)
+	b.waitPublished(150, 60*time.Second)
+	if err := stop(); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+
+	// A new relay with the same name: its positions come from Kafka, nothing is sent again.
+	stop2, _ := b.start(b.config(2))
+	b.commit("c", 0, 10)
+	counts = b.waitPublished(160, 60*time.Second)
+	expectIDs(t, counts, "c", 0, 10)
+	if counts["rolledback-0"] != 0 {
+		t.Errorf("a rolled-back event was published")
+	}
+	testbed.Eventually(t, 30*time.Second, "cleanup of published rows", func() (bool, string) {
+		var n int64
+		err := b.pool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{b.schema, "outbox"}.Sanitize()).Scan(&n)
+		return err == nil && n == 0, fmt.Sprintf("%d rows left (%v)", n, err)
+	})
+	if err := stop2(); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	var shards int
+	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{b.schema, "outbox_relays"}.Sanitize()+` WHERE relay = $1`, b.name).Scan(&shards); err != nil || shards != 2 {
+		t.Errorf("outbox_relays rows: %d (%v), want 2", shards, err)
+	}
+}
+
+// TestRelayWaitsForOutOfOrderCommits: a row committed while an older transaction is still
+// in flight is held back, not skipped; and a later id committed first is published once, as
+// is the earlier id when its transaction commits.
+func TestRelayWaitsForOutOfOrderCommits(t *testing.T) {
+	b := newBed(t, 1)
+	ctx := context.Background()
+	stop, _ := b.start(b.config(1))
+
+	// Case 1: A takes its xid and id first and stays open; B commits after it.
+	txA, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ob.Add(ctx, txA, b.event("early", 0)); err != nil {
+		t.Fatal(err)
+	}
+	b.commit("late", 0, 1) // later id, committed first
+	time.Sleep(time.Second)
+	if counts, _ := b.published(); counts["late-0"] != 0 {
+		t.Fatalf("late-0 published while an older transaction was in flight: its order position was passed")
+	}
+	if err := txA.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	counts := b.waitPublished(2, 30*time.Second)
+	expectIDs(t, counts, "early", 0, 1)
+	expectIDs(t, counts, "late", 0, 1)
+
+	// Case 2: B takes its xid first (an unrelated write), A then inserts the smaller id, B
+	// the larger one and commits first: B's id is published, then A's, none skipped.
+	txB, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := txB.Exec(ctx, `SELECT pg_current_xact_id()`); err != nil {
+		t.Fatal(err)
+	}
+	txA, err = b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ob.Add(ctx, txA, b.event("smallid", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ob.Add(ctx, txB, b.event("largeid", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := txB.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := txA.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	counts = b.waitPublished(4, 30*time.Second)
+	expectIDs(t, counts, "smallid", 0, 1)
+	expectIDs(t, counts, "largeid", 0, 1)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRelayZombieIsFenced: a second relay with the same name takes the shard; the first
+// one's next commit is refused (ErrFenced) and every event is in Kafka once.
+func TestRelayZombieIsFenced(t *testing.T) {
+	b := newBed(t, 1)
+	stopA, doneA := b.start(b.config(1))
+	b.commit("x", 0, 50)
+	b.waitPublished(50, 60*time.Second)
+
+	stopB, _ := b.start(b.config(1))
+	// Keep writing: A's next transaction meets the fence.
+	var errA error
+	ys := 0
+	for ; ys < 1000 && errA == nil; ys += 5 {
+		b.commit("y", ys, ys+5)
+		select {
+		case errA = <-doneA:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if !errors.Is(errA, relay.ErrFenced) {
+		t.Fatalf("first relay: %v, want ErrFenced", errA)
+	}
+	var se *relay.ShardError
+	if !errors.As(errA, &se) || se.Shard != 0 {
+		t.Errorf("first relay's error %v is not a *ShardError for shard 0", errA)
+	}
+	_ = stopA
+	b.commit("z", 0, 10)
+	counts := b.waitPublished(50+ys+10, 60*time.Second)
+	expectIDs(t, counts, "x", 0, 50)
+	expectIDs(t, counts, "y", 0, ys)
+	expectIDs(t, counts, "z", 0, 10)
+	if err := stopB(); err != nil {
+		t.Fatal(err)
+	}
+}

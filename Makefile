@@ -72,6 +72,11 @@ bench: ## Throughput side by side (raw COPY, eosink, at-least-once, per-message,
 demo: build ## Run the points example end to end: produce, SIGKILL the sink mid-stream, restart, verify
 	. test/services/use.sh && bash examples/points/demo.sh
 
+.PHONY: outbox
+outbox: build ## The transactional outbox end to end: orders → PostgreSQL + outbox → relay → Kafka → inbox → ledger, with SIGKILLs, a broker and a PostgreSQL restart; verified
+	$(GO) build -o bin/outbox ./examples/outbox
+	. test/services/use.sh && bash examples/outbox/demo.sh
+
 .PHONY: cdc
 cdc: build ## Replicate a PostgreSQL database with Debezium (Avro via the registry) and eosink's cdc plugin; SIGKILL the sink mid-stream, restart, compare rows
 	. test/services/use.sh && bash examples/cdc/demo.sh

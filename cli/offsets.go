@@ -330,12 +330,13 @@ func checkTarget(to string) error {
 
 // listPositions parses the flags shared by lag and status and lists the positions.
 func listPositions(ctx context.Context, name string, args []string, stderr io.Writer) ([]admin.Position, bool, error) {
-	ps, _, asJSON, err := listPositionsAndDead(ctx, name, args, stderr, false)
+	ps, _, asJSON, err := listPositionsAndDead(ctx, name, args, stderr, false, nil)
 	return ps, asJSON, err
 }
 
 // listPositionsAndDead is listPositions, with the dead letters per pipeline when withDead.
-func listPositionsAndDead(ctx context.Context, name string, args []string, stderr io.Writer, withDead bool) ([]admin.Position, map[string]int64, bool, error) {
+// With ob non-nil (status), the schema's outbox status is read too (nil when it has none).
+func listPositionsAndDead(ctx context.Context, name string, args []string, stderr io.Writer, withDead bool, ob **admin.OutboxStatus) ([]admin.Position, map[string]int64, bool, error) {
 	fs := flag.NewFlagSet("eosink "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o opsFlags
@@ -361,6 +362,9 @@ func listPositionsAndDead(ctx context.Context, name string, args []string, stder
 		return ps, nil, o.json, err
 	}
 	dead, err := c.CountDeadLetters(ctx)
+	if err == nil && ob != nil {
+		*ob, err = c.Outbox(ctx)
+	}
 	return ps, dead, o.json, err
 }
 
@@ -454,11 +458,15 @@ func printChanges(w io.Writer, cs []admin.Change, asJSON bool) error {
 // statusCmd: eosink status, one line per pipeline (owners marked alive or gone), then one
 // line per stopped partition with its reason and remedy.
 func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	ps, dead, asJSON, err := listPositionsAndDead(ctx, "status", args, stderr, true)
+	var ob *admin.OutboxStatus
+	ps, dead, asJSON, err := listPositionsAndDead(ctx, "status", args, stderr, true, &ob)
 	if err != nil {
 		return err
 	}
-	return printStatus(stdout, ps, dead, asJSON)
+	if err := printStatus(stdout, ps, dead, asJSON); err != nil || asJSON {
+		return err
+	}
+	return printOutbox(stdout, ob)
 }
 
 // printStatus prints status's summary of ps with the dead letters per pipeline.
@@ -548,4 +556,26 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// printOutbox prints status's outbox lines: the unpublished rows, then one line per relay
+// shard as its outbox_relays row records it. Nothing when the schema has no outbox.
+func printOutbox(w io.Writer, ob *admin.OutboxStatus) error {
+	if ob == nil {
+		return nil
+	}
+	age := "-"
+	if !ob.Oldest.IsZero() {
+		age = time.Since(ob.Oldest).Round(time.Second).String()
+	}
+	if _, err := fmt.Fprintf(w, "outbox: %d unpublished, oldest %s\n", ob.Unpublished, age); err != nil {
+		return err
+	}
+	for _, s := range ob.Shards {
+		if _, err := fmt.Fprintf(w, "outbox relay %s shard %d: last id %d, published %d, by %s, updated %s ago\n", term(s.Relay), s.Shard, s.LastID,
+			s.Published, term(s.Owner), time.Since(s.UpdatedAt).Round(time.Second)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -277,6 +277,7 @@ func TestRelayWaitsForOutOfOrderCommits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = txA.Rollback(ctx) }) // before the pool's Close, which waits for it
 	if err := b.ob.Add(ctx, txA, b.event("early", 0)); err != nil {
 		t.Fatal(err)
 	}
@@ -298,13 +299,16 @@ func TestRelayWaitsForOutOfOrderCommits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = txB.Rollback(ctx) })
 	if _, err := txB.Exec(ctx, `SELECT pg_current_xact_id()`); err != nil {
 		t.Fatal(err)
 	}
-	txA, err = b.pool.Begin(ctx)
+	txA2, err := b.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = txA2.Rollback(ctx) })
+	txA = txA2
 	if err := b.ob.Add(ctx, txA, b.event("smallid", 0)); err != nil {
 		t.Fatal(err)
 	}
@@ -360,5 +364,61 @@ func TestRelayZombieIsFenced(t *testing.T) {
 	expectIDs(t, counts, "z", 0, 10)
 	if err := stopB(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// relayFile writes a relay config file for b and returns its path.
+func (b *bed) relayFile(shards int) string {
+	b.t.Helper()
+	path := filepath.Join(b.t.TempDir(), "relay.yaml")
+	text := fmt.Sprintf(`database:
+  url: ${DATABASE_URL}
+  schema: %q
+kafka:
+  brokers: ${KAFKA_BOOTSTRAP_SERVERS}
+relay:
+  name: %s
+  shards: %d
+  position_topic: %s
+  batch_size: 50
+  poll_interval: 20ms
+  retention: 0s
+  cleanup_interval: 200ms
+  transaction_timeout: 10s
+`, b.schema, b.name, shards, b.posTopic)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		b.t.Fatal(err)
+	}
+	return path
+}
+
+// TestRelayKilledAtEachBoundary: the relay process is killed with SIGKILL after reading,
+// in the middle of a Kafka transaction and after a commit; each restart resumes from the
+// position in Kafka, and every event is there once.
+func TestRelayKilledAtEachBoundary(t *testing.T) {
+	b := newBed(t, 2)
+	b.commit("e", 0, 400)
+	file := b.relayFile(2)
+	env := []string{"DATABASE_URL=" + b.env.DatabaseURL, "KAFKA_BOOTSTRAP_SERVERS=" + b.env.Brokers}
+	for i, fp := range []string{"relay-mid-transaction=kill@3", "relay-after-commit=kill@2", "relay-after-read=kill@4"} {
+		p := testbed.StartProcess(t, eosinkBin, fmt.Sprintf("relay-%d", i), []string{"relay", "-config", file}, append(env, "EOSINK_FAILPOINTS="+fp)...)
+		err := p.Wait(120 * time.Second)
+		if !testbed.KilledBySIGKILL(err) || !p.Contains("failpoint fired: ") {
+			t.Fatalf("relay with %s: exit %v, want SIGKILL by the failpoint\n%s", fp, err, p.Output())
+		}
+		b.commit(fmt.Sprintf("k%d", i), 0, 20)
+	}
+	counts, _ := b.published()
+	for id, n := range counts {
+		if n != 1 {
+			t.Fatalf("after the kills, event %s is in Kafka %d times", id, n)
+		}
+	}
+	p := testbed.StartProcess(t, eosinkBin, "relay-final", []string{"relay", "-config", file}, env...)
+	counts = b.waitPublished(460, 120*time.Second)
+	expectIDs(t, counts, "e", 0, 400)
+	p.StopClean(60 * time.Second)
+	if !p.Contains("relay stopped after draining") {
+		t.Errorf("no drain line in the relay's output:\n%s", p.Output())
 	}
 }

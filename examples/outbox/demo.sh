@@ -72,8 +72,8 @@ cleanup() {
 trap cleanup EXIT
 
 services_here=0
-if [ "${OUTBOX_SERVICE_FAULTS:-1}" = 1 ] && bash test/services/services.sh status 2>/dev/null | grep -q '^kafka: running' &&
-  bash test/services/services.sh status 2>/dev/null | grep -q '^postgres: running'; then
+status=$(bash test/services/services.sh status 2>/dev/null || true)
+if [ "${OUTBOX_SERVICE_FAULTS:-1}" = 1 ] && grep -q '^kafka: running' <<<"$status" && grep -q '^postgres: running' <<<"$status"; then
   services_here=1
 fi
 

@@ -185,9 +185,12 @@ type row struct {
 // fetch returns up to BatchSize rows of shard after pos, in (xid, id) order, from
 // transactions that ended before every transaction still in flight.
 func (r *Relay) fetch(ctx context.Context, shard int, pos position) ([]row, error) {
-	rows, err := r.pool.Query(ctx, `SELECT xid::text, id, topic, key, value, header_keys, header_values, event_id, created_at FROM `+r.table+`
-WHERE shard = $1 AND (xid, id) > ($2::text::xid8, $3) AND xid < pg_snapshot_xmin(pg_current_snapshot())
-ORDER BY xid, id LIMIT $4`, shard, pos.xidText(), pos.ID, r.c.BatchSize)
+	// The xid goes out as text (pgx has no xid8 type) under another name: ORDER BY xid would
+	// sort by an output column called xid, as text, where 1000 comes before 999.
+	rows, err := r.pool.Query(ctx, `SELECT o.xid::text AS xid_text, o.id, o.topic, o.key, o.value, o.header_keys, o.header_values, o.event_id, o.created_at
+FROM `+r.table+` o
+WHERE o.shard = $1 AND (o.xid, o.id) > ($2::text::xid8, $3) AND o.xid < pg_snapshot_xmin(pg_current_snapshot())
+ORDER BY o.xid, o.id LIMIT $4`, shard, pos.xidText(), pos.ID, r.c.BatchSize)
 	if err != nil {
 		return nil, err
 	}

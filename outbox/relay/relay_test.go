@@ -422,3 +422,47 @@ func TestRelayKilledAtEachBoundary(t *testing.T) {
 		t.Errorf("no drain line in the relay's output:\n%s", p.Output())
 	}
 }
+
+// TestRelayOrdersByNumericXid: rows of finished transactions whose xids differ in their
+// number of digits (9, 99, 100, 1000) are published in numeric order, each once, across
+// several Kafka transactions. Sorting the xids as text would put 1000 before 99 and publish
+// rows again.
+func TestRelayOrdersByNumericXid(t *testing.T) {
+	b := newBed(t, 1)
+	ctx := context.Background()
+	xids := []int{1000, 99, 9, 100, 10, 999}
+	for i, x := range xids {
+		if _, err := b.pool.Exec(ctx, `INSERT INTO `+pgx.Identifier{b.schema, "outbox"}.Sanitize()+
+			` (xid, shard, topic, key, value, event_id) VALUES ($1::text::xid8, 0, $2, 'same-key', $3, $4)`,
+			fmt.Sprint(x), b.topic, []byte(fmt.Sprint(x)), fmt.Sprintf("x-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := b.config(1)
+	c.BatchSize = 2
+	stop, _ := b.start(c)
+	b.waitPublished(len(xids), 60*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	// One key, one partition: the values are the xids in publishing order.
+	var got []string
+	cons, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": b.env.Brokers, "group.id": "order", "isolation.level": "read_committed",
+		"enable.partition.eof": true, "auto.offset.reset": "earliest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	if err := cons.Subscribe(b.topic, nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(got) < len(xids) && time.Now().Before(deadline) {
+		if m, ok := cons.Poll(200).(*kafka.Message); ok {
+			got = append(got, string(m.Value))
+		}
+	}
+	if want := []string{"9", "10", "99", "100", "999", "1000"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("published in order %v, want %v", got, want)
+	}
+}

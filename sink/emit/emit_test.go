@@ -67,7 +67,9 @@ UNION ALL SELECT 'orphan ' || e.event_id FROM `+e+` e WHERE NOT EXISTS (SELECT 1
 			}
 			return pgx.CollectRows(rows, pgx.RowTo[string])
 		},
-		Expect: func(r sink.Record) string { return fmt.Sprintf("o-%d/%d/order:o-%d=%d@order-events", r.Offset, r.Offset, r.Offset, r.Offset) },
+		Expect: func(r sink.Record) string {
+			return fmt.Sprintf("o-%d/%d/order:o-%d=%d@order-events", r.Offset, r.Offset, r.Offset, r.Offset)
+		},
 	})
 }
 

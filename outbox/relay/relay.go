@@ -18,8 +18,10 @@
 // same id and ends its open transaction, then reads its position from the compacted
 // position topic with read_committed: never from the database. Each Kafka transaction holds
 // up to BatchSize events and the new position; a crash before the commit aborts both, a
-// crash after it leaves both. A relay fenced later (another took the shard) stops that shard
-// with ErrFenced.
+// crash after it leaves both. A transaction that fails (a broker restart, a timeout) ends the
+// producer's session: a new producer initialises again and reads the position again, so a
+// retry never guesses what was committed. A relay fenced later (another took the shard)
+// stops that shard with ErrFenced.
 //
 // # Cleanup, metrics, drain
 //
@@ -210,8 +212,33 @@ ORDER BY o.xid, o.id LIMIT $4`, shard, pos.xidText(), pos.ID, r.c.BatchSize)
 	return out, err
 }
 
-// runShard publishes one shard until ctx is cancelled (nil) or it cannot go on.
+// errProducer: the producer could not be created (its configuration); not retried.
+var errProducer = errors.New("kafka producer")
+
+// runShard publishes one shard until ctx is cancelled (nil) or it cannot go on: fenced by
+// another relay (ErrFenced), ErrPositionLost, or a producer that cannot be created. Any
+// other failure, such as a fatal producer error after a broker restart, ends the session:
+// a new producer with the same transactional.id initialises its transactions (which
+// aborts the old one's) and reads the position from Kafka again.
 func (r *Relay) runShard(ctx context.Context, shard int) error {
+	backoff := r.c.PollInterval
+	for {
+		err := r.session(ctx, shard)
+		if err == nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrPositionLost) || errors.Is(err, errProducer) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		r.m.up.WithLabelValues(strconv.Itoa(shard)).Set(0)
+		r.c.Logger.Warn("relay shard failed; starting a new producer, which reads the position from Kafka again", "shard", shard, "err", err, "backoff", backoff)
+		sleep(ctx, backoff)
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// session is one producer's life on a shard: init transactions, read the position, publish.
+func (r *Relay) session(ctx context.Context, shard int) error {
 	log := r.c.Logger.With("shard", shard)
 	label := strconv.Itoa(shard)
 	tid := r.c.Name + "-" + label
@@ -222,7 +249,7 @@ func (r *Relay) runShard(ctx context.Context, shard int) error {
 	}
 	p, err := kafka.NewProducer(pcfg)
 	if err != nil {
-		return fmt.Errorf("producer: %w", err)
+		return fmt.Errorf("%w: %w", errProducer, err)
 	}
 	defer p.Close()
 	// Kafka calls run on a context drain does not cancel, each bounded by the transaction
@@ -266,6 +293,7 @@ func (r *Relay) runShard(ctx context.Context, shard int) error {
 			backoff = min(2*backoff, 5*time.Second)
 			continue
 		}
+		backoff = r.c.PollInterval
 		failpoint.Eval(failpoint.RelayAfterRead)
 		if len(rows) == 0 {
 			sleep(ctx, r.c.PollInterval)
@@ -275,19 +303,13 @@ func (r *Relay) runShard(ctx context.Context, shard int) error {
 		if isFenced(err) {
 			return ErrFenced
 		}
-		var ke kafka.Error
-		if err != nil && errors.As(err, &ke) && ke.IsFatal() {
-			return fmt.Errorf("kafka: %w", err)
-		}
 		if err != nil {
+			// Aborted, or in a state only a new producer clears: the session ends and the
+			// next one starts from the position in Kafka.
 			r.m.transactions.WithLabelValues(label, "aborted").Inc()
 			r.m.nAborted.Add(1)
-			log.Warn("kafka transaction aborted; publishing again from the same position", "err", err, "position", pos.String(), "backoff", backoff)
-			sleep(ctx, backoff)
-			backoff = min(2*backoff, 5*time.Second)
-			continue
+			return fmt.Errorf("kafka transaction after %s not committed: %w", pos, err)
 		}
-		backoff = r.c.PollInterval
 		pos = next
 		now := time.Now()
 		r.m.transactions.WithLabelValues(label, "committed").Inc()

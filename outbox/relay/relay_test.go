@@ -466,3 +466,61 @@ func TestRelayOrdersByNumericXid(t *testing.T) {
 		t.Fatalf("published in order %v, want %v", got, want)
 	}
 }
+
+// TestRelayStalledPastTransactionTimeoutIsFenced: a relay process stalls in the middle of a
+// Kafka transaction (a failpoint sleeps past transaction_timeout); another relay takes the
+// shard meanwhile. When the stalled one wakes, its commit is refused, its shard stops as
+// fenced, it exits non-zero, and every event is in Kafka once.
+func TestRelayStalledPastTransactionTimeoutIsFenced(t *testing.T) {
+	b := newBed(t, 1)
+	b.commit("s", 0, 200)
+	env := []string{"DATABASE_URL=" + b.env.DatabaseURL, "KAFKA_BOOTSTRAP_SERVERS=" + b.env.Brokers,
+		"EOSINK_FAILPOINTS=relay-mid-transaction=sleep(20s)@2"}
+	zombie := testbed.StartProcess(t, eosinkBin, "zombie", []string{"relay", "-config", b.relayFile(1)}, env...)
+	zombie.WaitOutput("failpoint fired: relay-mid-transaction", 60*time.Second)
+	stop, _ := b.start(b.config(1))
+	b.commit("t", 0, 50)
+	counts := b.waitPublished(250, 90*time.Second)
+	expectIDs(t, counts, "s", 0, 200)
+	err := zombie.Wait(60 * time.Second)
+	if err == nil || !zombie.Contains("fenced") {
+		t.Fatalf("the stalled relay exited with %v, want an error naming the fence\n%s", err, zombie.Output())
+	}
+	b.commit("u", 0, 10)
+	counts = b.waitPublished(260, 60*time.Second)
+	expectIDs(t, counts, "u", 0, 10)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRelaysRacingForShards: two relays with the same name start at once on two shards
+// while events are written; where both claim a shard, one is fenced. Every event is in
+// Kafka once, and each shard is published by exactly one of them at the end.
+func TestRelaysRacingForShards(t *testing.T) {
+	b := newBed(t, 2)
+	b.commit("r", 0, 100)
+	stop1, done1 := b.start(b.config(2))
+	stop2, done2 := b.start(b.config(2))
+	for i := 0; i < 30; i++ {
+		b.commit("w", i*10, i*10+10)
+		time.Sleep(50 * time.Millisecond)
+	}
+	counts := b.waitPublished(400, 120*time.Second)
+	expectIDs(t, counts, "r", 0, 100)
+	expectIDs(t, counts, "w", 0, 300)
+	// Each relay still running publishes the shards it was not fenced from.
+	select {
+	case err := <-done1:
+		if !errors.Is(err, relay.ErrFenced) {
+			t.Errorf("relay 1 stopped with %v, want ErrFenced", err)
+		}
+	case err := <-done2:
+		if !errors.Is(err, relay.ErrFenced) {
+			t.Errorf("relay 2 stopped with %v, want ErrFenced", err)
+		}
+	case <-time.After(time.Second):
+	}
+	_ = stop1()
+	_ = stop2()
+}

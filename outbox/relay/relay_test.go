@@ -130,60 +130,12 @@ func (b *bed) published() (counts map[string]int, total int) {
 
 func readCommitted(t *testing.T, env testbed.Env, topic string) (map[string]int, int) {
 	t.Helper()
-	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": env.Brokers, "group.id": "verify", "enable.auto.commit": false,
-		"isolation.level": "read_committed", "enable.partition.eof": true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	md, err := c.GetMetadata(&topic, false, 10000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ends := map[int32]int64{}
-	var tps []kafka.TopicPartition
-	for _, p := range md.Topics[topic].Partitions {
-		_, high, err := c.QueryWatermarkOffsets(topic, p.ID, 10000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if high > 0 {
-			ends[p.ID] = high
-			tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: p.ID, Offset: kafka.OffsetBeginning})
-		}
-	}
-	counts := map[string]int{}
-	total := 0
-	if len(tps) == 0 {
-		return counts, 0
-	}
-	if err := c.Assign(tps); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for len(ends) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("reading %s: partitions %v not read to their end in 60s", topic, ends)
-		}
-		switch e := c.Poll(200).(type) {
-		case *kafka.Message:
-			id := ""
-			for _, h := range e.Headers {
-				if h.Key == outbox.EventIDHeader {
-					id = string(h.Value)
-				}
-			}
-			counts[id]++
-			total++
-			if int64(e.TopicPartition.Offset) >= ends[e.TopicPartition.Partition]-1 {
-				delete(ends, e.TopicPartition.Partition)
-			}
-		case kafka.PartitionEOF:
-			if int64(e.Offset) >= ends[e.Partition] {
-				delete(ends, e.Partition)
-			}
-		}
-	}
+	counts, total := map[string]int{}, 0
+	testbed.ReadCommitted(t, env, topic, 60*time.Second, func(m *kafka.Message) {
+		id, _ := testbed.Header(m, outbox.EventIDHeader)
+		counts[id]++
+		total++
+	})
 	return counts, total
 }
 

@@ -111,7 +111,7 @@ func (b *relayBed) finishRelay(timeout time.Duration) {
 	var records int
 	deadline := time.Now().Add(timeout)
 	for {
-		counts, records = readEvents(b.t, b.env.Brokers, b.topic)
+		counts, records = readEvents(b.t, b.env, b.topic)
 		if len(counts) >= want || time.Now().After(deadline) {
 			break
 		}
@@ -141,57 +141,15 @@ func (b *relayBed) finishRelay(timeout time.Duration) {
 
 // readEvents reads topic with read_committed to its current end: how often each
 // eosink-event-id occurs, and the number of records.
-func readEvents(t *testing.T, brokers, topic string) (map[string]int, int) {
+func readEvents(t *testing.T, env testbed.Env, topic string) (map[string]int, int) {
 	t.Helper()
-	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": brokers, "group.id": "chaos-verify", "enable.auto.commit": false,
-		"isolation.level": "read_committed", "enable.partition.eof": true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	md, err := c.GetMetadata(&topic, false, 10000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ends := map[int32]int64{}
-	var tps []kafka.TopicPartition
-	for _, p := range md.Topics[topic].Partitions {
-		if _, high, err := c.QueryWatermarkOffsets(topic, p.ID, 10000); err != nil {
-			t.Fatal(err)
-		} else if high > 0 {
-			ends[p.ID] = high
-			tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: p.ID, Offset: kafka.OffsetBeginning})
-		}
-	}
 	counts, records := map[string]int{}, 0
-	if len(tps) == 0 {
-		return counts, 0
-	}
-	if err := c.Assign(tps); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for len(ends) > 0 && time.Now().Before(deadline) {
-		switch e := c.Poll(200).(type) {
-		case *kafka.Message:
-			for _, h := range e.Headers {
-				if h.Key == outbox.EventIDHeader {
-					counts[string(h.Value)]++
-				}
-			}
-			records++
-			if int64(e.TopicPartition.Offset) >= ends[e.TopicPartition.Partition]-1 {
-				delete(ends, e.TopicPartition.Partition)
-			}
-		case kafka.PartitionEOF:
-			if int64(e.Offset) >= ends[e.Partition] {
-				delete(ends, e.Partition)
-			}
+	testbed.ReadCommitted(t, env, topic, 60*time.Second, func(m *kafka.Message) {
+		if id, ok := testbed.Header(m, outbox.EventIDHeader); ok {
+			counts[id]++
 		}
-	}
-	if len(ends) > 0 {
-		t.Fatalf("reading %s: partitions %v not read to their end", topic, ends)
-	}
+		records++
+	})
 	return counts, records
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eosink/eosink/admin"
@@ -357,14 +358,20 @@ func listPositionsAndDead(ctx context.Context, name string, args []string, stder
 		return nil, nil, false, err
 	}
 	defer closeFn()
+	if ob != nil {
+		if *ob, err = c.Outbox(ctx); err != nil {
+			return nil, nil, o.json, err
+		}
+	}
 	ps, err := c.List(ctx, *pipeline)
+	var pe *pgconn.PgError
+	if err != nil && ob != nil && *ob != nil && errors.As(err, &pe) && pe.Code == "42P01" {
+		return nil, nil, o.json, nil // a schema with an outbox and its relay, but no pipeline
+	}
 	if err != nil || !withDead {
 		return ps, nil, o.json, err
 	}
 	dead, err := c.CountDeadLetters(ctx)
-	if err == nil && ob != nil {
-		*ob, err = c.Outbox(ctx)
-	}
 	return ps, dead, o.json, err
 }
 

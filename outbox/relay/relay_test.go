@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -68,6 +70,23 @@ func (b *bed) config(shards int) relay.Config {
 }
 
 type testWriter struct{ t *testing.T }
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
@@ -222,7 +241,11 @@ func TestRelayPublishesCommittedEventsOnce(t *testing.T) {
 func TestRelayWaitsForOutOfOrderCommits(t *testing.T) {
 	b := newBed(t, 1)
 	ctx := context.Background()
-	stop, _ := b.start(b.config(1))
+	c := b.config(1)
+	c.HorizonWarn = time.Second
+	var logs syncBuffer
+	c.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, testWriter{t}), nil))
+	stop, _ := b.start(c)
 
 	// Case 1: A takes its xid and id first and stays open; B commits after it.
 	txA, err := b.pool.Begin(ctx)
@@ -238,6 +261,9 @@ func TestRelayWaitsForOutOfOrderCommits(t *testing.T) {
 	if counts, _ := b.published(); counts["late-0"] != 0 {
 		t.Fatalf("late-0 published while an older transaction was in flight: its order position was passed")
 	}
+	testbed.Eventually(t, 30*time.Second, "a WARN about rows held back by the open transaction", func() (bool, string) {
+		return strings.Contains(logs.String(), "committed outbox rows are held back by a transaction still in flight"), "not yet"
+	})
 	if err := txA.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -372,6 +398,16 @@ func TestRelayKilledAtEachBoundary(t *testing.T) {
 	p.StopClean(60 * time.Second)
 	if !p.Contains("relay stopped after draining") {
 		t.Errorf("no drain line in the relay's output:\n%s", p.Output())
+	}
+	// eosink status shows the outbox: nothing unpublished, each shard's last position.
+	st := testbed.StartProcess(t, eosinkBin, "status", []string{"status", "-schema", b.schema}, env...)
+	if err := st.Wait(60 * time.Second); err != nil {
+		t.Fatalf("eosink status: %v\n%s", err, st.Output())
+	}
+	for _, want := range []string{"outbox: 0 unpublished", "outbox relay " + b.name + " shard 0: last id ", "outbox relay " + b.name + " shard 1: last id "} {
+		if !st.Contains(want) {
+			t.Errorf("eosink status does not say %q:\n%s", want, st.Output())
+		}
 	}
 }
 

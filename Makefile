@@ -65,7 +65,7 @@ chaos: ## Fault-injection suite, longer runs; prints a table, JSON to CHAOS_REPO
 BENCH_REPORT ?= .reports/bench.json
 
 .PHONY: bench
-bench: ## Throughput side by side (raw COPY, eosink, at-least-once, per-message, Debezium JDBC peer; eosink cdc vs Debezium JDBC upsert/delete on change events, verified) and curves; JSON to BENCH_REPORT
+bench: ## Throughput side by side (raw COPY, eosink, at-least-once, per-message, Debezium JDBC peer; eosink cdc vs Debezium JDBC upsert/delete on change events, verified; the outbox relay) and curves; JSON to BENCH_REPORT
 	. test/services/use.sh && $(GO) build -o bin/bench ./test/bench && BENCH_REPORT=$(BENCH_REPORT) bin/bench
 
 .PHONY: demo

@@ -92,7 +92,7 @@ func (b *bench) outboxRelay(ctx context.Context) error {
 	took := time.Since(start) // includes the producers' InitTransactions and the position read
 	b.rep.Measurements["outbox_relay"] = &Measurement{Name: "outbox_relay", Records: int64(n), Seconds: took.Seconds(),
 		RecordsPerSecond: float64(n) / took.Seconds(),
-		Description: fmt.Sprintf("eosink relay publishing a committed backlog of %d outbox events, %d shards, 1000 per Kafka transaction (from its start)", n, shards)}
+		Description:      fmt.Sprintf("eosink relay publishing a committed backlog of %d outbox events, %d shards, 1000 per Kafka transaction (from its start)", n, shards)}
 	b.logf("outbox: relay published %d events in %s (%.0f/s)", n, took.Round(time.Millisecond), float64(n)/took.Seconds())
 
 	// Latency: a consumer with read_committed from the start; the events of this phase carry

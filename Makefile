@@ -44,8 +44,19 @@ lint: ## gofmt and go vet
 vuln: ## govulncheck against golang.org/x/vulndb, fetched through the Go module proxy and indexed locally (test/vuln.sh)
 	bash test/vuln.sh
 
+# The Helm chart's checks build helm from the Go module proxy into a cache, once per version.
+HELM_VERSION ?= v3.22.0
+TOOLS_DIR ?= $(HOME)/.cache/eosink/tools
+HELM ?= $(TOOLS_DIR)/helm-$(HELM_VERSION)/helm
+
+.PHONY: helm-test
+helm-test: ## Check the Helm chart (deploy/helm/eosink): helm lint, helm template for several value sets, strict schema checks of the output, eosink run -validate of its pipeline.yaml; builds helm into ~/.cache/eosink
+	@test -x $(HELM) || { echo "building helm $(HELM_VERSION) into $(dir $(HELM))"; GOBIN=$(dir $(HELM)) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); }
+	$(GO) build -o bin/eosink ./cmd/eosink
+	cd deploy/helm/test && $(GO) vet ./... && HELM=$(HELM) EOSINK=$(CURDIR)/bin/eosink $(GO) test -count=1 ./...
+
 .PHONY: test
-test: lint ## Start the services if needed, then run every test with -race against the real broker and database
+test: lint helm-test ## Check the Helm chart, start the services if needed, then run every test with -race against the real broker and database
 	. test/services/use.sh && $(GO) test $(TEST_TAGS) -race -count=1 -parallel $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: test-unit

@@ -205,6 +205,12 @@ var managedKafkaKeys = map[string]string{
 	"auto.offset.reset":  "error",
 }
 
+// ManagedKafkaProperties returns the librdkafka properties eosink sets on its consumer and
+// refuses other values for in Config.Kafka: enable.auto.commit=false and
+// auto.offset.reset=error (positions come from the database, and a position outside the
+// log must stop the partition, not move it). The map is a copy.
+func ManagedKafkaProperties() map[string]string { return maps.Clone(managedKafkaKeys) }
+
 // WithDefaults returns c with its defaults in the fields left unset (zero): the Default*
 // constants, Pipeline from GroupID and Logger from slog.Default(). It leaves InstanceID
 // alone: New assigns one per Sink.

@@ -191,3 +191,37 @@ func TestWithDefaults(t *testing.T) {
 		t.Fatalf("set values replaced: %+v", d)
 	}
 }
+
+// TestManagedKafkaProperties: the one list of managed properties is what the consumer gets
+// and what New refuses other values for; callers get a copy.
+func TestManagedKafkaProperties(t *testing.T) {
+	m := ManagedKafkaProperties()
+	if len(m) != 2 || m["enable.auto.commit"] != "false" || m["auto.offset.reset"] != "error" {
+		t.Fatalf("ManagedKafkaProperties() = %v", m)
+	}
+	c := validConfig()
+	c.Kafka = kafka.ConfigMap{}
+	for k, v := range m {
+		c.Kafka[k] = v + "x"
+	}
+	err := c.Validate()
+	for k := range m {
+		if err == nil || !strings.Contains(err.Error(), "Kafka["+k+"]") {
+			t.Errorf("Validate with %s overridden: %v, want a ConfigError for Kafka[%s]", k, err, k)
+		}
+	}
+	s, err := New(validConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	km := s.cfg.kafkaConfig()
+	for k, v := range m {
+		if km[k] != v {
+			t.Errorf("consumer config %s = %v, want %s", k, km[k], v)
+		}
+	}
+	m["enable.auto.commit"] = "true"
+	if ManagedKafkaProperties()["enable.auto.commit"] != "false" {
+		t.Fatal("ManagedKafkaProperties returns the shared map, not a copy")
+	}
+}

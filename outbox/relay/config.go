@@ -194,6 +194,12 @@ var ErrFenced = errors.New("relay: fenced by a newer relay with the same transac
 // so the relay refuses to start; see docs/outbox.md for the remedy.
 var ErrPositionLost = errors.New("relay: the Kafka position is behind the last published position recorded in the database")
 
+// ErrPositionAhead: a shard's position in Kafka names a transaction id the database has not
+// reached yet, as after restoring it from a backup or moving it with dump and restore. Rows
+// written now would sort before the position and never be published, so the relay refuses
+// to start; see docs/outbox.md for the remedy.
+var ErrPositionAhead = errors.New("relay: the Kafka position is ahead of the database's transaction ids")
+
 // ShardError says which shard stopped and why.
 type ShardError struct {
 	Shard int

@@ -216,15 +216,15 @@ ORDER BY o.xid, o.id LIMIT $4`, shard, pos.xidText(), pos.ID, r.c.BatchSize)
 var errProducer = errors.New("kafka producer")
 
 // runShard publishes one shard until ctx is cancelled (nil) or it cannot go on: fenced by
-// another relay (ErrFenced), ErrPositionLost, or a producer that cannot be created. Any
-// other failure, such as a fatal producer error after a broker restart, ends the session:
+// another relay (ErrFenced), ErrPositionLost, ErrPositionAhead, or a producer that cannot be
+// created. Any other failure, such as a fatal producer error after a broker restart, ends the session:
 // a new producer with the same transactional.id initialises its transactions (which
 // aborts the old one's) and reads the position from Kafka again.
 func (r *Relay) runShard(ctx context.Context, shard int) error {
 	backoff := r.c.PollInterval
 	for {
 		err := r.session(ctx, shard)
-		if err == nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrPositionLost) || errors.Is(err, errProducer) {
+		if err == nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrPositionLost) || errors.Is(err, ErrPositionAhead) || errors.Is(err, errProducer) {
 			return err
 		}
 		if ctx.Err() != nil {

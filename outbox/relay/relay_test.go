@@ -512,3 +512,41 @@ func TestRelaysRacingForShards(t *testing.T) {
 	_ = stop1()
 	_ = stop2()
 }
+
+// TestRelayRefusesPositionsItCannotTrust: a position topic that lost the shard's position
+// (outbox_relays records a later one) gives ErrPositionLost; a position with an xid the
+// database has not reached (a restored database) gives ErrPositionAhead. Neither publishes.
+func TestRelayRefusesPositionsItCannotTrust(t *testing.T) {
+	b := newBed(t, 1)
+	b.commit("p", 0, 5)
+	ctx := context.Background()
+	if _, err := b.pool.Exec(ctx, `INSERT INTO `+pgx.Identifier{b.schema, "outbox_relays"}.Sanitize()+
+		` (relay, shard, last_xid, last_id, owner) VALUES ($1, 0, '5', 7, 'test')`, b.name); err != nil {
+		t.Fatal(err)
+	}
+	_, done := b.start(b.config(1))
+	if err := <-done; !errors.Is(err, relay.ErrPositionLost) {
+		t.Fatalf("with outbox_relays ahead of an empty position topic: %v, want ErrPositionLost", err)
+	}
+
+	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.env.Brokers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	dr := make(chan kafka.Event, 1)
+	if err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &b.posTopic, Partition: kafka.PartitionAny},
+		Key: []byte(b.name + "-0"), Value: []byte(`{"xid": "999999999999", "id": 9}`)}, dr); err != nil {
+		t.Fatal(err)
+	}
+	if m := (<-dr).(*kafka.Message); m.TopicPartition.Error != nil {
+		t.Fatal(m.TopicPartition.Error)
+	}
+	_, done = b.start(b.config(1))
+	if err := <-done; !errors.Is(err, relay.ErrPositionAhead) {
+		t.Fatalf("with a position ahead of the database's xids: %v, want ErrPositionAhead", err)
+	}
+	if counts, _ := b.published(); len(counts) != 0 {
+		t.Fatalf("published %d events", len(counts))
+	}
+}

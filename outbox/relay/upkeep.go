@@ -14,7 +14,20 @@ import (
 // recorded for the shard. That row is written only after a Kafka commit, so a Kafka position
 // behind it means the position topic lost records (deleted or recreated): publishing from
 // there would send events again, and the relay refuses (ErrPositionLost).
+//
+// It also refuses a position whose xid the database has not reached (ErrPositionAhead): the
+// database was restored from a backup or moved to another cluster, its transaction ids went
+// back, and new rows would sort before the position and never be published.
 func (r *Relay) checkRecorded(ctx context.Context, shard int, pos position, found bool) error {
+	var next string
+	if err := r.pool.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text`).Scan(&next); err != nil {
+		return fmt.Errorf("read the next transaction id: %w", err)
+	}
+	if n, err := strconv.ParseUint(next, 10, 64); err != nil {
+		return err
+	} else if found && pos.Xid >= n {
+		return fmt.Errorf("%w: Kafka %s, the database's next xid is %d: see docs/outbox.md", ErrPositionAhead, pos, n)
+	}
 	var xid string
 	var id int64
 	err := r.pool.QueryRow(ctx, `SELECT last_xid::text, last_id FROM `+r.relays+` WHERE relay = $1 AND shard = $2`, r.c.Name, shard).Scan(&xid, &id)

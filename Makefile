@@ -82,12 +82,17 @@ chaos: ## Fault-injection suite, longer runs; prints a table, JSON to CHAOS_REPO
 BENCH_REPORT ?= .reports/bench.json
 
 .PHONY: bench
-bench: ## Throughput side by side (raw COPY, eosink, at-least-once, per-message, Debezium JDBC peer; eosink cdc vs Debezium JDBC upsert/delete on change events, verified) and curves; JSON to BENCH_REPORT
+bench: ## Throughput side by side (raw COPY, eosink, at-least-once, per-message, Debezium JDBC peer; eosink cdc vs Debezium JDBC upsert/delete on change events, verified; the outbox relay) and curves; JSON to BENCH_REPORT
 	. test/services/use.sh && $(GO) build -o bin/bench ./test/bench && BENCH_REPORT=$(BENCH_REPORT) bin/bench
 
 .PHONY: demo
 demo: build ## Run the points example end to end: produce, SIGKILL the sink mid-stream, restart, verify
 	. test/services/use.sh && bash examples/points/demo.sh
+
+.PHONY: outbox
+outbox: build ## The transactional outbox end to end: orders → PostgreSQL + outbox → relay → Kafka → inbox → ledger, with SIGKILLs, a broker and a PostgreSQL restart; verified
+	$(GO) build -o bin/outbox ./examples/outbox
+	. test/services/use.sh && bash examples/outbox/demo.sh
 
 .PHONY: cdc
 cdc: build ## Replicate a PostgreSQL database with Debezium (Avro via the registry) and eosink's cdc plugin; SIGKILL the sink mid-stream, restart, compare rows

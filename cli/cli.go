@@ -12,6 +12,7 @@
 //	eosink lag [-json]                    lag per partition
 //	eosink status [-json]                 one line per pipeline
 //	eosink dlq list|show|replay|discard   dead letters (see eosink dlq -h)
+//	eosink relay -config FILE [-migrate]  publish the transactional outbox to Kafka exactly once
 //	eosink version                        module version, commit, Go and librdkafka versions
 //
 // Every command prints its help with -h or --help (to standard output, exit 0).
@@ -75,6 +76,7 @@ commands:
   lag                                     lag per partition (-json for JSON)
   status                                  one line per pipeline: partitions, owners (alive or gone), epochs, last commit, lag, stopped partitions (reason, remedy), dead letters
   dlq list|show|replay|discard            dead letters: inspect, apply again through the sink, or delete
+  relay -config FILE [-migrate]           publish the transactional outbox to Kafka exactly once (docs/outbox.md)
   version                                 module version, commit, Go version, librdkafka version
 
 Run 'eosink <command> -h' for flags.
@@ -125,6 +127,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = statusCmd(ctx, args[1:], stdout, flagOut)
 	case "dlq":
 		err = dlqCmd(ctx, args[1:], stdout, flagOut)
+	case "relay":
+		err = relayCmd(ctx, args[1:], stdout, flagOut)
 	case "version":
 		err = versionCmd(args[1:], stdout, flagOut)
 	case "-h", "-help", "--h", "--help", "help":

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,17 +10,20 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/eosink/eosink/admin"
 )
 
 // listPositions parses the flags shared by lag and status and lists the positions.
 func listPositions(ctx context.Context, name string, args []string, stderr io.Writer) ([]admin.Position, bool, error) {
-	ps, _, asJSON, err := listPositionsAndDead(ctx, name, args, stderr, false)
+	ps, _, asJSON, err := listPositionsAndDead(ctx, name, args, stderr, false, nil)
 	return ps, asJSON, err
 }
 
 // listPositionsAndDead is listPositions, with the dead letters per pipeline when withDead.
-func listPositionsAndDead(ctx context.Context, name string, args []string, stderr io.Writer, withDead bool) ([]admin.Position, map[string]int64, bool, error) {
+// With ob non-nil (status), the schema's outbox status is read too (nil when it has none).
+func listPositionsAndDead(ctx context.Context, name string, args []string, stderr io.Writer, withDead bool, ob **admin.OutboxStatus) ([]admin.Position, map[string]int64, bool, error) {
 	fs := flag.NewFlagSet("eosink "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o opsFlags
@@ -40,7 +44,16 @@ func listPositionsAndDead(ctx context.Context, name string, args []string, stder
 		return nil, nil, false, err
 	}
 	defer closeFn()
+	if ob != nil {
+		if *ob, err = c.Outbox(ctx); err != nil {
+			return nil, nil, o.json, err
+		}
+	}
 	ps, err := c.List(ctx, *pipeline)
+	var pe *pgconn.PgError
+	if err != nil && ob != nil && *ob != nil && errors.As(err, &pe) && pe.Code == "42P01" {
+		return nil, nil, o.json, nil // a schema with an outbox and its relay, but no pipeline
+	}
 	if err != nil || !withDead {
 		return ps, nil, o.json, err
 	}

@@ -5,6 +5,7 @@ package cli
 // A new built-in plugin package is added to this list.
 import (
 	_ "github.com/eosink/eosink/sink/cdc"   // cdc
+	_ "github.com/eosink/eosink/sink/emit"  // outbox
 	_ "github.com/eosink/eosink/sink/inbox" // inbox
 	_ "github.com/eosink/eosink/sink/multi" // multi
 	_ "github.com/eosink/eosink/sink/sql"   // sql

@@ -14,12 +14,39 @@ import (
 
 // statusCmd: eosink status, one line per pipeline (owners marked alive or gone), then one
 // line per stopped partition with its reason and remedy.
+// After them, for a schema with a transactional outbox, its lines (printOutbox).
 func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	ps, dead, asJSON, err := listPositionsAndDead(ctx, "status", args, stderr, true)
+	var ob *admin.OutboxStatus
+	ps, dead, asJSON, err := listPositionsAndDead(ctx, "status", args, stderr, true, &ob)
 	if err != nil {
 		return err
 	}
-	return printStatus(stdout, ps, dead, asJSON)
+	if err := printStatus(stdout, ps, dead, asJSON); err != nil || asJSON {
+		return err
+	}
+	return printOutbox(stdout, ob)
+}
+
+// printOutbox prints status's outbox lines: the unpublished rows, then one line per relay
+// shard as its outbox_relays row records it. Nothing when the schema has no outbox.
+func printOutbox(w io.Writer, ob *admin.OutboxStatus) error {
+	if ob == nil {
+		return nil
+	}
+	age := "-"
+	if !ob.Oldest.IsZero() {
+		age = time.Since(ob.Oldest).Round(time.Second).String()
+	}
+	if _, err := fmt.Fprintf(w, "outbox: %d unpublished, oldest %s\n", ob.Unpublished, age); err != nil {
+		return err
+	}
+	for _, s := range ob.Shards {
+		if _, err := fmt.Fprintf(w, "outbox relay %s shard %d: last id %d, published %d, by %s, updated %s ago\n", term(s.Relay), s.Shard, s.LastID,
+			s.Published, term(s.Owner), time.Since(s.UpdatedAt).Round(time.Second)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // printStatus prints status's summary of ps with the dead letters per pipeline.

@@ -11,7 +11,8 @@ import (
 // Plugin writes records to PostgreSQL. The framework drives its lifecycle and owns the
 // transaction; a plugin only writes through it. The built-in plugins are table and upsert
 // (package sink/table), sql (sink/sql), inbox (sink/inbox), multi (sink/multi) and cdc
-// (sink/cdc); a Handler is the one-method form of a Plugin.
+// (sink/cdc), with outbox (sink/emit) wrapping any of them to emit events into the
+// transactional outbox; a Handler is the one-method form of a Plugin.
 //
 // For one partition the calls are: Open, then any number of Write, then Close, all on the
 // partition's own goroutine. A partition that is revoked and assigned again gets a new Open.

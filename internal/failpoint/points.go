@@ -10,5 +10,12 @@ const (
 	MidWrite          = "mid-write"           // for handlers in this module: between two of their writes
 )
 
+// The points the outbox relay (outbox/relay) evaluates, in the order a Kafka transaction passes them.
+const (
+	RelayAfterRead      = "relay-after-read"      // outbox rows read, before BeginTransaction
+	RelayMidTransaction = "relay-mid-transaction" // events and position produced, before CommitTransaction
+	RelayAfterCommit    = "relay-after-commit"    // CommitTransaction returned, before the status row and cleanup
+)
+
 // EnvVar is the environment variable a build with the failpoints tag loads at start.
 const EnvVar = "EOSINK_FAILPOINTS"

@@ -19,7 +19,9 @@
 // BENCH_PEER_CDC_REDUCTION (true: the peer's use.reduction.buffer in the cdc run),
 // BENCH_PEER_CDC_UNNEST (false: its unnest inserts fail on MicroTimestamp), BENCH_CDC_REPEAT
 // (1: interleaved runs of eos_cdc and peer_cdc, the median kept), BENCH_ONLY
-// (cdc: run the change-event contenders alone), BENCH_PRODUCER_QUEUE_MESSAGES (the producers'
+// (cdc: run the change-event contenders alone; outbox: the relay alone), BENCH_OUTBOX (1; 0
+// skips the relay), BENCH_OUTBOX_EVENTS (200000), BENCH_OUTBOX_RATE (1000),
+// BENCH_PRODUCER_QUEUE_MESSAGES (the producers'
 // queue.buffering.max.messages: a small one runs the bench through full queues on purpose),
 // BENCH_STALL_SECONDS (300: a contender that applies nothing for this long fails its phase).
 //
@@ -120,6 +122,12 @@ func (b *bench) runAll(ctx context.Context) {
 		return // no schema: nothing can run
 	}
 
+	if os.Getenv("BENCH_ONLY") == "outbox" || envInt("BENCH_OUTBOX", 1) == 1 { // the relay (outbox.go)
+		b.phase("outbox", func() error { return b.outboxRelay(ctx) })
+	}
+	if os.Getenv("BENCH_ONLY") == "outbox" {
+		return
+	}
 	if os.Getenv("BENCH_ONLY") == "cdc" { // the change-event contenders alone
 		b.phase("cdc", func() error { return b.cdc(ctx, envInt("BENCH_PEER", 1) == 1) })
 		return

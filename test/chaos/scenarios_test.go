@@ -54,6 +54,9 @@ func TestChaos(t *testing.T) {
 	t.Run("16-zombie-reclaim-race", scenarioZombieReclaimRace)
 	t.Run("17-non-utf8-header-dead-letter", scenarioNonUTF8HeaderDeadLetter)
 	t.Run("18-cdc-storm", scenarioCDCStorm)
+	t.Run("19-relay-kills", scenarioRelayKills)
+	t.Run("20-relay-zombie-sigstop", scenarioRelayZombie)
+	t.Run("21-relay-race", scenarioRelayRace)
 }
 
 // 1. SIGKILL at every commit boundary through failpoints, and at random times.

@@ -1,0 +1,189 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/eosink/eosink/cli/internal/pipeline"
+	"github.com/eosink/eosink/outbox"
+	"github.com/eosink/eosink/outbox/relay"
+)
+
+// relayFile is the relay's config file (docs/outbox.md).
+type relayFile struct {
+	Database struct {
+		URL    string `yaml:"url"`
+		Schema string `yaml:"schema"`
+	} `yaml:"database"`
+	Kafka struct {
+		Brokers    string            `yaml:"brokers"`
+		Properties map[string]string `yaml:"properties"`
+	} `yaml:"kafka"`
+	Relay struct {
+		Name               string         `yaml:"name"`
+		Shards             int            `yaml:"shards"`
+		Own                []int          `yaml:"own"`
+		PositionTopic      string         `yaml:"position_topic"`
+		BatchSize          int            `yaml:"batch_size"`
+		PollInterval       time.Duration  `yaml:"poll_interval"`
+		HorizonWarn        time.Duration  `yaml:"horizon_warn"`
+		Retention          *time.Duration `yaml:"retention"`
+		CleanupInterval    time.Duration  `yaml:"cleanup_interval"`
+		CleanupBatch       int            `yaml:"cleanup_batch"`
+		TransactionTimeout time.Duration  `yaml:"transaction_timeout"`
+		StatsInterval      time.Duration  `yaml:"stats_interval"`
+	} `yaml:"relay"`
+	HTTP string `yaml:"http"` // listen address of /metrics and /healthz
+	Log  struct {
+		Format string `yaml:"format"` // text (default) or json
+		Level  string `yaml:"level"`  // debug, info (default), warn, error
+	} `yaml:"log"`
+}
+
+// loadRelay reads and expands a relay config file into a relay.Config.
+func loadRelay(path string, logOut io.Writer) (relay.Config, string, []string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return relay.Config{}, "", nil, err
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return relay.Config{}, "", nil, fmt.Errorf("%s: %w", path, err)
+	}
+	secrets, err := pipeline.ExpandNode(path, &doc)
+	if err != nil {
+		return relay.Config{}, "", nil, err
+	}
+	expanded, err := yaml.Marshal(&doc)
+	if err != nil {
+		return relay.Config{}, "", secrets, fmt.Errorf("%s: %w", path, err)
+	}
+	var f relayFile
+	dec := yaml.NewDecoder(bytes.NewReader(expanded))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		return relay.Config{}, "", secrets, fmt.Errorf("%s: %v", path, err) // line numbers are those of the expanded text
+	}
+	level := map[string]slog.Level{"": slog.LevelInfo, "debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
+	lv, ok := level[strings.ToLower(f.Log.Level)]
+	if !ok {
+		return relay.Config{}, "", secrets, fmt.Errorf("%s: log.level: %q is not debug, info, warn or error", path, f.Log.Level)
+	}
+	var log *slog.Logger
+	switch f.Log.Format {
+	case "", "text":
+		log = slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: lv}))
+	case "json":
+		log = slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: lv}))
+	default:
+		return relay.Config{}, "", secrets, fmt.Errorf("%s: log.format: %q is not text or json", path, f.Log.Format)
+	}
+	km := kafka.ConfigMap{}
+	for k, v := range envKafkaProperties(os.Environ()) { // EOSINK_KAFKA_PROPERTY_*, as the operator commands
+		km[k] = v
+	}
+	for k, v := range f.Kafka.Properties { // the file's win
+		km[k] = v
+	}
+	if f.Kafka.Brokers != "" {
+		km["bootstrap.servers"] = f.Kafka.Brokers
+	}
+	r := f.Relay
+	return relay.Config{DatabaseURL: f.Database.URL, Schema: f.Database.Schema, Kafka: km, Name: r.Name, Shards: r.Shards, Own: r.Own,
+		PositionTopic: r.PositionTopic, BatchSize: r.BatchSize, PollInterval: r.PollInterval, HorizonWarn: r.HorizonWarn,
+		Retention: r.Retention, CleanupInterval: r.CleanupInterval, CleanupBatch: r.CleanupBatch, TransactionTimeout: r.TransactionTimeout,
+		StatsInterval: r.StatsInterval, Logger: log}, f.HTTP, secrets, nil
+}
+
+// relayCmd: eosink relay -config FILE [-migrate] [-validate].
+func relayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("eosink relay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	config := fs.String("config", "", "relay config file (YAML; see docs/outbox.md)")
+	migrate := fs.Bool("migrate", false, "apply the outbox migrations to the file's schema first")
+	validate := fs.Bool("validate", false, "check the file and exit")
+	h := help{usage: "eosink relay -config FILE [-migrate] [-validate]",
+		desc: "Publish the transactional outbox to Kafka exactly once until SIGTERM or SIGINT, then finish the Kafka transactions under way and exit 0."}
+	fs.Usage = func() { h.print(fs.Output(), fs) }
+	if err := fs.Parse(args); err != nil {
+		return parseError(err)
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("relay: unexpected arguments %v", fs.Args())}
+	}
+	if *config == "" {
+		fs.Usage()
+		return usageError{errors.New("relay: -config is required")}
+	}
+	c, listen, secrets, err := loadRelay(*config, stderr)
+	redact := func(s string) string {
+		for _, sec := range secrets {
+			if len(sec) >= 4 {
+				s = strings.ReplaceAll(s, sec, "xxxxx")
+			}
+		}
+		return s
+	}
+	if err != nil {
+		return errors.New(redact(err.Error()))
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	c.Registerer = reg
+	r, err := relay.New(c)
+	if err != nil {
+		return fmt.Errorf("%s: %w", *config, err)
+	}
+	if *validate {
+		fmt.Fprintf(stdout, "%s: valid\n", *config)
+		return nil
+	}
+	if *migrate {
+		if err := outbox.Migrate(ctx, c.DatabaseURL, c.Schema); err != nil {
+			return errors.New(redact(err.Error()))
+		}
+	}
+	if listen != "" {
+		ln, err := net.Listen("tcp", listen)
+		if err != nil {
+			return fmt.Errorf("%s: http: %w", *config, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		srv, err := newHTTPServer(pipeline.HTTPOptions{}, defaultHTTPLimits, mux)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		go func() { _ = srv.Serve(ln) }()
+		c.Logger.Info("serving /metrics and /healthz", "addr", ln.Addr().String())
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+	if err := r.Run(ctx); err != nil {
+		return errors.New(redact(err.Error()))
+	}
+	st := r.Stats()
+	fmt.Fprintf(stdout, "relay stopped: %d events in %d committed transactions, %d aborted\n", st.Published, st.Transactions, st.Aborted)
+	return nil
+}

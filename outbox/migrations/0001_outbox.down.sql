@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS outbox_relays;
+DROP TABLE IF EXISTS outbox;

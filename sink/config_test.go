@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -250,5 +251,29 @@ func TestManagedKafkaProperties(t *testing.T) {
 	m["enable.auto.commit"] = "true"
 	if ManagedKafkaProperties()["enable.auto.commit"] != "false" {
 		t.Fatal("ManagedKafkaProperties returns the shared map, not a copy")
+	}
+}
+
+// A shutdown requested while Run connects is a clean stop (nil), not a connection failure:
+// nothing was consumed. With the same unreachable database and a live context, Run fails.
+func TestRunCancelledWhileStartingIsACleanStop(t *testing.T) {
+	c := validConfig()
+	c.DatabaseURL = "postgres://u:pw@127.0.0.1:1/db?connect_timeout=2"
+	c.Logger = slog.New(slog.DiscardHandler)
+	s, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Run(ctx); err != nil {
+		t.Fatalf("Run cancelled while starting: %v, want nil", err)
+	}
+	s, err = New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "cannot connect to PostgreSQL") {
+		t.Fatalf("Run with a live context: %v, want a connection error", err)
 	}
 }

@@ -135,7 +135,7 @@ func (s *Sink) PartitionErrors() []error {
 // Run connects to PostgreSQL and Kafka, joins the consumer group and applies records until
 // ctx is cancelled or a fatal error occurs. On cancellation it drains: in-flight and queued
 // batches commit within ShutdownTimeout, then the consumer leaves the group. It returns nil
-// after a clean drain.
+// after a clean drain, and when ctx is cancelled before consuming began.
 //
 // Errors in one partition (fenced, handler failure, offset out of range) stop that
 // partition only; they are logged and listed by PartitionErrors. Run returns an error when
@@ -148,6 +148,15 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 	if !s.ran.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
+	started := false
+	defer func() {
+		// Cancelled while starting: nothing was consumed or written, so that is a clean stop,
+		// not a failure to connect (a SIGTERM during a rollout's start must not fail it).
+		if err != nil && !started && ctx.Err() != nil {
+			s.log.Info("sink stopped while starting: nothing consumed", "cause", err)
+			err = nil
+		}
+	}()
 	if err := s.openDatabase(ctx); err != nil {
 		return err
 	}
@@ -206,6 +215,7 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 		s.listen(lctx)
 	}()
 	s.running.Store(true)
+	started = true
 	err = s.poll(ctx, bal)
 	s.running.Store(false)
 	s.closeRanges()

@@ -39,7 +39,8 @@ const (
 	DefaultMaxBatchRecords          = 500
 	DefaultMaxBatchBytes            = 4 << 20 // 4 MiB
 	DefaultMaxBatchWait             = 100 * time.Millisecond
-	DefaultMaxBufferedBytes         = 8 << 20 // 8 MiB
+	DefaultMaxBufferedBytes         = 8 << 20  // 8 MiB
+	DefaultMaxTotalBufferedBytes    = 32 << 20 // 32 MiB
 	DefaultIsolationLevel           = pgx.ReadCommitted
 	DefaultLockTimeout              = 5 * time.Second
 	DefaultIdleInTransactionTimeout = 30 * time.Second
@@ -135,11 +136,19 @@ type Config struct {
 	MaxBatchWait time.Duration
 	// MaxBufferedBytes caps the memory of fetched but not yet committed records held per
 	// partition (key, value, headers and about 160 bytes of bookkeeping each); past it the
-	// partition is paused until half of it is free. At least MaxBatchBytes. With
-	// librdkafka's prefetch queue (queued.max.messages.kbytes, 64 MiB unless set in Kafka),
-	// records in memory are bounded by 64 MiB + MaxBufferedBytes x assigned partitions.
-	// Defaults to 8 MiB (DefaultMaxBufferedBytes).
+	// partition is paused until half of it is free. At least MaxBatchBytes. The sum over
+	// partitions is capped by MaxTotalBufferedBytes. Defaults to 8 MiB
+	// (DefaultMaxBufferedBytes).
 	MaxBufferedBytes int
+	// MaxTotalBufferedBytes caps the same memory summed over every partition of the sink:
+	// past it, each partition that receives a record is paused until the total is under half
+	// of it (and its own buffer under half of MaxBufferedBytes). So the sink's records in
+	// memory stay bounded whatever the partition count: librdkafka's prefetch queue (one queue
+	// for the whole consumer, queued.max.messages.kbytes: 64 MiB unless set in Kafka) plus
+	// MaxTotalBufferedBytes. At least MaxBatchBytes. Defaults to 32 MiB
+	// (DefaultMaxTotalBufferedBytes), which keeps the peak RSS of the benchmark's sink under
+	// 256 MiB (docs/benchmarks.md).
+	MaxTotalBufferedBytes int
 
 	// IsolationLevel of each batch's transaction. The fence is correct at any level; choose
 	// pgx.Serializable when the handler's own reads need it (serialization failures are then
@@ -221,7 +230,8 @@ func (c Config) WithDefaults() Config {
 	}
 	for p, def := range map[*int]int{
 		&d.MaxBatchRecords: DefaultMaxBatchRecords, &d.MaxBatchBytes: DefaultMaxBatchBytes, &d.MaxBufferedBytes: DefaultMaxBufferedBytes,
-		&d.DeadLetterWindow: DefaultDeadLetterWindow,
+		&d.MaxTotalBufferedBytes: DefaultMaxTotalBufferedBytes,
+		&d.DeadLetterWindow:      DefaultDeadLetterWindow,
 	} {
 		orDefault(p, def)
 	}
@@ -354,6 +364,7 @@ func (c Config) problems(given Config) []*ConfigError {
 		name string
 		v    int
 	}{{"MaxBatchRecords", c.MaxBatchRecords}, {"MaxBatchBytes", c.MaxBatchBytes}, {"MaxBufferedBytes", c.MaxBufferedBytes},
+		{"MaxTotalBufferedBytes", c.MaxTotalBufferedBytes},
 		{"DeadLetterWindow", c.DeadLetterWindow}} {
 		if f.v < 0 {
 			bad(f.name, "must be positive, got %d", f.v)
@@ -378,6 +389,10 @@ func (c Config) problems(given Config) []*ConfigError {
 		bad("MaxBufferedBytes", "%d bytes%s is less than MaxBatchBytes (%d bytes); set it at least as large",
 			c.MaxBufferedBytes, defaultNote(given.MaxBufferedBytes), c.MaxBatchBytes)
 	}
+	if c.MaxBatchBytes > 0 && c.MaxTotalBufferedBytes > 0 && c.MaxTotalBufferedBytes < c.MaxBatchBytes {
+		bad("MaxTotalBufferedBytes", "%d bytes%s is less than MaxBatchBytes (%d bytes); set it at least as large",
+			c.MaxTotalBufferedBytes, defaultNote(given.MaxTotalBufferedBytes), c.MaxBatchBytes)
+	}
 	if c.RetryBackoff > 0 && c.MaxRetryBackoff > 0 && c.MaxRetryBackoff < c.RetryBackoff {
 		bad("MaxRetryBackoff", "%s%s is less than RetryBackoff (%s)", c.MaxRetryBackoff, defaultNote(given.MaxRetryBackoff), c.RetryBackoff)
 	}
@@ -401,7 +416,9 @@ func (c *Config) kafkaConfig() kafka.ConfigMap {
 		"go.logs.channel.enable": false,
 		// librdkafka's prefetch queue. Lower values starve the sink of records of a few hundred
 		// bytes or more: 16 MiB cut the rate for 537-byte records from 154k to 56k a second
-		// here (docs/benchmarks.md). Memory is this plus MaxBufferedBytes per partition.
+		// here (docs/benchmarks.md). With the high-level consumer it is one queue for the
+		// whole consumer, whatever the partition count (librdkafka's CONFIGURATION.md); the
+		// records the sink holds past it are bounded by MaxTotalBufferedBytes.
 		"queued.max.messages.kbytes": 65536,
 		// librdkafka waits this long before fetching again for a partition whose queue is over
 		// its thresholds; its default of 1s left the consumer idle between bursts (raw consume

@@ -38,6 +38,11 @@ type workerConfig struct {
 	retryBackoff, maxRetryBackoff time.Duration
 	settleTimeout                 time.Duration // how long settle reads the row back (ClaimTimeout)
 
+	// total is the memory of records fetched and not yet committed summed over the sink's
+	// partitions (every worker's buffered), for limits.total: the Sink's, shared by its
+	// workers.
+	total *atomic.Int64
+
 	m      *metrics
 	tracer trace.Tracer
 	log    *slog.Logger
@@ -55,12 +60,16 @@ type txStarter interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
 
-// batchLimits are the batching settings (Config.MaxBatch*, Config.MaxBufferedBytes).
+// batchLimits are the batching settings (Config.MaxBatch*, Config.MaxBufferedBytes,
+// Config.MaxTotalBufferedBytes).
 type batchLimits struct {
 	records  int
 	bytes    int
 	wait     time.Duration
 	buffered int
+	// total caps the buffered bytes of all the sink's partitions together (held in
+	// workerConfig.total); 0: no cap.
+	total int
 }
 
 // worker owns one assigned partition: it collects that partition's records into batches and
@@ -85,7 +94,8 @@ type worker struct {
 
 	mu       sync.Mutex
 	queue    []Record
-	buffered int // memory of records fetched and not yet committed (queued plus in flight; memSize)
+	buffered int  // memory of records fetched and not yet committed (queued plus in flight; memSize)
+	closed   bool // run has returned: push drops records, the buffer is given back (drop)
 
 	wake   chan struct{} // a record was pushed (capacity 1)
 	stop   chan struct{} // closed on revoke and shutdown: commit what is queued, then exit
@@ -146,11 +156,18 @@ func (w *worker) push(r Record) (full bool) {
 		return false
 	}
 	w.fetchNext = r.Offset + 1
+	size := memSize(&r)
 	w.mu.Lock()
+	if w.closed { // the worker is gone (revoked, stopped): the record is not ours to keep
+		w.mu.Unlock()
+		return false
+	}
 	w.queue = append(w.queue, r)
-	w.buffered += memSize(&r)
+	w.buffered += size
 	full = w.buffered >= w.cfg.limits.buffered
 	w.mu.Unlock()
+	total := w.cfg.total.Add(int64(size))
+	full = full || (w.cfg.limits.total > 0 && total >= int64(w.cfg.limits.total))
 	select {
 	case w.wake <- struct{}{}:
 	default:
@@ -158,11 +175,36 @@ func (w *worker) push(r Record) (full bool) {
 	return full
 }
 
-// canResume reports whether a paused partition has drained enough to fetch again.
+// canResume reports whether a paused partition has drained enough to fetch again: its own
+// buffer under half of MaxBufferedBytes, and the sink's total under half of
+// MaxTotalBufferedBytes.
 func (w *worker) canResume() bool {
+	if lim := w.cfg.limits.total; lim > 0 && w.cfg.total.Load() >= int64(lim/2) {
+		return false
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.buffered < w.cfg.limits.buffered/2
+}
+
+// drop gives back what a worker that has returned still holds: records queued but never
+// committed (an abort), so that the sink's total does not keep them.
+func (w *worker) drop() {
+	w.mu.Lock()
+	w.closed = true
+	size := w.buffered
+	w.buffered, w.queue = 0, nil
+	w.mu.Unlock()
+	w.cfg.total.Add(-int64(size))
+}
+
+// release gives back the memory of committed (or abandoned) records: size bytes of this
+// partition's buffer and of the sink's total.
+func (w *worker) release(size int) {
+	w.mu.Lock()
+	w.buffered -= size
+	w.mu.Unlock()
+	w.cfg.total.Add(-int64(size))
 }
 
 // bufferedBytes is the memory held for the partition (any goroutine).
@@ -177,6 +219,7 @@ func (w *worker) bufferedBytes() int {
 func (w *worker) run() {
 	defer func() {
 		w.dead.Store(true)
+		w.drop()
 		close(w.done)
 	}()
 	p := Partition{Topic: w.topic, Partition: w.partition, Epoch: w.epoch, NextOffset: w.next.Load()}
@@ -216,9 +259,7 @@ func (w *worker) run() {
 				size += memSize(&batch[i])
 			}
 			err := w.apply(batch)
-			w.mu.Lock()
-			w.buffered -= size
-			w.mu.Unlock()
+			w.release(size)
 			if err != nil {
 				if w.ctx.Err() == nil {
 					w.cfg.failed(w, err)

@@ -74,6 +74,60 @@ func TestMemoryIsBoundedByPausing(t *testing.T) {
 	}
 }
 
+// TestMemoryIsBoundedAcrossPartitions: with a per-partition buffer far larger than the
+// sink-wide one (MaxTotalBufferedBytes) and a slow handler, the records held over all eight
+// partitions stay near the total cap, not at eight times the per-partition one, and
+// everything is still applied once.
+func TestMemoryIsBoundedAcrossPartitions(t *testing.T) {
+	t.Parallel()
+	const parts, total, fetch = 8, 16 << 10, 4 << 10
+	p := newPipeline(t, parts)
+	p.Produce(t, 8000, 53) // about 80 bytes each, 1000 a partition
+	base := app.Handler(p.Schema)
+	h := func(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
+		time.Sleep(5 * time.Millisecond)
+		return base(ctx, tx, b)
+	}
+	cfg := p.config(t, h)
+	cfg.MaxBatchBytes = 4 << 10
+	cfg.MaxBufferedBytes = 1 << 20 // a partition alone never fills it: only the total pauses
+	cfg.MaxTotalBufferedBytes = total
+	cfg.Kafka["max.partition.fetch.bytes"] = fetch
+	r := startSink(t, cfg)
+	var peak int64
+	caught, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			peak = max(peak, r.s.Stats().BufferedBytes)
+			select {
+			case <-caught:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	p.WaitCaughtUp(t, 120*time.Second)
+	close(caught)
+	<-done
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	st := r.s.Stats()
+	if st.Pauses == 0 {
+		t.Fatalf("never paused (stats %+v): the total bound did not engage", st)
+	}
+	// Past the cap, each partition pauses at its next record; what librdkafka delivered
+	// before the pause took effect can land on top: at most about a fetch a partition.
+	if bound := int64(total + parts*fetch*2); peak > bound {
+		t.Fatalf("peak buffered %d bytes over all partitions, want at most %d (cap %d)", peak, bound, total)
+	}
+	if st.BufferedBytes != 0 {
+		t.Fatalf("%d bytes still counted as buffered after the stop", st.BufferedBytes)
+	}
+	t.Logf("peak buffered %d bytes over %d partitions (cap %d, per partition %d), %d pauses", peak, parts, total, cfg.MaxBufferedBytes, st.Pauses)
+}
+
 // TestTransactionalProducerGaps: an upstream transactional producer aborts every third
 // transaction. No aborted record reaches the database, and the offset gaps left by
 // transaction markers and aborted records do not confuse the stored position.

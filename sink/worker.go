@@ -94,8 +94,11 @@ type worker struct {
 
 	mu       sync.Mutex
 	queue    []Record
-	buffered int  // memory of records fetched and not yet committed (queued plus in flight; memSize)
-	closed   bool // run has returned: push drops records, the buffer is given back (drop)
+	buffered int      // memory of records fetched and not yet committed (queued plus in flight; memSize)
+	closed   bool     // run has returned: push drops records, the buffer is given back (drop)
+	spare    []Record // the array of the last committed batch, empty, for the queue to move to
+	// inflight is the whole array of the batch being applied (worker goroutine only).
+	inflight []Record
 
 	wake   chan struct{} // a record was pushed (capacity 1)
 	stop   chan struct{} // closed on revoke and shutdown: commit what is queued, then exit
@@ -198,6 +201,23 @@ func (w *worker) drop() {
 	w.cfg.total.Add(-int64(size))
 }
 
+// settled is told that batch (of memory size) is done with: committed (ok) or abandoned.
+// A committed batch's array becomes the spare the queue moves to at the next batch; the
+// plugin has returned, and Record's contract lets no one keep the batch's memory.
+func (w *worker) settled(batch []Record, size int, ok bool) {
+	if ok && w.inflight != nil && len(batch) > 0 && &w.inflight[0] == &batch[0] {
+		arr := w.inflight[:cap(w.inflight)]
+		clear(arr)
+		w.mu.Lock()
+		if w.spare == nil {
+			w.spare = arr[:0]
+		}
+		w.mu.Unlock()
+	}
+	w.inflight = nil
+	w.release(size)
+}
+
 // release gives back the memory of committed (or abandoned) records: size bytes of this
 // partition's buffer and of the sink's total.
 func (w *worker) release(size int) {
@@ -259,7 +279,7 @@ func (w *worker) run() {
 				size += memSize(&batch[i])
 			}
 			err := w.apply(batch)
-			w.release(size)
+			w.settled(batch, size, err == nil)
 			if err != nil {
 				if w.ctx.Err() == nil {
 					w.cfg.failed(w, err)
@@ -320,9 +340,17 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 		}
 		if n > 0 && (full || expired || stopping) {
 			w.formedAt = time.Now()
-			batch = make([]Record, n)
-			copy(batch, w.queue)
-			w.queue = append(w.queue[:0], w.queue[n:]...)
+			// The batch is the queue's array itself; the rest of the queue moves to the array
+			// of the last committed batch (settled), so that batches cost no allocation.
+			old := w.queue
+			batch, w.inflight = old[:n:n], old
+			spare := w.spare
+			w.spare = nil
+			if spare == nil {
+				spare = make([]Record, 0, cap(old))
+			}
+			w.queue = append(spare[:0], old[n:]...)
+			clear(old[n:]) // moved: the batch's array must not keep them alive
 			more := len(w.queue) > 0
 			w.mu.Unlock()
 			// Stopping with more queued: return this batch, come back for the rest.

@@ -1,22 +1,18 @@
 package table
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"maps"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/eosink/eosink/internal/pgerr"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/internal/mapping"
 )
@@ -154,7 +150,7 @@ type Table struct {
 // tableTarget is one target table with its row mapping.
 type tableTarget struct {
 	w   *writer
-	row rowFunc
+	row rowFunc // nil for a plain insert: the writer encodes with mapping.AppendCopy
 
 	// With on_conflict: nothing, the batch goes through a staging table.
 	stage, stageSQL, copySQL, insertSQL string
@@ -182,7 +178,7 @@ func New(c Config) (*Table, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &tableTarget{w: w, row: w.insertRow(w.readsValue())}, nil
+		return &tableTarget{w: w}, nil // row nil: encode's AppendCopy path
 	})
 	if err != nil {
 		return nil, err
@@ -493,104 +489,4 @@ func (w *writer) createTable(ctx context.Context, tx pgx.Tx, recs []sink.Record)
 		return fmt.Errorf("create table %s: %w", w.name, err)
 	}
 	return nil
-}
-
-// rowFunc maps one record to its row values, appending to row.
-type rowFunc func(r *sink.Record, row []any) ([]any, error)
-
-// rows loads the table's columns (once; with create, creating the table) and encodes recs
-// as COPY text rows; nil for no records.
-func (w *writer) rows(ctx context.Context, tx pgx.Tx, recs []sink.Record, rowFn rowFunc) ([]byte, error) {
-	if len(recs) == 0 {
-		return nil, nil
-	}
-	bytea, err := w.load(ctx, tx)
-	if w.create && errors.Is(err, errNoTable) {
-		if err := w.createTable(ctx, tx, recs); err != nil {
-			return nil, err
-		}
-		bytea, err = w.load(ctx, tx)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return w.encode(recs, rowFn, bytea)
-}
-
-// encode maps each record to a COPY text row with rowFn. A record that cannot be mapped is
-// returned as a *sink.PoisonError, unless the schema registry failed (mapping.RecordError).
-func (w *writer) encode(recs []sink.Record, rowFn rowFunc, bytea []bool) ([]byte, error) {
-	buf := make([]byte, 0, len(recs)*128)
-	row := make([]any, 0, len(w.cols)+len(w.extra))
-	var err error
-	for i := range recs {
-		r := &recs[i]
-		if row, err = rowFn(r, row[:0]); err != nil {
-			return nil, mapping.RecordError(r, err)
-		}
-		if buf, err = mapping.AppendCopyRow(buf, row, bytea); err != nil {
-			return nil, sink.Poison(r, err)
-		}
-	}
-	return buf, nil
-}
-
-// insertRow is the table plugin's rowFunc.
-func (w *writer) insertRow(readsValue bool) rowFunc {
-	return func(r *sink.Record, row []any) ([]any, error) {
-		if r.Value == nil && readsValue {
-			return nil, errors.New("tombstone (null value) and the mapping reads the value")
-		}
-		return w.m.Row(r, row)
-	}
-}
-
-// copyIn runs a COPY FROM STDIN with buf, the text-format rows of recs, as its data. A data
-// error that PostgreSQL reports at a line of the data is about the record of that line: it
-// is returned as that record's poison, naming the column (copyError).
-func (w *writer) copyIn(ctx context.Context, tx pgx.Tx, buf []byte, sql string, recs []sink.Record) error {
-	_, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), sql)
-	if err != nil {
-		return w.copyError(err, recs)
-	}
-	return nil
-}
-
-// copyWhere matches the context PostgreSQL gives an error of COPY FROM: `COPY t, line 3,
-// column qty: "x"`, `COPY t, line 3: "..."` or `COPY t, line 3`.
-var copyWhere = regexp.MustCompile(`(?m)^COPY .*?, line ([0-9]+)(?:, column (.*))?`)
-
-// copyError turns a data error of COPY (SQLSTATE class 22 or 23, or 54000) whose context
-// names a line of the data into a *sink.PoisonError for the record of that line, its
-// reason naming the column when PostgreSQL does: "column qty: ERROR: invalid input syntax
-// for type integer: "x" (SQLSTATE 22P02)". Other errors are returned as they are.
-func (w *writer) copyError(err error, recs []sink.Record) error {
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || pgerr.Classify(err) != pgerr.Data {
-		return err
-	}
-	m := copyWhere.FindStringSubmatch(pe.Where)
-	if m == nil {
-		return err
-	}
-	line, perr := strconv.Atoi(m[1])
-	if perr != nil || line < 1 || line > len(recs) {
-		return err
-	}
-	if col := w.copyColumn(m[2]); col != "" {
-		err = fmt.Errorf("column %s: %w", col, err)
-	}
-	return sink.Poison(&recs[line-1], err)
-}
-
-// copyColumn finds the column at the start of rest, the context after "column ": `qty:
-// "x"`, `qty: null input` or `qty`; "" when it is none of the COPY's columns.
-func (w *writer) copyColumn(rest string) string {
-	best := ""
-	for _, c := range append(w.cols[:len(w.cols):len(w.cols)], w.extra...) {
-		if (rest == c || strings.HasPrefix(rest, c+": ")) && len(c) > len(best) {
-			best = c
-		}
-	}
-	return best
 }

@@ -1,0 +1,49 @@
+package table
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eosink/eosink/sink"
+)
+
+// BenchmarkEncode is the table plugin's share of the poll -> map -> COPY path, per record:
+// a batch of 5,000 of the bench's 150-byte JSON records (test/bench/data.go) mapped to six
+// columns and encoded as COPY text, what Write sends to PostgreSQL.
+//
+//	go test -run '^$' -bench 'BenchmarkEncode' -benchmem -count 6 ./sink/table/
+func BenchmarkEncode(b *testing.B) {
+	const batch = 5000
+	cols := map[string]Column{}
+	for _, c := range []string{"id", "account", "amount", "currency", "ts", "note"} {
+		cols[c] = Column{From: "value." + c}
+	}
+	w, err := newWriter(Config{Table: "bench.t"}, pgx.Identifier{"bench", "t"}, cols, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	recs := make([]sink.Record, batch)
+	for i := range recs {
+		recs[i] = sink.Record{Topic: "bench", Offset: int64(i), Key: []byte(fmt.Sprint(i)), Timestamp: time.UnixMilli(1700000000000),
+			Value: fmt.Appendf(nil, `{"id":%d,"account":"acct-%04d","amount":%d,"currency":"EUR","ts":"2026-11-30T07:00:00.123Z","note":"payment received, thank you"}`,
+				i, (i*7919)%10000, i%1000)}
+	}
+	bytea := make([]bool, len(w.cols))
+	var row rowFunc // the plain insert's path; BENCH_ENCODE_ROW=1: through Row and AppendCopyRow
+	if os.Getenv("BENCH_ENCODE_ROW") == "1" {
+		row = w.insertRow(w.readsValue())
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		buf, err := w.encode(recs, row, bytea)
+		if err != nil {
+			b.Fatal(err)
+		}
+		w.done(buf)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/record")
+}

@@ -3,11 +3,21 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 )
 
-// curves: throughput against batch size, partition count, row width, insert or upsert.
+// curves measures eosink against the work's scale (BENCH_CURVE_SET=scale, the quick mode's
+// default) and its settings (all, the full run's default: scale and the rest).
+//
+// Scale: partitions (1, 12, 64, 256 on one topic), topics (1, 16, 64 topics matched by one
+// pattern subscription, 16 partitions in all for one topic), instances (1 to 4 sinks in one
+// group in one process: the machine's CPU shared as separate deployments would share it) and
+// pool (pool_max_conns 1, 2, 4, 8 on 12 partitions). Each point records records/s, CPU
+// seconds per million (all processes), peak RSS and the most PostgreSQL sessions the
+// pipeline held. Settings: batch size, row width, insert or upsert, synchronous_commit.
+//
 // Each point is a phase of its own (named curve_label, like its measurement), as is each
 // topic the curves preload (preload_<topic>).
 func (b *bench) curves(ctx context.Context) {
@@ -24,7 +34,8 @@ func (b *bench) curves(ctx context.Context) {
 				return err
 			}
 			b.rep.Measurements[name] = m
-			b.rep.Curves[curve] = append(b.rep.Curves[curve], Point{X: x, Label: label, RecordsPerSecond: m.RecordsPerSecond})
+			b.rep.Curves[curve] = append(b.rep.Curves[curve], Point{X: x, Label: label, RecordsPerSecond: m.RecordsPerSecond,
+				CPUSecondsPerM: m.CPUSecondsPerM, PeakRSSMiB: m.PeakRSSMiB, PGConnections: m.PGConnections})
 			return nil
 		}, needs)
 	}
@@ -36,13 +47,37 @@ func (b *bench) curves(ctx context.Context) {
 		})
 		return name
 	}
-	for _, bs := range []int{1, 10, 100, 1000, 10000} {
-		point("batch_size", float64(bs), strconv.Itoa(bs), "insert", "preload", "-topic", "bench-main", "-batch", strconv.Itoa(bs))
-	}
-	for _, parts := range []int{1, 3, 6, 12, 24} {
+
+	for _, parts := range []int{1, 12, 64, 256} {
 		topic := fmt.Sprintf("bench-p%d", parts)
 		needs := preloaded(topic, parts, "normal")
 		point("partitions", float64(parts), strconv.Itoa(parts), "insert", needs, "-topic", topic, "-partitions", strconv.Itoa(parts))
+	}
+	for _, topics := range []int{1, 16, 64} {
+		name := fmt.Sprintf("preload_bench-t%d", topics)
+		b.phase(name, func() error {
+			for i := range topics {
+				if _, err := preload(ctx, b.brokers, fmt.Sprintf("bench-t%d-%d", topics, i), max(1, 16/topics), n/int64(topics), "normal"); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		pattern := fmt.Sprintf("^bench-t%d-[0-9]+$", topics)
+		point("topics", float64(topics), strconv.Itoa(topics), "insert", name, "-topic", pattern)
+	}
+	for inst := 1; inst <= 4; inst++ {
+		point("instances", float64(inst), strconv.Itoa(inst), "insert", "preload", "-topic", "bench-main", "-instances", strconv.Itoa(inst))
+	}
+	for _, pool := range []int{1, 2, 4, 8} {
+		point("pool", float64(pool), strconv.Itoa(pool), "insert", "preload", "-topic", "bench-main", "-pool", strconv.Itoa(pool))
+	}
+	if envStr("BENCH_CURVE_SET", "all") != "all" {
+		return
+	}
+
+	for _, bs := range []int{1, 10, 100, 1000, 10000} {
+		point("batch_size", float64(bs), strconv.Itoa(bs), "insert", "preload", "-topic", "bench-main", "-batch", strconv.Itoa(bs))
 	}
 	for i, w := range []string{"narrow", "normal", "wide"} {
 		topic := "bench-w-" + w
@@ -60,5 +95,25 @@ func (b *bench) curves(ctx context.Context) {
 			url += map[bool]string{true: "&", false: "?"}[strings.Contains(url, "?")] + "synchronous_commit=off"
 		}
 		point("synchronous_commit", float64(i), mode, "insert", "preload", "-topic", "bench-main", "-url", url)
+	}
+}
+
+// quickDefaults are the settings of BENCH_QUICK=1, for the variables left unset: a run of a
+// few minutes that still measures every ratio of the issue but the peer's, the latency
+// breakdown, and the scale curves.
+var quickDefaults = map[string]string{
+	"BENCH_RECORDS": "200000", "BENCH_REPEAT": "1", "BENCH_PEER": "0", "BENCH_CDC": "0",
+	"BENCH_CURVE_RECORDS": "100000", "BENCH_CURVE_SECONDS": "4", "BENCH_CURVE_SET": "scale",
+}
+
+// applyQuick sets the quick mode's defaults (the child processes inherit them).
+func applyQuick() {
+	if os.Getenv("BENCH_QUICK") != "1" {
+		return
+	}
+	for k, v := range quickDefaults {
+		if os.Getenv(k) == "" {
+			_ = os.Setenv(k, v)
+		}
 	}
 }

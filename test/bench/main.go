@@ -21,7 +21,9 @@
 // (1: interleaved runs of eos_cdc and peer_cdc, the median kept), BENCH_ONLY
 // (cdc: run the change-event contenders alone), BENCH_PRODUCER_QUEUE_MESSAGES (the producers'
 // queue.buffering.max.messages: a small one runs the bench through full queues on purpose),
-// BENCH_STALL_SECONDS (300: a contender that applies nothing for this long fails its phase).
+// BENCH_STALL_SECONDS (300: a contender that applies nothing for this long fails its phase),
+// BENCH_CURVE_SET (all; scale: only the partitions, topics, instances and pool curves),
+// BENCH_QUICK (1: a run of a few minutes, quickDefaults in curves.go, for the variables unset).
 //
 // A phase that fails (a preload, a contender, a curve's point) is recorded in the report
 // under failed and printed as a FAILED line; the phases that do not need it still run, the
@@ -83,6 +85,7 @@ type bench struct {
 }
 
 func run() error {
+	applyQuick()
 	b := &bench{brokers: os.Getenv("KAFKA_BOOTSTRAP_SERVERS"), url: os.Getenv("DATABASE_URL"),
 		records: int64(envInt("BENCH_RECORDS", 2_000_000)), partitions: envInt("BENCH_PARTITIONS", 12), batch: envInt("BENCH_BATCH", 5000)}
 	if b.brokers == "" || b.url == "" {
@@ -348,6 +351,7 @@ func (b *bench) child(ctx context.Context, name, desc, kind string, args ...stri
 		m.CPUSecondsPerM = (m.CPU.Contender + m.CPU.Kafka + m.CPU.Postgres) / float64(res.Records) * 1e6
 	}
 	m.PeakRSSMiB = float64(res.HWMKiB) / 1024
+	m.PGConnections, m.LatencyBreakdown = res.PGConns, res.Breakdown
 	if res.Pauses > 0 {
 		m.Note = fmt.Sprintf("%d batches, %d pauses on a full buffer", res.Batches, res.Pauses)
 	}

@@ -12,7 +12,8 @@
 // Environment: KAFKA_BOOTSTRAP_SERVERS and DATABASE_URL (required); BENCH_RECORDS (default
 // 2000000), BENCH_PARTITIONS (12), BENCH_BATCH (5000), BENCH_REPORT (.reports/bench.json),
 // BENCH_REPEAT (3: runs of eos and at_least_once, interleaved, the median kept), BENCH_PEER
-// (1; 0 skips the peer), BENCH_CURVES (1; 0 skips the curves), BENCH_CURVE_SECONDS (8),
+// (1; 0 skips the peer; envelope runs eos_envelope, eosink on the peer's 537-byte records, but
+// not the peer), BENCH_CURVES (1; 0 skips the curves), BENCH_CURVE_SECONDS (8),
 // BENCH_PROFILE (a path: CPU profile of the eosink run), BENCH_DOCS (1 writes the chart to
 // docs/benchmarks.png as well), BENCH_CDC (1; 0 skips the change-event contenders eos_cdc and
 // peer_cdc), BENCH_CDC_RECORDS (change records; default BENCH_RECORDS, at most 500000),
@@ -65,6 +66,12 @@ func envInt(name string, def int) int {
 		return v
 	}
 	return def
+}
+
+// peerOn reports whether the peer runs (BENCH_PEER unset or 1).
+func peerOn() bool {
+	v := os.Getenv("BENCH_PEER")
+	return v == "" || v == "1"
 }
 
 func envStr(name, def string) string {
@@ -120,7 +127,7 @@ func (b *bench) runAll(ctx context.Context) {
 	}
 
 	if os.Getenv("BENCH_ONLY") == "cdc" { // the change-event contenders alone
-		b.phase("cdc", func() error { return b.cdc(ctx, envInt("BENCH_PEER", 1) == 1) })
+		b.phase("cdc", func() error { return b.cdc(ctx, peerOn()) })
 		return
 	}
 
@@ -181,12 +188,12 @@ func (b *bench) runAll(ctx context.Context) {
 		b.rep.Measurements[name] = median(ms)
 	}
 
-	if envInt("BENCH_PEER", 1) == 1 {
+	if peerOn() || os.Getenv("BENCH_PEER") == "envelope" {
 		b.peer(ctx)
 	}
 
 	if envInt("BENCH_CDC", 1) == 1 {
-		b.phase("cdc", func() error { return b.cdc(ctx, envInt("BENCH_PEER", 1) == 1) })
+		b.phase("cdc", func() error { return b.cdc(ctx, peerOn()) })
 	}
 
 	// Latency at half of eosink's peak, and at a quarter for the trend.

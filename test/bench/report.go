@@ -125,7 +125,7 @@ func (b *bench) summarize() {
 	addRatio("eosink / raw COPY >= 0.8", "eos_vs_copy", "%.2f", 0.8)
 	addRatio("eosink / at-least-once >= 0.97", "eos_vs_at_least_once", "%.2f", 0.97)
 	addRatio("eosink / per-message >= 50x", "eos_vs_per_message", "%.0fx", 50)
-	if envInt("BENCH_PEER", 1) == 1 {
+	if peerOn() {
 		addRatio("eosink / peer >= 3x (identical bytes)", "eos_vs_peer", "%.1fx", 3)
 	}
 	eos := ms["eos"]

@@ -74,7 +74,11 @@ type Config struct {
 	Pipeline string
 
 	// DatabaseURL is a PostgreSQL connection string. Required unless Pool is set. Unless it
-	// sets application_name, the sessions are named rebalance.SessionName(Pipeline).
+	// sets application_name, the sessions are named rebalance.SessionName(Pipeline). A sink
+	// holds at most pool_max_conns + 1 sessions, whatever the partition count: its pool
+	// (pool_max_conns, a parameter of the URL; pgxpool's default is the larger of 4 and the
+	// number of CPUs), which the partitions' transactions share, and one connection taken
+	// out of it to LISTEN for operator resets.
 	DatabaseURL string
 	// Pool, when set, is used instead of DatabaseURL. The caller keeps ownership and should
 	// set idle_in_transaction_session_timeout on its sessions itself.
@@ -144,7 +148,7 @@ type Config struct {
 	// past it, each partition that receives a record is paused until the total is under half
 	// of it (and its own buffer under half of MaxBufferedBytes). So the sink's records in
 	// memory stay bounded whatever the partition count: librdkafka's prefetch queue (one queue
-	// for the whole consumer, queued.max.messages.kbytes: 64 MiB unless set in Kafka) plus
+	// for the whole consumer, queued.max.messages.kbytes: 16 MiB unless set in Kafka) plus
 	// MaxTotalBufferedBytes. At least MaxBatchBytes. Defaults to 32 MiB
 	// (DefaultMaxTotalBufferedBytes), which keeps the peak RSS of the benchmark's sink under
 	// 256 MiB (docs/benchmarks.md).
@@ -414,12 +418,13 @@ func (c *Config) kafkaConfig() kafka.ConfigMap {
 		"isolation.level":        "read_committed",
 		"enable.partition.eof":   true, // the end of a partition moves its position past trailing markers (ranges.go)
 		"go.logs.channel.enable": false,
-		// librdkafka's prefetch queue. Lower values starve the sink of records of a few hundred
-		// bytes or more: 16 MiB cut the rate for 537-byte records from 154k to 56k a second
-		// here (docs/benchmarks.md). With the high-level consumer it is one queue for the
-		// whole consumer, whatever the partition count (librdkafka's CONFIGURATION.md); the
-		// records the sink holds past it are bounded by MaxTotalBufferedBytes.
-		"queued.max.messages.kbytes": 65536,
+		// librdkafka's prefetch queue: with the high-level consumer one queue for the whole
+		// consumer, whatever the partition count (librdkafka's CONFIGURATION.md); the records
+		// the sink holds past it are bounded by MaxTotalBufferedBytes. 16 MiB: with
+		// fetch.queue.backoff.ms 0 (below) it delivered 537-byte records as fast as 64 MiB did
+		// here and took 15 to 80 MiB less peak memory (docs/benchmarks.md, issue 15); before
+		// that setting, 16 MiB starved the sink of such records.
+		"queued.max.messages.kbytes": 16384,
 		// librdkafka waits this long before fetching again for a partition whose queue is over
 		// its thresholds; its default of 1s left the consumer idle between bursts (raw consume
 		// 132k -> 262k records/s here, docs/benchmarks.md). The thresholds still bound memory.

@@ -187,7 +187,7 @@ func runEOS(ctx context.Context, a childArgs) (childResult, error) {
 	cfg := sink.Config{Brokers: a.brokers, GroupID: a.group, Topics: strings.Split(a.topic, ","), DatabaseURL: a.dbURL(),
 		Schema: a.offsets, Plugin: pl, MaxBatchRecords: a.batch, MaxBatchWait: a.wait,
 		ShutdownTimeout: 2 * time.Second, // measured already: do not drain a slow queue
-		Kafka:           kafka.ConfigMap{"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000},
+		Kafka:           a.kafkaOverrides(),
 		Logger:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	if a.mode == "latency" {
 		cfg.Plugin = &latencyPlugin{Plugin: pl, lat: lat}
@@ -342,4 +342,14 @@ func watchConnections(ctx context.Context, url, name string) func() int64 {
 		<-stopped
 		return peak.Load()
 	}
+}
+
+// kafkaOverrides are the sink's extra librdkafka properties: a short session timeout, and
+// BENCH_QUEUED_KB, when set, as queued.max.messages.kbytes (to measure its effect on memory).
+func (a childArgs) kafkaOverrides() kafka.ConfigMap {
+	m := kafka.ConfigMap{"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
+	if kb := envInt("BENCH_QUEUED_KB", 0); kb > 0 {
+		m["queued.max.messages.kbytes"] = kb
+	}
+	return m
 }

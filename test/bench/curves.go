@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -27,7 +28,9 @@ func (b *bench) curves(ctx context.Context) {
 		name := curve + "_" + label
 		b.phase(name, func() error {
 			saved := b.records
-			b.records = n
+			if !slices.Contains(args, "bench-main") { // bench-main holds BENCH_RECORDS
+				b.records = n
+			}
 			defer func() { b.records = saved }()
 			m, err := b.child(ctx, name, curve+" "+label, kind, append([]string{"-mode", "eos", "-limit", limit}, args...)...)
 			if err != nil {

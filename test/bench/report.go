@@ -30,8 +30,8 @@ type Measurement struct {
 	// PGConnections: the most PostgreSQL sessions of the sink's pipeline open at once.
 	PGConnections int64   `json:"pg_connections,omitempty"`
 	P50ms         float64 `json:"p50_ms,omitempty"`
-	P99ms      float64 `json:"p99_ms,omitempty"`
-	Note       string  `json:"note,omitempty"`
+	P99ms         float64 `json:"p99_ms,omitempty"`
+	Note          string  `json:"note,omitempty"`
 	// LatencyBreakdown: for the latency runs, where each batch's oldest record waited, by
 	// stage (latency.go), in milliseconds.
 	LatencyBreakdown map[string]Stat `json:"latency_breakdown_ms,omitempty"`

@@ -145,11 +145,14 @@ type Config struct {
 	// (DefaultMaxBufferedBytes).
 	MaxBufferedBytes int
 	// MaxTotalBufferedBytes caps the same memory summed over every partition of the sink:
-	// past it, each partition that receives a record is paused until the total is under half
-	// of it (and its own buffer under half of MaxBufferedBytes). So the sink's records in
-	// memory stay bounded whatever the partition count: librdkafka's prefetch queue (one queue
-	// for the whole consumer, queued.max.messages.kbytes: 16 MiB unless set in Kafka) plus
-	// MaxTotalBufferedBytes. At least MaxBatchBytes. Defaults to 32 MiB
+	// past it, a partition that receives a record is paused once it holds its fair share
+	// (MaxTotalBufferedBytes over the assigned partitions), until the total is under half of
+	// the cap or its own buffer under half of its share (and under half of
+	// MaxBufferedBytes). Partitions stuck in a slow handler cannot stop the others, and the
+	// total stays under about twice the cap. So the sink's records in memory stay bounded
+	// whatever the partition count: librdkafka's prefetch queue (one queue for the whole
+	// consumer, queued.max.messages.kbytes: 16 MiB unless set in Kafka) plus twice
+	// MaxTotalBufferedBytes at most. At least MaxBatchBytes. Defaults to 32 MiB
 	// (DefaultMaxTotalBufferedBytes), which keeps the peak RSS of the benchmark's sink under
 	// 256 MiB (docs/benchmarks.md).
 	MaxTotalBufferedBytes int

@@ -42,6 +42,9 @@ type workerConfig struct {
 	// partitions (every worker's buffered), for limits.total: the Sink's, shared by its
 	// workers.
 	total *atomic.Int64
+	// active counts the workers that have not returned, for each one's fair share of
+	// limits.total (fairShare).
+	active atomic.Int64
 
 	m      *metrics
 	tracer trace.Tracer
@@ -129,6 +132,7 @@ func newWorker(cfg *workerConfig, topic string, partition int32, epoch, next int
 		ctx: ctx, cancel: cancel,
 	}
 	w.commitBatch = w.commit
+	cfg.active.Add(1) // every worker runs; run's end (drop) takes it back
 	if cfg.onPoison == DeadLetter {
 		w.deadLetters = newDeadLetterWindow(cfg.deadLetterWindow, cfg.deadLetterRatio)
 	}
@@ -167,10 +171,14 @@ func (w *worker) push(r Record) (full bool) {
 	}
 	w.queue = append(w.queue, r)
 	w.buffered += size
-	full = w.buffered >= w.cfg.limits.buffered
+	own := w.buffered
+	full = own >= w.cfg.limits.buffered
 	w.mu.Unlock()
 	total := w.cfg.total.Add(int64(size))
-	full = full || (w.cfg.limits.total > 0 && total >= int64(w.cfg.limits.total))
+	// Past the sink-wide cap, a partition pauses once it holds its fair share: partitions
+	// stuck with most of the total cannot starve the others, and the total stays under twice
+	// the cap.
+	full = full || (w.cfg.limits.total > 0 && total >= int64(w.cfg.limits.total) && own >= w.fairShare())
 	select {
 	case w.wake <- struct{}{}:
 	default:
@@ -180,14 +188,21 @@ func (w *worker) push(r Record) (full bool) {
 
 // canResume reports whether a paused partition has drained enough to fetch again: its own
 // buffer under half of MaxBufferedBytes, and the sink's total under half of
-// MaxTotalBufferedBytes.
+// MaxTotalBufferedBytes or its own buffer under half of its fair share of it.
 func (w *worker) canResume() bool {
-	if lim := w.cfg.limits.total; lim > 0 && w.cfg.total.Load() >= int64(lim/2) {
+	w.mu.Lock()
+	own := w.buffered
+	w.mu.Unlock()
+	if own >= w.cfg.limits.buffered/2 {
 		return false
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buffered < w.cfg.limits.buffered/2
+	lim := w.cfg.limits.total
+	return lim == 0 || w.cfg.total.Load() < int64(lim/2) || own < w.fairShare()/2
+}
+
+// fairShare is this partition's share of MaxTotalBufferedBytes: the cap over the workers.
+func (w *worker) fairShare() int {
+	return w.cfg.limits.total / int(max(1, w.cfg.active.Load()))
 }
 
 // drop gives back what a worker that has returned still holds: records queued but never
@@ -199,6 +214,7 @@ func (w *worker) drop() {
 	w.buffered, w.queue = 0, nil
 	w.mu.Unlock()
 	w.cfg.total.Add(-int64(size))
+	w.cfg.active.Add(-1)
 }
 
 // settled is told that batch (of memory size) is done with: committed (ok) or abandoned.

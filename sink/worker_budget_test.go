@@ -22,7 +22,8 @@ func twoWorkers(t *testing.T, lim batchLimits) (*testWorker, *testWorker) {
 }
 
 func TestWorkerTotalBudgetPausesEveryPartition(t *testing.T) {
-	// 660 bytes a record (500 + overhead): each partition may hold 10 000, all together 1 500.
+	// 660 bytes a record (500 + overhead): each partition may hold 10 000, all together 1 500
+	// (750 each while there are two).
 	a, b := twoWorkers(t, batchLimits{records: 100, bytes: 1 << 20, wait: time.Hour, buffered: 10_000, total: 1500})
 	if full := a.push(Record{Offset: 0, Value: make([]byte, 500)}); full {
 		t.Fatal("full after 660 of 1500 bytes in all")
@@ -40,6 +41,20 @@ func TestWorkerTotalBudgetPausesEveryPartition(t *testing.T) {
 	if a.canResume() || b.canResume() {
 		t.Fatal("a partition can resume while the total is above half of its cap")
 	}
+	// A partition under half of its fair share (1500 / 3 workers) resumes all the same:
+	// others stuck with most of the total must not stop it for good, and it is not paused
+	// on the total before it holds its share.
+	c := newWorker(a.cfg, "t", 2, 1, 0)
+	if !c.canResume() {
+		t.Fatal("a partition with nothing buffered cannot resume while others hold the total")
+	}
+	if full := c.push(Record{Offset: 0, Value: make([]byte, 200)}); full {
+		t.Fatal("paused on the total with 360 bytes, under its 500-byte share")
+	}
+	if full := c.push(Record{Offset: 1, Value: make([]byte, 200)}); !full {
+		t.Fatal("not paused on the total with 720 bytes, over its 500-byte share")
+	}
+	c.release(2 * 360)
 	// b commits its two records: the total falls to 660, under half of 1500.
 	b.start()
 	close(b.stop)

@@ -2,12 +2,15 @@ module github.com/eosink/eosink
 
 go 1.26.8
 
+toolchain go1.27.3
+
 require (
 	github.com/confluentinc/confluent-kafka-go/v2 v2.11.1
 	github.com/golang-migrate/migrate/v4 v4.20.1
 	github.com/hamba/avro/v2 v2.24.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/jhump/protoreflect v1.15.6
+	github.com/moby/moby/api v1.56.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/testcontainers/testcontainers-go v0.45.0
 	go.opentelemetry.io/otel v1.47.0
@@ -63,7 +66,6 @@ require (
 	github.com/mitchellh/mapstructure v1.5.0 // indirect
 	github.com/moby/docker-image-spec v1.3.1 // indirect
 	github.com/moby/go-archive v0.3.3 // indirect
-	github.com/moby/moby/api v1.56.1 // indirect
 	github.com/moby/moby/client v0.6.2 // indirect
 	github.com/moby/patternmatcher v0.6.1 // indirect
 	github.com/moby/sys/atomicwriter v0.1.0 // indirect

@@ -14,6 +14,7 @@ type Client struct {
 	pool   *pgxpool.Pool
 	schema string
 	kafka  kafka.ConfigMap
+	redact bool // SetRedactErrorValues
 }
 
 // New returns a Client on pool for the eosink tables in schema ("" means "eosink", the
@@ -29,6 +30,11 @@ func New(pool *pgxpool.Pool, schema string, kafkaConfig kafka.ConfigMap) *Client
 	maps.Copy(m, kafkaConfig)
 	return &Client{pool: pool, schema: schema, kafka: m}
 }
+
+// SetRedactErrorValues says how Replay writes the error of a record that fails again to its
+// dead letter: without the record data PostgreSQL quotes when on, as the sink does with
+// sink.Config.RedactErrorValues (see sink.ErrorText). Off by default. Set it before use.
+func (c *Client) SetRedactErrorValues(on bool) { c.redact = on }
 
 func (c *Client) table(name string) string { return pgx.Identifier{c.schema, name}.Sanitize() }
 

@@ -177,7 +177,7 @@ func (c *Client) Replay(ctx context.Context, f DeadLetterFilter, plugin sink.Plu
 			res.FailedAgain++
 			res.FailedIDs = append(res.FailedIDs, d.ID)
 			if _, err := c.pool.Exec(ctx, "UPDATE "+c.table("dead_letters")+
-				" SET error = $2, failures = failures + 1, last_failed_at = now() WHERE id = $1", d.ID, pgerr.SafeText(werr.Error())); err != nil {
+				" SET error = $2, failures = failures + 1, last_failed_at = now() WHERE id = $1", d.ID, pgerr.SafeText(sink.ErrorText(werr, c.redact))); err != nil {
 				return res, fmt.Errorf("record the failure of dead letter %d: %w", d.ID, err)
 			}
 		default:
@@ -205,7 +205,7 @@ func (c *Client) replayOne(ctx context.Context, id int64, plugin sink.Plugin) (w
 	if err != nil {
 		return nil, fmt.Errorf("take dead letter %d: %w", id, err)
 	}
-	_, werr = sink.WriteBatch(ctx, tx, plugin, sink.Batch{Topic: d.Topic, Partition: d.Partition, Records: []sink.Record{*d.Record}}, sink.WriteOptions{})
+	_, werr = sink.WriteBatch(ctx, tx, plugin, sink.Batch{Topic: d.Topic, Partition: d.Partition, Records: []sink.Record{*d.Record}}, sink.WriteOptions{RedactErrorValues: c.redact})
 	if werr != nil {
 		if !sink.IsPoison(werr) { // transient, or the plugin cannot work: stop replaying
 			return nil, fmt.Errorf("replay dead letter %d: %w", id, werr)

@@ -44,6 +44,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -338,4 +339,11 @@ func migrate(ctx context.Context, sub, dbURL, schema string, forceVersion int, p
 		fmt.Fprintf(stdout, "sink plugin %q: migrations applied\n", plugin.PluginType)
 	}
 	return nil
+}
+
+// writeJSON writes v to w as indented JSON, the -json output of the commands.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

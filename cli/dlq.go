@@ -221,6 +221,7 @@ func dlqReplay(ctx context.Context, d *dlqFlags, f admin.DeadLetterFilter, stdou
 		return err
 	}
 	defer closeDB()
+	c.SetRedactErrorValues(p.Config.RedactErrorValues)
 	if d.dryRun {
 		list, err := c.DeadLetters(ctx, f)
 		if err != nil {

@@ -36,3 +36,23 @@ func (f *intFlag) Set(s string) error {
 	*f.p = int(n)
 	return nil
 }
+
+// parseInterleaved parses flags that may stand before and after positional arguments.
+// onFirst, when not nil, is called with the first positional argument as soon as it is read
+// (a subcommand: its -h is then its own).
+func parseInterleaved(fs *flag.FlagSet, args []string, onFirst func(string)) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, parseError(err)
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		if len(pos) == 0 && onFirst != nil {
+			onFirst(fs.Arg(0))
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}

@@ -22,10 +22,10 @@ type httpLimits struct {
 	maxConcurrent int
 }
 
-// defaultHTTPLimits are eosink run's: a request's headers within 5 s and its whole body
-// within 10 s, the response written within 30 s (a scrape gathers every metric), idle
-// keep-alive connections closed after 60 s, headers of at most 16 KiB, 16 requests at once
-// per kind.
+// defaultHTTPLimits are eosink run's, unless the http section's limits set them: a request's
+// headers within 5 s and its whole body within 10 s, the response written within 30 s (a
+// scrape gathers every metric), idle keep-alive connections closed after 60 s, headers of at
+// most 16 KiB, 16 requests at once per kind (pipeline.HTTPOptions documents them too).
 var defaultHTTPLimits = httpLimits{
 	readHeader: 5 * time.Second, read: 10 * time.Second, write: 30 * time.Second, idle: 60 * time.Second,
 	maxHeaderBytes: 16 << 10, maxConcurrent: 16,
@@ -34,6 +34,24 @@ var defaultHTTPLimits = httpLimits{
 // isProbe reports whether a path is a probe: /healthz and /readyz are never authenticated,
 // so that an orchestrator's probes need no credentials; they show no data beyond ok or not.
 func isProbe(path string) bool { return path == "/healthz" || path == "/readyz" }
+
+// with returns lim with the limits o sets.
+func (lim httpLimits) with(o pipeline.HTTPOptions) httpLimits {
+	for _, d := range []struct{ dst, v *time.Duration }{
+		{&lim.readHeader, &o.ReadHeaderTimeout}, {&lim.read, &o.ReadTimeout}, {&lim.write, &o.WriteTimeout}, {&lim.idle, &o.IdleTimeout},
+	} {
+		if *d.v > 0 {
+			*d.dst = *d.v
+		}
+	}
+	if o.MaxConcurrentRequests > 0 {
+		lim.maxConcurrent = o.MaxConcurrentRequests
+	}
+	if o.MaxHeaderBytes > 0 {
+		lim.maxHeaderBytes = o.MaxHeaderBytes
+	}
+	return lim
+}
 
 // newHTTPServer wraps h (sink.HTTPHandler) with lim's timeouts and concurrency bound, o's
 // authentication on every path but the probes, and o's TLS. Serve it with serveHTTP.

@@ -139,11 +139,29 @@ func TestHTTPEndpointTLS(t *testing.T) {
 // TestHTTPEndpointLimits: a client that sends its headers too slowly, or holds a
 // connection idle, is disconnected; requests beyond the concurrency bound get 503 at once,
 // and probes still answer while /metrics is saturated.
+// TestHTTPLimitsDefaults: the http section's limits replace the defaults they set, and only
+// those.
+func TestHTTPLimitsDefaults(t *testing.T) {
+	if got := defaultHTTPLimits.with(pipeline.HTTPOptions{}); got != defaultHTTPLimits {
+		t.Fatalf("no limits set: %+v, want the defaults %+v", got, defaultHTTPLimits)
+	}
+	want := defaultHTTPLimits
+	want.write, want.maxConcurrent = time.Minute, 4
+	if got := defaultHTTPLimits.with(pipeline.HTTPOptions{WriteTimeout: time.Minute, MaxConcurrentRequests: 4}); got != want {
+		t.Fatalf("write_timeout and max_concurrent_requests set: %+v, want %+v", got, want)
+	}
+	if d := defaultHTTPLimits; d.readHeader != 5*time.Second || d.read != 10*time.Second || d.write != 30*time.Second ||
+		d.idle != 60*time.Second || d.maxConcurrent != 16 || d.maxHeaderBytes != 16<<10 {
+		t.Fatalf("the defaults differ from the documented ones: %+v", d)
+	}
+}
+
+// TestHTTPEndpointLimits: the limits set in the http section (through HTTPOptions) hold.
 func TestHTTPEndpointLimits(t *testing.T) {
-	lim := httpLimits{readHeader: 200 * time.Millisecond, read: 300 * time.Millisecond, write: 2 * time.Second,
-		idle: 300 * time.Millisecond, maxHeaderBytes: 4 << 10, maxConcurrent: 2}
+	o := pipeline.HTTPOptions{ReadHeaderTimeout: 200 * time.Millisecond, ReadTimeout: 300 * time.Millisecond, WriteTimeout: 2 * time.Second,
+		IdleTimeout: 300 * time.Millisecond, MaxHeaderBytes: 4 << 10, MaxConcurrentRequests: 2}
 	block, entered := make(chan struct{}), make(chan struct{}, 2)
-	addr := startHTTP(t, pipeline.HTTPOptions{}, lim, endpoints(block, entered))
+	addr := startHTTP(t, o, defaultHTTPLimits.with(o), endpoints(block, entered))
 
 	// Slow headers: the server closes the connection after readHeader.
 	conn, err := net.Dial("tcp", addr)

@@ -90,7 +90,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return fmt.Errorf("%s: http: %w", p.File, err)
 		}
-		srv, err := newHTTPServer(p.HTTPOptions, defaultHTTPLimits, s.HTTPHandler(reg))
+		srv, err := newHTTPServer(p.HTTPOptions, defaultHTTPLimits.with(p.HTTPOptions), s.HTTPHandler(reg))
 		if err != nil {
 			ln.Close()
 			return fmt.Errorf("%s: %w", p.File, err)
@@ -137,11 +137,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("run %s: %s: run `eosink migrate up -config %s`, or set database.auto_migrate: true", p.File, nm.Problem(), p.File)
 	}
 	if err != nil {
-		return fmt.Errorf("run %s: %s", p.File, strings.TrimPrefix(p.Redact(err.Error()), "eosink: "))
+		return fmt.Errorf("run %s: %s", p.File, strings.TrimPrefix(p.Redact(sink.ErrorText(err, p.Config.RedactErrorValues)), "eosink: "))
 	}
 	if errs := s.PartitionErrors(); len(errs) > 0 {
 		for _, err := range errs {
-			log.Warn("partition was stopped", "err", p.Redact(err.Error()))
+			log.Warn("partition was stopped", "err", p.Redact(sink.ErrorText(err, p.Config.RedactErrorValues)))
 		}
 	}
 	log.Info("pipeline stopped after draining", "pipeline", p.Config.Pipeline)

@@ -4,9 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Sessions of a pipeline, and ending the stalled ones.
@@ -93,6 +97,41 @@ func (s *Store) TerminateHolder(ctx context.Context, topic string, partition int
 		s.onTerminate(topic, partition, int64(pid), true)
 	}
 	return ok, nil
+}
+
+// endRowHolder ends, on conn, the session of this pipeline (TerminateStalled) whose open
+// transaction holds the partition's offset row (the row's xmax is its transaction id). A claim
+// calls it when its wait for the row lock timed out: that session held the row past the lock
+// timeout while Kafka has given the partition to this instance, so it is a stalled zombie.
+// Failures go to OnTerminateError; the claim is retried either way.
+func (s *Store) endRowHolder(ctx context.Context, conn *pgxpool.Conn, topic string, partition int32) {
+	qctx, cancel := context.WithTimeout(ctx, s.lockTimeout+5*time.Second)
+	defer cancel()
+	rows, err := conn.Query(qctx, `SELECT a.pid, pg_terminate_backend(a.pid)
+		FROM pg_stat_activity a JOIN `+s.table+` o ON o.pipeline = $2 AND o.topic = $3 AND o.partition = $4
+		WHERE a.application_name = $1 AND a.backend_xid = o.xmax AND a.pid <> pg_backend_pid()`,
+		s.TerminateStalled, s.pipeline, topic, partition)
+	if err == nil {
+		for rows.Next() {
+			var victim int64
+			var ok bool
+			if rows.Scan(&victim, &ok) == nil {
+				s.Terminated.Add(1)
+				s.onTerminate(topic, partition, victim, ok)
+			}
+		}
+		rows.Close()
+		err = rows.Err() // a missing privilege shows here (42501)
+	}
+	if err != nil && ctx.Err() == nil {
+		s.onTerminateError(topic, partition, err)
+	}
+}
+
+// isLockTimeout reports whether err is PostgreSQL's lock_timeout firing (55P03).
+func isLockTimeout(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "55P03"
 }
 
 func (s *Store) onTerminate(topic string, partition int32, pid int64, ok bool) {

@@ -23,8 +23,10 @@ type Store struct {
 	lockTimeout time.Duration
 
 	// TerminateStalled, when not empty, is the application_name of this pipeline's sink
-	// sessions as the server shows it in pg_stat_activity (see SessionName). A claim blocked for half of the lock timeout by such a session terminates it
-	// (pg_terminate_backend): a session that holds the offset row while Kafka has given the
+	// sessions as the server shows it in pg_stat_activity (see SessionName). A claim blocked
+	// for half of the lock timeout by such a session terminates it (pg_terminate_backend),
+	// and so does a claim whose lock wait timed out (on its own connection, when the pool
+	// had none free for the watch): a session that holds the offset row while Kafka has given the
 	// partition to someone else is a stalled zombie (paused process, or a COPY left half
 	// sent, which idle_in_transaction_session_timeout does not end). Its transaction rolls
 	// back and its commit fails. This needs the same role or pg_signal_backend; without it
@@ -146,6 +148,12 @@ func (s *Store) bump(ctx context.Context, topic string, partition int32, topicID
 		return nil
 	})
 	if err != nil {
+		if s.TerminateStalled != "" && isLockTimeout(err) {
+			// The watch may not have run: it needs a second pooled connection, and a pool
+			// busy with the other partitions' claims and commits can hold none free for
+			// the whole wait. This connection is free again now.
+			s.endRowHolder(ctx, conn, topic, partition)
+		}
 		return Claim{}, false, fmt.Errorf("claim %s[%d]: %w", topic, partition, err)
 	}
 	c.Topic, c.Partition = topic, partition

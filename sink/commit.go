@@ -47,7 +47,7 @@ func (w *worker) commit(batch []Record, attempt int, isolate bool) (err error) {
 	end := batch[len(batch)-1].Offset + 1
 	began := time.Now()
 	span := w.startBatch(batch, attempt, isolate)
-	defer func() { span.end(err) }()
+	defer func() { span.end(err, cfg.redact) }()
 	ctx := span.phase(cfg.tracer, "eosink.write")
 	failpoint.Eval(failpoint.AfterFetch)
 
@@ -74,7 +74,8 @@ func (w *worker) commit(batch []Record, attempt int, isolate bool) (err error) {
 	failpoint.Eval(failpoint.AfterOffsetUpdate)
 
 	res, err := WriteBatch(ctx, tx, cfg.plugin, Batch{Topic: w.topic, Partition: w.partition, Records: batch},
-		WriteOptions{Isolate: isolate, CheckDeferred: isolate && w.checkDeferred, Schema: cfg.schema, Pipeline: cfg.pipeline})
+		WriteOptions{Isolate: isolate, CheckDeferred: isolate && w.checkDeferred, Schema: cfg.schema, Pipeline: cfg.pipeline,
+			RedactErrorValues: cfg.redact})
 	if err != nil {
 		if isRetryable(err) {
 			return err

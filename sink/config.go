@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/eosink/eosink/internal/names"
 	"github.com/eosink/eosink/rebalance"
 )
 
@@ -113,6 +114,19 @@ type Config struct {
 	// to. The window starts empty when a partition is assigned. Defaults to 1000
 	// (DefaultDeadLetterWindow).
 	DeadLetterWindow int
+
+	// RedactErrorValues keeps record data out of the error texts the sink writes: to
+	// dead_letters.error, to the offsets row of a stopped partition (stopped_error), to its
+	// logs and to its spans. PostgreSQL quotes records in its errors: the DETAIL of a unique
+	// or check violation (Key (id)=(42) already exists., Failing row contains (...)) and
+	// the message of a bad value (invalid input syntax for type integer: "x"). With
+	// false, error texts are PostgreSQL's message with its DETAIL. With true, they keep the
+	// SQLSTATE, the message with each quoted value replaced by "…", the schema, table,
+	// column, type and constraint names and the record's topic, partition and offset, and
+	// leave out DETAIL, HINT and context (see ErrorText). The record itself stays in the
+	// dead_letters row's key and value. Errors returned by Run and PartitionErrors are the
+	// errors themselves: format them with ErrorText. Defaults to false.
+	RedactErrorValues bool
 
 	// Kafka holds any further librdkafka properties (security.protocol, sasl.*, ssl.*,
 	// session.timeout.ms, partition.assignment.strategy, group.protocol, ...). eosink sets
@@ -215,11 +229,20 @@ type Config struct {
 
 var instanceSeq atomic.Int64
 
+// kafkaTopicName is Kafka's rule for topic names (kafka.common.internals.Topic).
+var kafkaTopicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+
 // managedKafkaKeys are set by eosink and may not be overridden.
 var managedKafkaKeys = map[string]string{
 	"enable.auto.commit": "false",
 	"auto.offset.reset":  "error",
 }
+
+// ManagedKafkaProperties returns the librdkafka properties eosink sets on its consumer and
+// refuses other values for in Config.Kafka: enable.auto.commit=false and
+// auto.offset.reset=error (positions come from the database, and a position outside the
+// log must stop the partition, not move it). The map is a copy.
+func ManagedKafkaProperties() map[string]string { return maps.Clone(managedKafkaKeys) }
 
 // WithDefaults returns c with its defaults in the fields left unset (zero): the Default*
 // constants, Pipeline from GroupID and Logger from slog.Default(). It leaves InstanceID
@@ -266,9 +289,13 @@ func orDefault[T int | time.Duration](p *T, def T) {
 }
 
 // Validate reports every problem New would find in c, each a *ConfigError naming the field,
-// joined with errors.Join (New returns the first); nil when c is valid. Unset fields stand
-// for their defaults, so that rules between fields hold for the values New uses: with the
-// default MaxBufferedBytes, MaxBatchBytes may not exceed 8 MiB.
+// joined with errors.Join (New returns the first); nil when c is valid. Names (Topics,
+// GroupID, Pipeline, InstanceID, Schema) may hold no NUL byte, no other control character
+// and no bytes that are not UTF-8; a topic that is not a pattern must be a Kafka topic name
+// (1 to 249 of a-z, A-Z, 0-9, '.', '_', '-'); Kafka's property names and string values may
+// hold no NUL byte. Unset fields stand for their defaults, so that rules between fields hold
+// for the values New uses: with the default MaxBufferedBytes, MaxBatchBytes may not exceed
+// 8 MiB.
 func (c Config) Validate() error {
 	problems := c.WithDefaults().problems(c)
 	errs := make([]error, len(problems))
@@ -307,6 +334,11 @@ func (c Config) problems(given Config) []*ConfigError {
 	if c.GroupID == "" {
 		bad("GroupID", "required")
 	}
+	for _, f := range []struct{ name, v string }{{"GroupID", c.GroupID}, {"Pipeline", given.Pipeline}, {"InstanceID", c.InstanceID}} {
+		if r := names.Check(f.v); r != "" {
+			bad(f.name, "%q %s", f.v, r)
+		}
+	}
 	if len(c.Topics) == 0 {
 		bad("Topics", "at least one topic is required")
 	}
@@ -315,12 +347,16 @@ func (c Config) problems(given Config) []*ConfigError {
 		switch {
 		case strings.TrimSpace(t) == "" || t != strings.TrimSpace(t):
 			bad(field, "%q is not a topic name", t)
+		case names.Check(t) != "":
+			bad(field, "%q %s", t, names.Check(t))
 		case slices.Index(c.Topics, t) < i:
 			bad(field, "%q is listed twice", t)
 		case IsTopicPattern(t):
 			if _, err := regexp.Compile(t); err != nil {
 				bad(field, "%q is not a regular expression: %v", t, err)
 			}
+		case !kafkaTopicName.MatchString(t) || t == "." || t == "..":
+			bad(field, "%q is not a Kafka topic name (1 to 249 of a-z, A-Z, 0-9, '.', '_' and '-'; not . or ..), nor a pattern starting with ^", t)
 		case c.Plugin != nil:
 			if err := checkRoute(c.Plugin, t, ""); err != nil {
 				var nr *NoRouteError
@@ -345,8 +381,19 @@ func (c Config) problems(given Config) []*ConfigError {
 			bad("DatabaseURL", "%v", err) // pgx masks the password
 		}
 	}
-	if strings.ContainsRune(c.Schema, 0) || len(c.Schema) > 63 {
-		bad("Schema", "%q is not a valid PostgreSQL identifier (no NUL, at most 63 bytes)", c.Schema)
+	if r := names.Check(c.Schema); r != "" {
+		bad("Schema", "%q %s", c.Schema, r)
+	} else if len(c.Schema) > 63 {
+		bad("Schema", "%q is not a valid PostgreSQL identifier (at most 63 bytes)", c.Schema)
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Kafka)) {
+		// librdkafka takes C strings: a NUL would cut the name or value. Not the value: it may
+		// be a secret. Other control characters are allowed in values (a PEM in ssl.ca.pem).
+		if strings.ContainsRune(k, 0) {
+			bad(fmt.Sprintf("Kafka[%q]", k), "the property name holds a NUL byte (\\x00)")
+		} else if v, ok := c.Kafka[k].(string); ok && strings.ContainsRune(v, 0) {
+			bad("Kafka["+k+"]", "the value holds a NUL byte (\\x00) (not shown: it may be a secret)")
+		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(managedKafkaKeys)) {
 		if v, ok := c.Kafka[k]; ok && fmt.Sprint(v) != managedKafkaKeys[k] {
@@ -447,38 +494,4 @@ func (c *Config) kafkaConfig() kafka.ConfigMap {
 		m["client.id"] = "eosink-" + c.InstanceID
 	}
 	return m
-}
-
-// PoisonPolicy says what happens to poison records. See Config.OnPoison.
-type PoisonPolicy int
-
-const (
-	// StopOnPoison stops the partition at the batch holding a poison record.
-	StopOnPoison PoisonPolicy = iota
-	// DeadLetter writes poison records to the dead-letter table, in the same transaction as
-	// the rest of their batch and the offset.
-	DeadLetter
-)
-
-// ParsePoisonPolicy parses "stop" or "dead-letter".
-func ParsePoisonPolicy(s string) (PoisonPolicy, error) {
-	switch s {
-	case "stop", "":
-		return StopOnPoison, nil
-	case "dead-letter":
-		return DeadLetter, nil
-	}
-	return 0, fmt.Errorf("unknown poison policy %q: want stop or dead-letter", s)
-}
-
-func (p PoisonPolicy) String() string {
-	if p == DeadLetter {
-		return "dead-letter"
-	}
-	return "stop"
-}
-
-// ParseInitialPosition parses earliest, latest, error or kafka-committed.
-func ParseInitialPosition(s string) (InitialPosition, error) {
-	return rebalance.ParseInitialPosition(s)
 }

@@ -20,6 +20,16 @@ func validConfig() Config {
 	}
 }
 
+func TestConfigAcceptsNames(t *testing.T) {
+	c := validConfig()
+	c.Topics = []string{"orders.v1_EU-2", "^cdc\\.public\\..*", strings.Repeat("t", 249)}
+	c.GroupID, c.Pipeline, c.InstanceID, c.Schema = "grüppe one", "Pipeline.1", "host-1-2", "Sales"
+	c.Kafka = kafka.ConfigMap{"ssl.ca.pem": "-----BEGIN CERTIFICATE-----\nMII...\n-----END CERTIFICATE-----\n"}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestConfigErrorsNameTheField(t *testing.T) {
 	cases := []struct {
 		field string
@@ -46,6 +56,23 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{"MaxDeadLetterRatio", func(c *Config) { c.MaxDeadLetterRatio = 1.5 }},
 		{"MaxDeadLetterRatio", func(c *Config) { c.MaxDeadLetterRatio = -0.1 }},
 		{"DeadLetterWindow", func(c *Config) { c.DeadLetterWindow = -1 }},
+		// Names with a NUL, another control character or invalid UTF-8 (review defect 7).
+		{"Topics[0]", func(c *Config) { c.Topics = []string{"t\x00x"} }},
+		{"Topics[0]", func(c *Config) { c.Topics = []string{"^t\x00.*"} }},
+		{"Topics[0]", func(c *Config) { c.Topics = []string{"^t\n.*"} }},
+		{"Topics[1]", func(c *Config) { c.Topics = []string{"a", "t\x1b[2Jx"} }},
+		{"Topics[0]", func(c *Config) { c.Topics = []string{"orders/eu"} }},
+		{"Topics[0]", func(c *Config) { c.Topics = []string{".."} }},
+		{"Topics[0]", func(c *Config) { c.Topics = []string{strings.Repeat("t", 250)} }},
+		{"GroupID", func(c *Config) { c.GroupID = "g\x00" }},
+		{"GroupID", func(c *Config) { c.GroupID = "g\nlevel=ERROR msg=forged" }},
+		{"Pipeline", func(c *Config) { c.Pipeline = "p\x00" }},
+		{"Pipeline", func(c *Config) { c.Pipeline = "p\xff" }},
+		{"InstanceID", func(c *Config) { c.InstanceID = "i\r" }},
+		{"Schema", func(c *Config) { c.Schema = "s\x00public" }},
+		{"Schema", func(c *Config) { c.Schema = "s\tx" }},
+		{"Kafka[\"a\\x00b\"]", func(c *Config) { c.Kafka = kafka.ConfigMap{"a\x00b": "1"} }},
+		{"Kafka[sasl.password]", func(c *Config) { c.Kafka = kafka.ConfigMap{"sasl.password": "hunter2\x00"} }},
 	}
 	for _, tc := range cases {
 		c := validConfig()
@@ -189,5 +216,39 @@ func TestWithDefaults(t *testing.T) {
 	c.MaxBatchRecords, c.Schema = 7, "s"
 	if d := c.WithDefaults(); d.MaxBatchRecords != 7 || d.Schema != "s" {
 		t.Fatalf("set values replaced: %+v", d)
+	}
+}
+
+// TestManagedKafkaProperties: the one list of managed properties is what the consumer gets
+// and what New refuses other values for; callers get a copy.
+func TestManagedKafkaProperties(t *testing.T) {
+	m := ManagedKafkaProperties()
+	if len(m) != 2 || m["enable.auto.commit"] != "false" || m["auto.offset.reset"] != "error" {
+		t.Fatalf("ManagedKafkaProperties() = %v", m)
+	}
+	c := validConfig()
+	c.Kafka = kafka.ConfigMap{}
+	for k, v := range m {
+		c.Kafka[k] = v + "x"
+	}
+	err := c.Validate()
+	for k := range m {
+		if err == nil || !strings.Contains(err.Error(), "Kafka["+k+"]") {
+			t.Errorf("Validate with %s overridden: %v, want a ConfigError for Kafka[%s]", k, err, k)
+		}
+	}
+	s, err := New(validConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	km := s.cfg.kafkaConfig()
+	for k, v := range m {
+		if km[k] != v {
+			t.Errorf("consumer config %s = %v, want %s", k, km[k], v)
+		}
+	}
+	m["enable.auto.commit"] = "true"
+	if ManagedKafkaProperties()["enable.auto.commit"] != "false" {
+		t.Fatal("ManagedKafkaProperties returns the shared map, not a copy")
 	}
 }

@@ -18,13 +18,13 @@ type Poisoned struct {
 
 // insertDeadLetters writes dead letters. A record dead-lettered again (after an operator
 // replays its range) updates its row: the latest error and one more failure. Header keys are
-// stored as bytes, exactly; the error text with its invalid UTF-8 and NULs escaped
-// (pgerr.SafeText), since text refuses them.
-func insertDeadLetters(ctx context.Context, tx pgx.Tx, schema, pipeline string, dead []Poisoned) error {
+// stored as bytes, exactly; the error text as ErrorText writes it (opts.RedactErrorValues),
+// with its invalid UTF-8 and NULs escaped (pgerr.SafeText), since text refuses them.
+func insertDeadLetters(ctx context.Context, tx pgx.Tx, opts WriteOptions, dead []Poisoned) error {
 	q := fmt.Sprintf(`INSERT INTO %s AS d (pipeline, topic, partition, "offset", key, value, header_keys, header_values, "timestamp", error)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (pipeline, topic, partition, "offset") DO UPDATE
-SET error = EXCLUDED.error, failures = d.failures + 1, last_failed_at = now()`, pgx.Identifier{schema, "dead_letters"}.Sanitize())
+SET error = EXCLUDED.error, failures = d.failures + 1, last_failed_at = now()`, pgx.Identifier{opts.Schema, "dead_letters"}.Sanitize())
 	b := &pgx.Batch{}
 	for _, d := range dead {
 		r := &d.Record
@@ -34,7 +34,8 @@ SET error = EXCLUDED.error, failures = d.failures + 1, last_failed_at = now()`, 
 			keys[i], vals[i] = []byte(h.Key), h.Value
 		}
 		ts := pgtype.Timestamptz{Time: r.Timestamp, Valid: !r.Timestamp.IsZero()}
-		b.Queue(q, pipeline, r.Topic, r.Partition, r.Offset, r.Key, r.Value, keys, vals, ts, pgerr.SafeText(d.Err.Error()))
+		b.Queue(q, opts.Pipeline, r.Topic, r.Partition, r.Offset, r.Key, r.Value, keys, vals, ts,
+			pgerr.SafeText(ErrorText(d.Err, opts.RedactErrorValues)))
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("write dead letters: %w", err)

@@ -78,9 +78,9 @@ type Preparer interface {
 // Table (which must differ from every other set's Table in the same schema).
 type Migrations struct {
 	Name   string // for messages, for example "inbox"
-	FS     fs.FS
-	Schema string
-	Table  string
+	FS     fs.FS  // the NNNN_name.up.sql and .down.sql files, at its root
+	Schema string // the schema the set is applied to
+	Table  string // golang-migrate's version table of the set, in Schema
 }
 
 // Migrator is implemented by plugins that ship migrations. With Config.AutoMigrate the sink

@@ -9,8 +9,8 @@ import (
 
 // Header is a Kafka record header.
 type Header struct {
-	Key   string
-	Value []byte
+	Key   string // not necessarily UTF-8; dead letters keep it byte for byte
+	Value []byte // nil when the header has no value
 }
 
 // Record is one Kafka record. Its byte slices belong to the batch: copy them to keep them
@@ -20,11 +20,11 @@ type Header struct {
 type Record struct {
 	Topic     string
 	Partition int32
-	Offset    int64
-	Key       []byte
-	Value     []byte
-	Headers   []Header
-	Timestamp time.Time
+	Offset    int64     // the record's offset in its partition
+	Key       []byte    // nil for a record without a key
+	Value     []byte    // nil for a tombstone (a record with a null value)
+	Headers   []Header  // in the order Kafka gives them; nil when there are none
+	Timestamp time.Time // Kafka's timestamp (create or log-append time, by the topic); zero when it has none
 }
 
 // Batch is a run of consecutive records of one partition, in offset order. Offsets may have
@@ -32,7 +32,7 @@ type Record struct {
 type Batch struct {
 	Topic     string
 	Partition int32
-	Records   []Record
+	Records   []Record // never empty from the sink: at most MaxBatchRecords, and MaxBatchBytes unless one record is larger
 }
 
 // Handler applies a batch inside the framework's transaction. It must do all its writes

@@ -83,7 +83,7 @@ func New(cfg Config) (*Sink, error) {
 	}
 	s := &Sink{
 		cfg:     c,
-		log:     c.Logger.With("pipeline", c.Pipeline),
+		log:     errorLogger(c.Logger, c.RedactErrorValues).With("pipeline", c.Pipeline),
 		workers: map[partitionKey]*worker{},
 		paused:  map[partitionKey]*worker{},
 		failed:  map[partitionKey]error{},
@@ -245,7 +245,7 @@ func (s *Sink) workerConfig() *workerConfig {
 		plugin:       s.plugin, db: s.pool, store: s.store,
 		limits: batchLimits{records: c.MaxBatchRecords, bytes: c.MaxBatchBytes, wait: c.MaxBatchWait, buffered: c.MaxBufferedBytes,
 			total: c.MaxTotalBufferedBytes},
-		isolation: c.IsolationLevel, onPoison: c.OnPoison, schema: c.Schema, pipeline: c.Pipeline,
+		isolation: c.IsolationLevel, onPoison: c.OnPoison, schema: c.Schema, pipeline: c.Pipeline, redact: c.RedactErrorValues,
 		deadLetterRatio: c.MaxDeadLetterRatio, deadLetterWindow: c.DeadLetterWindow,
 		retryBackoff: c.RetryBackoff, maxRetryBackoff: c.MaxRetryBackoff, settleTimeout: c.ClaimTimeout,
 		m: s.m, tracer: s.tracer, log: s.log, total: &s.buffered,

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eosink/eosink/internal/pgerr"
 )
 
 // Loud stops. Every partition that stops on this instance (refused at claim, fenced, a
@@ -191,7 +193,7 @@ func (s *Sink) flushStops(ctx context.Context) {
 		if p.stop != nil {
 			_, err = s.pool.Exec(ctx, `UPDATE `+table+` SET stopped_reason = $4, stopped_error = $5, stopped_at = now(), stopped_by = $6
 				WHERE pipeline = $1 AND topic = $2 AND partition = $3 AND owner = $6`,
-				s.cfg.Pipeline, k.topic, k.partition, p.stop.reason, p.stop.err.Error(), s.cfg.InstanceID)
+				s.cfg.Pipeline, k.topic, k.partition, p.stop.reason, pgerr.SafeText(ErrorText(p.stop.err, s.cfg.RedactErrorValues)), s.cfg.InstanceID)
 		} else {
 			_, err = s.pool.Exec(ctx, `UPDATE `+table+` SET stopped_reason = NULL, stopped_error = NULL, stopped_at = NULL, stopped_by = NULL
 				WHERE pipeline = $1 AND topic = $2 AND partition = $3 AND epoch = $4 AND stopped_reason IS NOT NULL`,

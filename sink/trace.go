@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -71,16 +72,21 @@ func (b *batchSpan) phase(tracer trace.Tracer, name string) context.Context {
 	return ctx
 }
 
-func (b *batchSpan) end(err error) {
+// end ends the spans, with err's text as ErrorText writes it (redact: Config.RedactErrorValues).
+func (b *batchSpan) end(err error, redact bool) {
+	var text string
+	if err != nil {
+		text = ErrorText(err, redact)
+	}
 	if b.child != nil {
 		if err != nil {
-			b.child.SetStatus(codes.Error, err.Error())
+			b.child.SetStatus(codes.Error, text)
 		}
 		b.child.End()
 	}
 	if err != nil {
-		b.batch.RecordError(err)
-		b.batch.SetStatus(codes.Error, err.Error())
+		b.batch.RecordError(errors.New(text))
+		b.batch.SetStatus(codes.Error, text)
 	}
 	b.batch.End()
 }

@@ -27,6 +27,7 @@ type workerConfig struct {
 	onPoison  PoisonPolicy
 	schema    string // of the dead_letters table
 	pipeline  string
+	redact    bool // Config.RedactErrorValues, for the dead letters' and spans' error texts
 	// subscription names the pattern that matched a topic, for a *NoRouteError.
 	subscription subscription
 

@@ -85,6 +85,9 @@ type WriteOptions struct {
 	CheckDeferred bool
 	// Schema and Pipeline locate and label the dead letters (Config.Schema, Config.Pipeline).
 	Schema, Pipeline string
+	// RedactErrorValues writes the dead letters' errors without record data
+	// (Config.RedactErrorValues, ErrorText).
+	RedactErrorValues bool
 }
 
 // WriteBatch is the engine's write step, exported for plugin conformance suites (sinktest)
@@ -105,7 +108,7 @@ func WriteBatch(ctx context.Context, tx pgx.Tx, p Plugin, batch Batch, opts Writ
 		return WriteResult{}, err
 	}
 	if len(iso.dead) > 0 {
-		if err := insertDeadLetters(ctx, tx, opts.Schema, opts.Pipeline, iso.dead); err != nil {
+		if err := insertDeadLetters(ctx, tx, opts, iso.dead); err != nil {
 			return WriteResult{}, err
 		}
 	}

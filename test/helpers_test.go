@@ -24,6 +24,7 @@ func TestMain(m *testing.M) {
 	ordersBin, ledgerBin = filepath.Join(dir, "orders"), filepath.Join(dir, "eosink-ledger")
 	inventoryBin = filepath.Join(dir, "inventory")
 	code := m.Run()
+	testbed.StopContainers()
 	cleanup()
 	os.Exit(code)
 }

@@ -157,7 +157,7 @@ func TestStalledSessionOfLongNonASCIIPipelineIsEnded(t *testing.T) {
 	p.Produce(t, events, 131)
 
 	zombie := startChild(t, "zombie", p.Args("-batch-records", "100", "-idle-tx-timeout", "10m", "-commit-to-kafka=false"),
-		"EOSINK_FAILPOINTS=before-commit=sleep(3s)@3")
+		"EOSINK_FAILPOINTS=before-commit=sleep(10s)@3")
 	zombie.WaitOutput("failpoint fired: before-commit sleep", 60*time.Second)
 	zombie.Signal(syscall.SIGSTOP)
 	frozen := true
@@ -260,5 +260,79 @@ func TestTerminateWithoutPrivilegeIsReported(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the refused termination was not reported")
+	}
+}
+
+// TestStalledSessionEndedWhenThePoolIsBusy: the watch that ends a stalled session while a
+// claim waits needs a second pooled connection, and a pool busy with the other partitions'
+// claims and commits may have none (chaos scenario 15 failed that way once: the heir never
+// ended the zombie's session). With a pool of one connection the watch cannot run at all; the
+// claim whose lock wait timed out must then end the holder on its own connection, so that the
+// next try takes the partition.
+func TestStalledSessionEndedWhenThePoolIsBusy(t *testing.T) {
+	t.Parallel()
+	e := testbed.Require(t)
+	schema := testbed.Schema(t, e)
+	ctx := context.Background()
+	if err := sink.Migrate(ctx, e.DatabaseURL, schema); err != nil {
+		t.Fatal(err)
+	}
+	const app = "eosink:busy-pool-test"
+	owner := rebalance.NewStore(testbed.Pool(t, e), schema, "pipe", "owner", time.Second)
+	if _, err := owner.Claim(ctx, "orders", 0, "", func() (int64, error) { return 0, nil }); err != nil {
+		t.Fatal(err)
+	}
+	hc, err := pgx.ParseConfig(e.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc.RuntimeParams["application_name"] = app
+	zombie, err := pgx.ConnectConfig(ctx, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zombie.Close(ctx)
+	tx, err := zombie.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	// As a stalled owner's batch does: the offsets row is updated first, then it stops.
+	if _, err := tx.Exec(ctx, "UPDATE "+pgx.Identifier{schema, "offsets"}.Sanitize()+" SET next_offset = next_offset"); err != nil {
+		t.Fatal(err)
+	}
+
+	pc, err := pgxpool.ParseConfig(e.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.MaxConns = 1
+	pc.ConnConfig.RuntimeParams["application_name"] = app
+	one, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
+	heir := rebalance.NewStore(one, schema, "pipe", "heir", time.Second)
+	heir.TerminateStalled = app
+	heir.OnTerminateError = func(_ string, _ int32, err error) { t.Errorf("ending the stalled session: %v", err) }
+	var claim rebalance.Claim
+	for try := 1; ; try++ {
+		claim, err = heir.Claim(ctx, "orders", 0, "", func() (int64, error) { return 0, nil })
+		if err == nil {
+			break
+		}
+		if try == 3 {
+			t.Fatalf("claim still blocked after %d tries (%d sessions ended): %v", try, heir.Terminated.Load(), err)
+		}
+	}
+	if heir.Terminated.Load() != 1 {
+		t.Fatalf("ended %d sessions, want 1", heir.Terminated.Load())
+	}
+	if claim.Epoch != 2 {
+		t.Fatalf("claimed at epoch %d, want 2", claim.Epoch)
+	}
+	if _, err := tx.Exec(ctx, "SELECT 1"); err == nil {
+		t.Fatal("the stalled session still runs")
 	}
 }

@@ -21,7 +21,9 @@ if [ ! -f "$cache/.complete" ]; then
   go run "golang.org/x/vulndb/cmd/indexdb@$db" -vulns "$src/data/osv" -out "$cache.tmp"
   rm -rf "$cache"; mv "$cache.tmp" "$cache"; touch "$cache/.complete"
 fi
-bin=${cache%/*}/govulncheck-$vuln
+# Built with the Go that checks the module: govulncheck type-checks the standard library and
+# the dependencies with its own go/types, which refuses files for a newer Go than its own.
+bin=${cache%/*}/govulncheck-$vuln-$(go env GOVERSION)
 [ -x "$bin/govulncheck" ] || GOBIN=$bin go install "golang.org/x/vuln/cmd/govulncheck@$vuln"
 echo "vuln: govulncheck $vuln, database golang.org/x/vulndb@$db ($(ls "$cache/ID" | grep -c '\.json$') reports), $(go version)" >&2
 exec "$bin/govulncheck" -db "file://$cache" "$@" ./...

@@ -9,13 +9,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"strings"
 
 	"github.com/golang-migrate/migrate/v4"
 	pgxmigrate "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/eosink/eosink/internal/names"
 )
 
 // Set names one migration set.
@@ -108,8 +109,8 @@ func CheckSchemaName(name string) error {
 	switch {
 	case name == "":
 		return errors.New("schema: empty name")
-	case strings.ContainsRune(name, 0):
-		return fmt.Errorf("schema %q: a NUL byte cannot be in a PostgreSQL name", name)
+	case names.Check(name) != "":
+		return fmt.Errorf("schema %q: %s", name, names.Check(name))
 	case len(name) > 63:
 		return fmt.Errorf("schema %q: longer than PostgreSQL's 63 bytes", name)
 	}

@@ -2,7 +2,6 @@ package testbed
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,17 +74,9 @@ func (b *Bed) run(args ...string) (string, error) {
 // freePortPair returns a loopback port p such that p and p+1 were both free.
 func freePortPair(t testing.TB) int {
 	t.Helper()
-	for i := 0; i < 50; i++ {
-		p, err := freePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+1))
-		if err == nil {
-			l.Close()
-			return p
-		}
+	p, err := freePortPairErr()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free pair of loopback ports")
-	return 0
+	return p
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/eosink/eosink/internal/names"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/internal/mapping"
 )
@@ -48,6 +49,9 @@ type nameTemplate struct {
 func parseNameTemplate(s string, groups int) (nameTemplate, error) {
 	if strings.TrimSpace(s) == "" {
 		return nameTemplate{}, errors.New("required")
+	}
+	if r := names.Check(s); r != "" {
+		return nameTemplate{}, fmt.Errorf("%q %s", s, r)
 	}
 	parts := mapping.SplitTableTemplate(s)
 	if len(parts) > 2 || slices.Contains(parts, "") {

@@ -95,6 +95,9 @@ func TestRouteConfigErrors(t *testing.T) {
 		{"no columns", table.Config{Routes: []table.Route{{Topic: "a", Table: "x"}}}, "routes[0].columns: at least one column is required"},
 		{"bad column", table.Config{Routes: []table.Route{{Topic: "a", Table: "x", Columns: map[string]table.Column{"c": {From: "nope"}}}}}, "routes[0].columns.c.from:"},
 		{"key in table", table.Config{Columns: cols, Routes: []table.Route{{Topic: "a", Table: "x", Key: []string{"id"}}}}, "routes[0].key: only the upsert plugin"},
+		{"NUL in a table", table.Config{Columns: cols, Routes: []table.Route{{Topic: "a", Table: "public.x\x00y"}}}, `routes[0].table: "public.x\x00y" holds a NUL byte`},
+		{"newline in the table", table.Config{Columns: cols, Table: "public.x\ny"}, "holds a control character (U+000A)"},
+		{"escape in a column", table.Config{Table: "x", Columns: map[string]table.Column{"c\x1b[0m": {From: "value.c"}}}, "holds a control character (U+001B)"},
 	}
 	for _, tc := range cases {
 		_, err := table.New(tc.c)

@@ -173,7 +173,9 @@ func scenarioLongPipelineStalledSession(t *testing.T) {
 	heir := r.sink(noIdle())
 	for end := time.Now().Add(phase); time.Now().Before(end); {
 		ended := strings.Count(heir.Output(), "terminated a stalled session")
-		zombie := r.sink(noIdle(), fmt.Sprintf("EOSINK_FAILPOINTS=before-commit=sleep(2s)@%d", 2+r.rng.IntN(3)))
+		// The sleep is long so that SIGSTOP lands inside the transaction even when this
+		// loaded machine reads the zombie's output seconds late.
+		zombie := r.sink(noIdle(), fmt.Sprintf("EOSINK_FAILPOINTS=before-commit=sleep(10s)@%d", 2+r.rng.IntN(3)))
 		zombie.WaitOutput("failpoint fired: before-commit sleep", 60*time.Second)
 		zombie.Signal(syscall.SIGSTOP)
 		testbed.Eventually(t, 60*time.Second, "the heir to end the stalled session", func() (bool, string) {

@@ -9,6 +9,8 @@
 #   services.sh down    stop what `up` started (by the pids it recorded) and remove the data
 #   services.sh status  print what is running
 #   services.sh env     print the exports for the running services
+#   services.sh kafka-fetch    fetch the broker jars into the cache (when missing); print their folder
+#   services.sh kafka-version  print the Kafka version the bed runs
 #
 # The env file exports KAFKA_BOOTSTRAP_SERVERS, DATABASE_URL and, when the registry runs,
 # EOSINK_REGISTRY_URL=http://127.0.0.1:<port>/apis/ccompat/v7 (the Confluent-compatible API;
@@ -762,5 +764,12 @@ case "$cmd" in
     [ -f "$STATE/env" ] || die "no $STATE/env: run '$0 up' first"
     cat "$STATE/env"
     ;;
-  *) die "unknown command '$cmd' (up|down|status|env|kafka-kill|kafka-start|pg-restart)" ;;
+  kafka-fetch)
+    # The broker jars' folder in the cache (fetched when missing), for test/docker/images.sh.
+    kafka_fetch
+    ;;
+  kafka-version)
+    kafka_version
+    ;;
+  *) die "unknown command '$cmd' (up|down|status|env|kafka-kill|kafka-start|pg-restart|kafka-fetch|kafka-version)" ;;
 esac

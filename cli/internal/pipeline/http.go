@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -20,17 +21,30 @@ type HTTPOptions struct {
 	// BearerToken (auth.bearer_token) requires "Authorization: Bearer TOKEN" on /metrics.
 	// Not with Username. Defaults to none.
 	BearerToken string
+
+	// The server's limits (limits.*); zero takes eosink run's default, given after each.
+	// ReadHeaderTimeout: a request's headers arrive within it (5s).
+	// ReadTimeout: the whole request arrives within it (10s).
+	// WriteTimeout: the response is written within it, from the end of the headers (30s).
+	// IdleTimeout: a keep-alive connection is closed after it without a request (60s).
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxConcurrentRequests bounds the requests served at once, separately for the probes
+	// and for the rest; one more gets 503 at once (16).
+	MaxConcurrentRequests int
+	// MaxHeaderBytes bounds a request's headers (16 KiB).
+	MaxHeaderBytes int
 }
 
 // httpKeys are the keys of the http section in its mapping form.
 var httpKeys = map[string][]string{
-	"http":      {"listen", "tls", "auth"},
-	"http.tls":  {"cert_file", "key_file"},
-	"http.auth": {"username", "password", "bearer_token"},
+	"http":        {"listen", "tls", "auth", "limits"},
+	"http.limits": {"read_header_timeout", "read_timeout", "write_timeout", "idle_timeout", "max_concurrent_requests", "max_header_bytes"},
+	"http.tls":    {"cert_file", "key_file"},
+	"http.auth":   {"username", "password", "bearer_token"},
 }
 
 // http reads the http section: a listen address ("127.0.0.1:9464"), or a mapping with
-// listen, tls and auth.
+// listen, tls, auth and limits.
 func (l *loader) http(n *yaml.Node) (string, HTTPOptions) {
 	var o HTTPOptions
 	n = deref(n)
@@ -81,6 +95,15 @@ func (l *loader) http(n *yaml.Node) (string, HTTPOptions) {
 	case !hasUser && o.Password != "":
 		l.fail("http.auth.password", l.lines["http.auth.password"], "a password needs a username")
 	}
+	lim := l.keys("http.limits", keys["limits"])
+	for _, d := range []struct {
+		key string
+		p   *time.Duration
+	}{{"read_header_timeout", &o.ReadHeaderTimeout}, {"read_timeout", &o.ReadTimeout}, {"write_timeout", &o.WriteTimeout}, {"idle_timeout", &o.IdleTimeout}} {
+		*d.p = l.duration("http.limits."+d.key, lim[d.key])
+	}
+	o.MaxConcurrentRequests = l.count("http.limits.max_concurrent_requests", lim["max_concurrent_requests"])
+	o.MaxHeaderBytes = l.size("http.limits.max_header_bytes", lim["max_header_bytes"])
 	return listen, o
 }
 

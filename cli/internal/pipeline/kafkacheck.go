@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/eosink/eosink/sink"
 )
 
 // checkKafka has librdkafka check the properties, as the sink's consumer would get them,
@@ -25,8 +27,9 @@ func (l *loader) checkKafka(props map[string]string, lineOf int) {
 	}
 	// What the sink sets: a group, its managed keys; and no log lines from the check.
 	cm["group.id"] = "eosink-validate"
-	cm["enable.auto.commit"] = false
-	cm["auto.offset.reset"] = "error"
+	for k, v := range sink.ManagedKafkaProperties() {
+		cm[k] = v
+	}
 	cm["log_level"] = 0
 	c, err := kafka.NewConsumer(&cm)
 	if err == nil {

@@ -96,7 +96,8 @@ func TestMinimalFileTakesTheDefaults(t *testing.T) {
 	c := p.Config
 	if c.Pipeline != "orders-sink" || c.GroupID != "orders-sink" || c.Schema != "eosink" || c.Brokers != "127.0.0.1:9092" ||
 		!reflect.DeepEqual(c.Topics, []string{"orders"}) || c.InitialPosition != sink.Earliest || c.IsolationLevel != pgx.ReadCommitted ||
-		c.OnPoison != sink.StopOnPoison || c.AutoMigrate || c.CommitToKafka || c.Kafka != nil || c.MaxBatchRecords != 0 || c.MaxBatchWait != 0 {
+		c.OnPoison != sink.StopOnPoison || c.AutoMigrate || c.CommitToKafka || c.Kafka != nil || c.MaxBatchRecords != 0 || c.MaxBatchWait != 0 ||
+		c.RedactErrorValues {
 		t.Fatalf("config: %+v", c)
 	}
 	if c.Plugin == nil || c.Plugin != p.Config.Plugin || p.PluginType != "pipelinetest" || c.Logger != p.Logger || p.HTTP != "" {
@@ -108,6 +109,21 @@ func TestMinimalFileTakesTheDefaults(t *testing.T) {
 	}
 	if _, err := p.NewSink(nil); err != nil {
 		t.Fatalf("sink.New: %v", err)
+	}
+}
+
+func TestRedactErrorValues(t *testing.T) {
+	for text, want := range map[string]bool{"true": true, "false": false, "~": false} {
+		p, err := parse(t, minimal+"redact_error_values: "+text+"\n", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Config.RedactErrorValues != want {
+			t.Errorf("redact_error_values: %s gave %t", text, p.Config.RedactErrorValues)
+		}
+	}
+	if got := parseErr(t, minimal+"redact_error_values: yes-please\n", nil); !strings.Contains(got, "redact_error_values") {
+		t.Errorf("a bad value: %s", got)
 	}
 }
 
@@ -285,7 +301,7 @@ func TestUnknownKeys(t *testing.T) {
 	got := parseErr(t, text, nil)
 	for _, want := range []string{
 		"pipeline.yaml: kafka.grop: unknown key (kafka has brokers, group, topics, initial_position, commit_to_kafka, commit_interval, properties); did you mean group? (line 3)",
-		"pipeline.yaml: databse: unknown key (the top level has pipeline, instance_id, kafka, database, batch, timeouts, retry, on_poison, dead_letter, sink, schema_registry, http, log, unhealthy_on_stopped_partition); did you mean database? (line 13)",
+		"pipeline.yaml: databse: unknown key (the top level has pipeline, instance_id, kafka, database, batch, timeouts, retry, on_poison, dead_letter, sink, schema_registry, http, log, unhealthy_on_stopped_partition, redact_error_values); did you mean database? (line 13)",
 		"pipeline.yaml: batch.max_record: unknown key (batch has max_records, max_bytes, max_wait, max_buffered_bytes, max_total_buffered_bytes); did you mean max_records? (line 14)",
 		"pipeline.yaml: log.colour: unknown key (log has format, level, progress) (line 15)",
 	} {

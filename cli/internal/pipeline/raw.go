@@ -35,6 +35,8 @@ type rawFile struct {
 	Log        rawLog        `yaml:"log" config:"Logger"`
 	// unhealthy_on_stopped_partition: /healthz fails while a partition is stopped.
 	UnhealthyOnStopped yaml.Node `yaml:"unhealthy_on_stopped_partition" config:"UnhealthyOnStoppedPartition,bool"`
+	// redact_error_values: error texts in logs and dead_letters.error without record data.
+	RedactErrorValues yaml.Node `yaml:"redact_error_values" config:"RedactErrorValues,bool"`
 }
 
 type rawKafka struct {

@@ -3,8 +3,8 @@ package mapping
 import (
 	"errors"
 	"fmt"
-	"strings"
-	"unicode/utf8"
+
+	"github.com/eosink/eosink/internal/names"
 )
 
 // Column is one column of the target table and where its value comes from.
@@ -64,8 +64,8 @@ func (m *Mapping) Validate() error {
 		switch {
 		case c.Name == "":
 			errs = append(errs, fmt.Errorf("mapping: column %d has no name", i+1))
-		case strings.IndexByte(c.Name, 0) >= 0 || !utf8.ValidString(c.Name):
-			errs = append(errs, fmt.Errorf("mapping: column %q: name is not valid UTF-8 or holds a NUL byte", c.Name))
+		case names.Check(c.Name) != "":
+			errs = append(errs, fmt.Errorf("mapping: column %q: name %s", c.Name, names.Check(c.Name)))
 		case seen[c.Name]:
 			errs = append(errs, fmt.Errorf("mapping: column %q appears more than once", c.Name))
 		}

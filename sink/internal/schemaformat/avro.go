@@ -30,7 +30,13 @@ const maxAvroDepth = 1000
 // compileAvro parses info, after its references, each into the same cache of names.
 func (d *Decoder) compileAvro(id int, info schemaregistry.SchemaInfo) (*avroSchema, error) {
 	cache := &avro.SchemaCache{}
-	if err := d.parseAvroReferences(id, info, cache, 0); err != nil {
+	err := d.walkReferences(id, info, 0, func(ref schemaregistry.Reference, ri schemaregistry.SchemaInfo) error {
+		if _, err := avro.ParseWithCache(ri.Schema, "", cache); err != nil {
+			return badSchema(id, "Avro reference %s does not parse: %v", ref.Name, err)
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	s, err := avro.ParseWithCache(info.Schema, "", cache)
@@ -38,25 +44,6 @@ func (d *Decoder) compileAvro(id int, info schemaregistry.SchemaInfo) (*avroSche
 		return nil, badSchema(id, "Avro schema does not parse: %v", err)
 	}
 	return &avroSchema{schema: s, connect: connectTypes(s)}, nil
-}
-
-func (d *Decoder) parseAvroReferences(id int, info schemaregistry.SchemaInfo, cache *avro.SchemaCache, depth int) error {
-	if depth > 32 {
-		return badSchema(id, "references nest too deep")
-	}
-	for _, ref := range info.References {
-		ri, err := d.fetchReference(id, ref)
-		if err != nil {
-			return err
-		}
-		if err := d.parseAvroReferences(id, ri, cache, depth+1); err != nil {
-			return err
-		}
-		if _, err := avro.ParseWithCache(ri.Schema, "", cache); err != nil {
-			return badSchema(id, "Avro reference %s does not parse: %v", ref.Name, err)
-		}
-	}
-	return nil
 }
 
 // decode decodes body, the Avro binary encoding of one value of s.

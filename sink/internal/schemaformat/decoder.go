@@ -212,6 +212,31 @@ func (d *Decoder) fetchReference(id int, ref schemaregistry.Reference) (schemare
 	return meta.SchemaInfo, nil
 }
 
+// maxReferenceDepth bounds how deep references may nest (a cycle ends there too).
+const maxReferenceDepth = 32
+
+// walkReferences calls visit with each schema that info references, directly or through
+// other references, each one after the schemas it references itself (a dependency comes
+// before what needs it). Nesting deeper than maxReferenceDepth makes the schema unusable.
+func (d *Decoder) walkReferences(id int, info schemaregistry.SchemaInfo, depth int, visit func(ref schemaregistry.Reference, ri schemaregistry.SchemaInfo) error) error {
+	if depth > maxReferenceDepth {
+		return badSchema(id, "references nest too deep")
+	}
+	for _, ref := range info.References {
+		ri, err := d.fetchReference(id, ref)
+		if err != nil {
+			return err
+		}
+		if err := d.walkReferences(id, ri, depth+1, visit); err != nil {
+			return err
+		}
+		if err := visit(ref, ri); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // classify turns an error of the registry client into ErrUnknownSchema or a
 // *RegistryError.
 func classify(id int, err error) error {

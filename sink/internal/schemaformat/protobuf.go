@@ -34,7 +34,11 @@ type protoSchema struct {
 
 func (d *Decoder) compileProtobuf(id int, info schemaregistry.SchemaInfo) (*protoSchema, error) {
 	deps := map[string]string{}
-	if err := d.protoReferences(id, info, deps, 0); err != nil {
+	err := d.walkReferences(id, info, 0, func(ref schemaregistry.Reference, ri schemaregistry.SchemaInfo) error {
+		deps[ref.Name] = ri.Schema
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	parser := protoparse.Parser{
@@ -63,23 +67,6 @@ func (d *Decoder) compileProtobuf(id int, info schemaregistry.SchemaInfo) (*prot
 		return nil, badSchema(id, "Protobuf schema gives %d files", len(fds))
 	}
 	return &protoSchema{file: fds[0].UnwrapFile()}, nil
-}
-
-func (d *Decoder) protoReferences(id int, info schemaregistry.SchemaInfo, deps map[string]string, depth int) error {
-	if depth > 32 {
-		return badSchema(id, "references nest too deep")
-	}
-	for _, ref := range info.References {
-		ri, err := d.fetchReference(id, ref)
-		if err != nil {
-			return err
-		}
-		deps[ref.Name] = ri.Schema
-		if err := d.protoReferences(id, ri, deps, depth+1); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // message returns the message type that the message-index array names.

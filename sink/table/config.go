@@ -1,0 +1,125 @@
+package table
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/eosink/eosink/sink"
+)
+
+// Config configures the table plugin.
+type Config struct {
+	// Table is the target, "table" or "schema.table", of every topic no route takes.
+	// ${topic} in it is replaced by the record's topic (in a pipeline config file write
+	// $${topic}). Required unless Routes is set; without it, a topic no route takes has no
+	// route, which the sink refuses (sink.TopicRouter).
+	Table string `yaml:"table"`
+	// Columns maps each column to a source expression (see package doc). Required, unless
+	// every route has its own.
+	Columns map[string]Column `yaml:"columns"`
+	// Routes send topics to tables of their own, tried in order before Table. Defaults to
+	// none: every topic goes to Table.
+	Routes []Route `yaml:"routes"`
+	// KeyFormat and ValueFormat say how key and value decode: json, string, bytes, avro,
+	// protobuf or json_schema. Default to string and json.
+	KeyFormat   string `yaml:"key_format"`
+	ValueFormat string `yaml:"value_format"`
+	// SchemaRegistry is where the avro, protobuf and json_schema formats find their
+	// schemas; required for them. From a config file it is the pipeline's schema_registry
+	// section (sink.PluginConfig.SchemaRegistry).
+	SchemaRegistry *sink.SchemaRegistry `yaml:"-"`
+	// Create creates a missing table, in the transaction of the first batch that writes to
+	// it, with the mapped columns typed from the registry schema of the batch's first
+	// record that decodes (paths into avro keys and values; see mapping.ColumnTypes), and
+	// for upsert its key as primary key. Defaults to false: a missing table fails Prepare.
+	Create bool `yaml:"create"`
+	// OnConflict is for the table plugin: "error", a row breaking a unique key is a data
+	// error (poison), or "nothing", such a row is skipped (the first record of a key in a
+	// batch is inserted) and counted as skipped (sink.Skipped), for example when records
+	// are replayed into a table with a unique key. With nothing the batch is copied into a
+	// temporary table and inserted with one INSERT ... ON CONFLICT DO NOTHING. Defaults to
+	// error. In a config file it is the table section's on_conflict; the upsert plugin has
+	// its own (UpsertConfig.OnConflict).
+	OnConflict string `yaml:"-"`
+}
+
+// Column is one column's source. In a config file it is a string (the source expression) or
+// a map {from: EXPR, required: BOOL, cast: NAME, default: TEXT}.
+type Column struct {
+	From     string `yaml:"from"`
+	Required bool   `yaml:"required"`
+	// Cast converts the value: epoch_s, epoch_ms, epoch_us or rfc3339 to timestamptz,
+	// base64 to bytea, json (a string holding JSON) to jsonb; see mapping.Cast. Defaults to
+	// none: the value as it is.
+	Cast string `yaml:"cast"`
+	// Default is the value when the source finds nothing (an absent field or header, a null
+	// key or value); an explicit null stays NULL. It goes through Cast. Not with Required.
+	// Defaults to nil: NULL.
+	Default *string `yaml:"default"`
+
+	problems []problem // what UnmarshalYAML refused, reported by New with the column's path
+}
+
+// problem is a key of a column's map ("" for the column itself) and why it was refused.
+type problem struct{ key, reason string }
+
+// UnmarshalYAML accepts "value.x" or {from: value.x, required: true, cast: epoch_ms,
+// default: "0"}. It refuses nothing itself: each problem is kept and reported by New,
+// with the column's path, together with every other problem of the section.
+func (c *Column) UnmarshalYAML(unmarshal func(any) error) error {
+	var s string
+	if err := unmarshal(&s); err == nil {
+		c.From = s
+		return nil
+	}
+	var m map[string]any
+	if err := unmarshal(&m); err != nil {
+		c.problems = append(c.problems, problem{"", "a column is a source expression or {from: EXPR, required: BOOL, cast: NAME, default: TEXT}"})
+		return nil
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		v := m[k]
+		switch k {
+		case "from":
+			s, ok := v.(string)
+			if !ok {
+				c.problems = append(c.problems, problem{k, "want a source expression"})
+			}
+			c.From = s
+		case "required":
+			b, ok := v.(bool)
+			if !ok {
+				c.problems = append(c.problems, problem{k, "want true or false"})
+			}
+			c.Required = b
+		case "cast":
+			s, ok := v.(string)
+			if !ok {
+				c.problems = append(c.problems, problem{k, "want one of epoch_s, epoch_ms, epoch_us, rfc3339, base64, json"})
+			}
+			c.Cast = s
+		case "default":
+			switch v := v.(type) {
+			case string:
+				c.Default = &v
+			case bool, int, int64, uint64, float64:
+				d := fmt.Sprint(v)
+				c.Default = &d
+			case nil:
+				c.problems = append(c.problems, problem{k, "null is no default (a missing value is NULL without one); leave it out"})
+			default:
+				c.problems = append(c.problems, problem{k, "want a scalar, the value in the column's text form"})
+			}
+		default:
+			c.problems = append(c.problems, problem{k, "unknown key in a column (want from, required, cast, default)"})
+		}
+	}
+	return nil
+}
+
+// tableSection is the table plugin's config section: Config and on_conflict.
+type tableSection struct {
+	Config     `yaml:",inline"`
+	OnConflict string `yaml:"on_conflict"`
+}

@@ -1,7 +1,6 @@
 package sink
 
 import (
-	"fmt"
 	"log/slog"
 	"maps"
 	"time"
@@ -33,7 +32,8 @@ const (
 	DefaultMaxBatchRecords          = 500
 	DefaultMaxBatchBytes            = 4 << 20 // 4 MiB
 	DefaultMaxBatchWait             = 100 * time.Millisecond
-	DefaultMaxBufferedBytes         = 8 << 20 // 8 MiB
+	DefaultMaxBufferedBytes         = 8 << 20  // 8 MiB
+	DefaultMaxTotalBufferedBytes    = 32 << 20 // 32 MiB
 	DefaultIsolationLevel           = pgx.ReadCommitted
 	DefaultLockTimeout              = 5 * time.Second
 	DefaultIdleInTransactionTimeout = 30 * time.Second
@@ -67,7 +67,11 @@ type Config struct {
 	Pipeline string
 
 	// DatabaseURL is a PostgreSQL connection string. Required unless Pool is set. Unless it
-	// sets application_name, the sessions are named rebalance.SessionName(Pipeline).
+	// sets application_name, the sessions are named rebalance.SessionName(Pipeline). A sink
+	// holds at most pool_max_conns + 1 sessions, whatever the partition count: its pool
+	// (pool_max_conns, a parameter of the URL; pgxpool's default is the larger of 4 and the
+	// number of CPUs), which the partitions' transactions share, and one connection taken
+	// out of it to LISTEN for operator resets.
 	DatabaseURL string
 	// Pool, when set, is used instead of DatabaseURL. The caller keeps ownership and should
 	// set idle_in_transaction_session_timeout on its sessions itself.
@@ -142,11 +146,22 @@ type Config struct {
 	MaxBatchWait time.Duration
 	// MaxBufferedBytes caps the memory of fetched but not yet committed records held per
 	// partition (key, value, headers and about 160 bytes of bookkeeping each); past it the
-	// partition is paused until half of it is free. At least MaxBatchBytes. With
-	// librdkafka's prefetch queue (queued.max.messages.kbytes, 64 MiB unless set in Kafka),
-	// records in memory are bounded by 64 MiB + MaxBufferedBytes x assigned partitions.
-	// Defaults to 8 MiB (DefaultMaxBufferedBytes).
+	// partition is paused until half of it is free. At least MaxBatchBytes. The sum over
+	// partitions is capped by MaxTotalBufferedBytes. Defaults to 8 MiB
+	// (DefaultMaxBufferedBytes).
 	MaxBufferedBytes int
+	// MaxTotalBufferedBytes caps the same memory summed over every partition of the sink:
+	// past it, a partition that receives a record is paused once it holds its fair share
+	// (MaxTotalBufferedBytes over the assigned partitions), until the total is under half of
+	// the cap or its own buffer under half of its share (and under half of
+	// MaxBufferedBytes). Partitions stuck in a slow handler cannot stop the others, and the
+	// total stays under about twice the cap. So the sink's records in memory stay bounded
+	// whatever the partition count: librdkafka's prefetch queue (one queue for the whole
+	// consumer, queued.max.messages.kbytes: 16 MiB unless set in Kafka) plus twice
+	// MaxTotalBufferedBytes at most. At least MaxBatchBytes. Defaults to 32 MiB
+	// (DefaultMaxTotalBufferedBytes), which keeps the peak RSS of the benchmark's sink under
+	// 256 MiB (docs/benchmarks.md).
+	MaxTotalBufferedBytes int
 
 	// IsolationLevel of each batch's transaction. The fence is correct at any level; choose
 	// pgx.Serializable when the handler's own reads need it (serialization failures are then
@@ -232,7 +247,8 @@ func (c Config) WithDefaults() Config {
 	}
 	for p, def := range map[*int]int{
 		&d.MaxBatchRecords: DefaultMaxBatchRecords, &d.MaxBatchBytes: DefaultMaxBatchBytes, &d.MaxBufferedBytes: DefaultMaxBufferedBytes,
-		&d.DeadLetterWindow: DefaultDeadLetterWindow,
+		&d.MaxTotalBufferedBytes: DefaultMaxTotalBufferedBytes,
+		&d.DeadLetterWindow:      DefaultDeadLetterWindow,
 	} {
 		orDefault(p, def)
 	}
@@ -265,10 +281,13 @@ func (c *Config) kafkaConfig() kafka.ConfigMap {
 		"isolation.level":        "read_committed",
 		"enable.partition.eof":   true, // the end of a partition moves its position past trailing markers (ranges.go)
 		"go.logs.channel.enable": false,
-		// librdkafka's prefetch queue. Lower values starve the sink of records of a few hundred
-		// bytes or more: 16 MiB cut the rate for 537-byte records from 154k to 56k a second
-		// here (docs/benchmarks.md). Memory is this plus MaxBufferedBytes per partition.
-		"queued.max.messages.kbytes": 65536,
+		// librdkafka's prefetch queue: with the high-level consumer one queue for the whole
+		// consumer, whatever the partition count (librdkafka's CONFIGURATION.md); the records
+		// the sink holds past it are bounded by MaxTotalBufferedBytes. 16 MiB: with
+		// fetch.queue.backoff.ms 0 (below) it delivered 537-byte records as fast as 64 MiB did
+		// here and took 15 to 80 MiB less peak memory (docs/benchmarks.md, issue 15); before
+		// that setting, 16 MiB starved the sink of such records.
+		"queued.max.messages.kbytes": 16384,
 		// librdkafka waits this long before fetching again for a partition whose queue is over
 		// its thresholds; its default of 1s left the consumer idle between bursts (raw consume
 		// 132k -> 262k records/s here, docs/benchmarks.md). The thresholds still bound memory.
@@ -288,38 +307,4 @@ func (c *Config) kafkaConfig() kafka.ConfigMap {
 		m["client.id"] = "eosink-" + c.InstanceID
 	}
 	return m
-}
-
-// PoisonPolicy says what happens to poison records. See Config.OnPoison.
-type PoisonPolicy int
-
-const (
-	// StopOnPoison stops the partition at the batch holding a poison record.
-	StopOnPoison PoisonPolicy = iota
-	// DeadLetter writes poison records to the dead-letter table, in the same transaction as
-	// the rest of their batch and the offset.
-	DeadLetter
-)
-
-// ParsePoisonPolicy parses "stop" or "dead-letter".
-func ParsePoisonPolicy(s string) (PoisonPolicy, error) {
-	switch s {
-	case "stop", "":
-		return StopOnPoison, nil
-	case "dead-letter":
-		return DeadLetter, nil
-	}
-	return 0, fmt.Errorf("unknown poison policy %q: want stop or dead-letter", s)
-}
-
-func (p PoisonPolicy) String() string {
-	if p == DeadLetter {
-		return "dead-letter"
-	}
-	return "stop"
-}
-
-// ParseInitialPosition parses earliest, latest, error or kafka-committed.
-func ParseInitialPosition(s string) (InitialPosition, error) {
-	return rebalance.ParseInitialPosition(s)
 }

@@ -86,8 +86,9 @@
 // matches no row, the batch rolls back and the partition stops with a *FencedError.
 //
 // Order is kept within a partition; partitions progress independently. Fetched records
-// held in memory are bounded per partition by MaxBufferedBytes: past it the partition is
-// paused in the consumer until half of it has committed.
+// held in memory are bounded per partition by MaxBufferedBytes and over all partitions by
+// MaxTotalBufferedBytes: past either the partition is paused in the consumer until half of
+// it has committed.
 //
 // # Errors
 //

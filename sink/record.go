@@ -14,7 +14,9 @@ type Header struct {
 }
 
 // Record is one Kafka record. Its byte slices belong to the batch: copy them to keep them
-// after the handler returns.
+// after the handler returns. So does the batch's Records slice, which the framework reuses
+// for later batches once a batch has committed: copy the records themselves (not the slice)
+// to keep them.
 type Record struct {
 	Topic     string
 	Partition int32

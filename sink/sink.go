@@ -25,6 +25,9 @@ type Sink struct {
 	pool   *pgxpool.Pool
 	store  *rebalance.Store
 	wcfg   *workerConfig // what every partition worker uses; set in Run
+	// buffered is the memory of fetched, uncommitted records over all partitions
+	// (MaxTotalBufferedBytes); the workers add and subtract.
+	buffered atomic.Int64
 
 	// Owned by the poll goroutine (Run and the rebalance callbacks it serves).
 	consumer *kafka.Consumer
@@ -66,6 +69,9 @@ type Stats struct {
 	Claims         int64 // partitions claimed
 	Pauses         int64 // times a partition was paused because its buffer was full
 	DeadLetters    int64 // poison records written to the dead-letter table
+	// BufferedBytes is the memory of records fetched and not yet committed, over all
+	// partitions, now (what MaxTotalBufferedBytes caps).
+	BufferedBytes int64
 }
 
 // New validates cfg and returns a Sink. It does no I/O; with Config.Registerer it registers
@@ -115,7 +121,7 @@ func (s *Sink) Stats() Stats {
 	return Stats{
 		Records: m.records.load(), Batches: m.batches.load(), Retries: m.retries.load(),
 		Fenced: m.fenced.load(), UnknownCommits: m.unknownCommits.load(), Claims: m.claims.load(),
-		Pauses: m.pauses.load(), DeadLetters: m.deadLetters.load(),
+		Pauses: m.pauses.load(), DeadLetters: m.deadLetters.load(), BufferedBytes: s.buffered.Load(),
 	}
 }
 
@@ -247,11 +253,12 @@ func (s *Sink) workerConfig() *workerConfig {
 	return &workerConfig{
 		subscription: sub,
 		plugin:       s.plugin, db: s.pool, store: s.store,
-		limits:    batchLimits{records: c.MaxBatchRecords, bytes: c.MaxBatchBytes, wait: c.MaxBatchWait, buffered: c.MaxBufferedBytes},
+		limits: batchLimits{records: c.MaxBatchRecords, bytes: c.MaxBatchBytes, wait: c.MaxBatchWait, buffered: c.MaxBufferedBytes,
+			total: c.MaxTotalBufferedBytes},
 		isolation: c.IsolationLevel, onPoison: c.OnPoison, schema: c.Schema, pipeline: c.Pipeline, redact: c.RedactErrorValues,
 		deadLetterRatio: c.MaxDeadLetterRatio, deadLetterWindow: c.DeadLetterWindow,
 		retryBackoff: c.RetryBackoff, maxRetryBackoff: c.MaxRetryBackoff, settleTimeout: c.ClaimTimeout,
-		m: s.m, tracer: s.tracer, log: s.log,
+		m: s.m, tracer: s.tracer, log: s.log, total: &s.buffered,
 		failed: s.partitionFailed,
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -110,7 +111,7 @@ func TestNewChecksListedTopicsRoutes(t *testing.T) {
 func TestWorkerStopsUnroutedTopicBeforeOpen(t *testing.T) {
 	p := &routerPlugin{routes: map[string]bool{"a": true}}
 	var failed []error
-	cfg := &workerConfig{plugin: p, log: slog.New(slog.DiscardHandler), failed: func(_ *worker, err error) { failed = append(failed, err) }}
+	cfg := &workerConfig{plugin: p, log: slog.New(slog.DiscardHandler), total: new(atomic.Int64), failed: func(_ *worker, err error) { failed = append(failed, err) }}
 	w := newWorker(cfg, "b", 2, 1, 0)
 	w.run()
 	if len(failed) != 1 || !errors.Is(failed[0], ErrNoRoute) || StopReason(failed[0]) != StopNoRoute {

@@ -156,6 +156,7 @@ func (c Config) problems(given Config) []*ConfigError {
 		name string
 		v    int
 	}{{"MaxBatchRecords", c.MaxBatchRecords}, {"MaxBatchBytes", c.MaxBatchBytes}, {"MaxBufferedBytes", c.MaxBufferedBytes},
+		{"MaxTotalBufferedBytes", c.MaxTotalBufferedBytes},
 		{"DeadLetterWindow", c.DeadLetterWindow}} {
 		if f.v < 0 {
 			bad(f.name, "must be positive, got %d", f.v)
@@ -179,6 +180,10 @@ func (c Config) problems(given Config) []*ConfigError {
 	if c.MaxBatchBytes > 0 && c.MaxBufferedBytes > 0 && c.MaxBufferedBytes < c.MaxBatchBytes {
 		bad("MaxBufferedBytes", "%d bytes%s is less than MaxBatchBytes (%d bytes); set it at least as large",
 			c.MaxBufferedBytes, defaultNote(given.MaxBufferedBytes), c.MaxBatchBytes)
+	}
+	if c.MaxBatchBytes > 0 && c.MaxTotalBufferedBytes > 0 && c.MaxTotalBufferedBytes < c.MaxBatchBytes {
+		bad("MaxTotalBufferedBytes", "%d bytes%s is less than MaxBatchBytes (%d bytes); set it at least as large",
+			c.MaxTotalBufferedBytes, defaultNote(given.MaxTotalBufferedBytes), c.MaxBatchBytes)
 	}
 	if c.RetryBackoff > 0 && c.MaxRetryBackoff > 0 && c.MaxRetryBackoff < c.RetryBackoff {
 		bad("MaxRetryBackoff", "%s%s is less than RetryBackoff (%s)", c.MaxRetryBackoff, defaultNote(given.MaxRetryBackoff), c.RetryBackoff)

@@ -39,6 +39,14 @@ type workerConfig struct {
 	retryBackoff, maxRetryBackoff time.Duration
 	settleTimeout                 time.Duration // how long settle reads the row back (ClaimTimeout)
 
+	// total is the memory of records fetched and not yet committed summed over the sink's
+	// partitions (every worker's buffered), for limits.total: the Sink's, shared by its
+	// workers.
+	total *atomic.Int64
+	// active counts the workers that have not returned, for each one's fair share of
+	// limits.total (fairShare).
+	active atomic.Int64
+
 	m      *metrics
 	tracer trace.Tracer
 	log    *slog.Logger
@@ -56,12 +64,16 @@ type txStarter interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
 
-// batchLimits are the batching settings (Config.MaxBatch*, Config.MaxBufferedBytes).
+// batchLimits are the batching settings (Config.MaxBatch*, Config.MaxBufferedBytes,
+// Config.MaxTotalBufferedBytes).
 type batchLimits struct {
 	records  int
 	bytes    int
 	wait     time.Duration
 	buffered int
+	// total caps the buffered bytes of all the sink's partitions together (held in
+	// workerConfig.total); 0: no cap.
+	total int
 }
 
 // worker owns one assigned partition: it collects that partition's records into batches and
@@ -86,7 +98,11 @@ type worker struct {
 
 	mu       sync.Mutex
 	queue    []Record
-	buffered int // memory of records fetched and not yet committed (queued plus in flight; memSize)
+	buffered int      // memory of records fetched and not yet committed (queued plus in flight; memSize)
+	closed   bool     // run has returned: push drops records, the buffer is given back (drop)
+	spare    []Record // the array of the last committed batch, empty, for the queue to move to
+	// inflight is the whole array of the batch being applied (worker goroutine only).
+	inflight []Record
 
 	wake   chan struct{} // a record was pushed (capacity 1)
 	stop   chan struct{} // closed on revoke and shutdown: commit what is queued, then exit
@@ -117,6 +133,7 @@ func newWorker(cfg *workerConfig, topic string, partition int32, epoch, next int
 		ctx: ctx, cancel: cancel,
 	}
 	w.commitBatch = w.commit
+	cfg.active.Add(1) // every worker runs; run's end (drop) takes it back
 	if cfg.onPoison == DeadLetter {
 		w.deadLetters = newDeadLetterWindow(cfg.deadLetterWindow, cfg.deadLetterRatio)
 	}
@@ -147,11 +164,22 @@ func (w *worker) push(r Record) (full bool) {
 		return false
 	}
 	w.fetchNext = r.Offset + 1
+	size := memSize(&r)
 	w.mu.Lock()
+	if w.closed { // the worker is gone (revoked, stopped): the record is not ours to keep
+		w.mu.Unlock()
+		return false
+	}
 	w.queue = append(w.queue, r)
-	w.buffered += memSize(&r)
-	full = w.buffered >= w.cfg.limits.buffered
+	w.buffered += size
+	own := w.buffered
+	full = own >= w.cfg.limits.buffered
 	w.mu.Unlock()
+	total := w.cfg.total.Add(int64(size))
+	// Past the sink-wide cap, a partition pauses once it holds its fair share: partitions
+	// stuck with most of the total cannot starve the others, and the total stays under twice
+	// the cap.
+	full = full || (w.cfg.limits.total > 0 && total >= int64(w.cfg.limits.total) && own >= w.fairShare())
 	select {
 	case w.wake <- struct{}{}:
 	default:
@@ -159,11 +187,61 @@ func (w *worker) push(r Record) (full bool) {
 	return full
 }
 
-// canResume reports whether a paused partition has drained enough to fetch again.
+// canResume reports whether a paused partition has drained enough to fetch again: its own
+// buffer under half of MaxBufferedBytes, and the sink's total under half of
+// MaxTotalBufferedBytes or its own buffer under half of its fair share of it.
 func (w *worker) canResume() bool {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buffered < w.cfg.limits.buffered/2
+	own := w.buffered
+	w.mu.Unlock()
+	if own >= w.cfg.limits.buffered/2 {
+		return false
+	}
+	lim := w.cfg.limits.total
+	return lim == 0 || w.cfg.total.Load() < int64(lim/2) || own < w.fairShare()/2
+}
+
+// fairShare is this partition's share of MaxTotalBufferedBytes: the cap over the workers.
+func (w *worker) fairShare() int {
+	return w.cfg.limits.total / int(max(1, w.cfg.active.Load()))
+}
+
+// drop gives back what a worker that has returned still holds: records queued but never
+// committed (an abort), so that the sink's total does not keep them.
+func (w *worker) drop() {
+	w.mu.Lock()
+	w.closed = true
+	size := w.buffered
+	w.buffered, w.queue = 0, nil
+	w.mu.Unlock()
+	w.cfg.total.Add(-int64(size))
+	w.cfg.active.Add(-1)
+}
+
+// settled is told that batch (of memory size) is done with: committed (ok) or abandoned.
+// A committed batch's array becomes the spare the queue moves to at the next batch; the
+// plugin has returned, and Record's contract lets no one keep the batch's memory.
+func (w *worker) settled(batch []Record, size int, ok bool) {
+	if ok && w.inflight != nil && len(batch) > 0 && &w.inflight[0] == &batch[0] {
+		arr := w.inflight[:cap(w.inflight)]
+		clear(arr)
+		w.mu.Lock()
+		if w.spare == nil {
+			w.spare = arr[:0]
+		}
+		w.mu.Unlock()
+	}
+	w.inflight = nil
+	w.release(size)
+}
+
+// release gives back the memory of committed (or abandoned) records: size bytes of this
+// partition's buffer and of the sink's total.
+func (w *worker) release(size int) {
+	w.mu.Lock()
+	w.buffered -= size
+	w.mu.Unlock()
+	w.cfg.total.Add(-int64(size))
 }
 
 // bufferedBytes is the memory held for the partition (any goroutine).
@@ -178,6 +256,7 @@ func (w *worker) bufferedBytes() int {
 func (w *worker) run() {
 	defer func() {
 		w.dead.Store(true)
+		w.drop()
 		close(w.done)
 	}()
 	p := Partition{Topic: w.topic, Partition: w.partition, Epoch: w.epoch, NextOffset: w.next.Load()}
@@ -217,9 +296,7 @@ func (w *worker) run() {
 				size += memSize(&batch[i])
 			}
 			err := w.apply(batch)
-			w.mu.Lock()
-			w.buffered -= size
-			w.mu.Unlock()
+			w.settled(batch, size, err == nil)
 			if err != nil {
 				if w.ctx.Err() == nil {
 					w.cfg.failed(w, err)
@@ -280,9 +357,17 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 		}
 		if n > 0 && (full || expired || stopping) {
 			w.formedAt = time.Now()
-			batch = make([]Record, n)
-			copy(batch, w.queue)
-			w.queue = append(w.queue[:0], w.queue[n:]...)
+			// The batch is the queue's array itself; the rest of the queue moves to the array
+			// of the last committed batch (settled), so that batches cost no allocation.
+			old := w.queue
+			batch, w.inflight = old[:n:n], old
+			spare := w.spare
+			w.spare = nil
+			if spare == nil {
+				spare = make([]Record, 0, cap(old))
+			}
+			w.queue = append(spare[:0], old[n:]...)
+			clear(old[n:]) // moved: the batch's array must not keep them alive
 			more := len(w.queue) > 0
 			w.mu.Unlock()
 			// Stopping with more queued: return this batch, come back for the rest.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,7 +89,7 @@ func newTestWorker(t *testing.T, lim batchLimits, answer func(call) error) *test
 		plugin:       handlerPlugin(func(context.Context, pgx.Tx, Batch) error { return nil }),
 		limits:       lim,
 		retryBackoff: time.Millisecond, maxRetryBackoff: 4 * time.Millisecond,
-		m: &metrics{}, tracer: newTracer(nil), log: slog.New(slog.DiscardHandler),
+		m: &metrics{}, tracer: newTracer(nil), log: slog.New(slog.DiscardHandler), total: new(atomic.Int64),
 		failed: func(_ *worker, err error) { failures <- err },
 	}
 	fake := &fakeCommit{answer: answer, called: make(chan struct{}, 100)}

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -39,12 +40,37 @@ func (w *writer) rows(ctx context.Context, tx pgx.Tx, recs []sink.Record, rowFn 
 	return w.encode(recs, rowFn, bytea)
 }
 
-// encode maps each record to a COPY text row with rowFn. A record that cannot be mapped is
-// returned as a *sink.PoisonError, unless the schema registry failed (mapping.RecordError).
+// copyBuffers are the COPY data buffers of batches, reused from one batch to the next
+// (encode takes one, done gives it back).
+var copyBuffers sync.Pool // of *[]byte
+
+// encode maps each record to a COPY text row with rowFn; with a nil rowFn, it is the table
+// plugin's plain insert: mapping.AppendCopy, which writes each row straight into the buffer.
+// A record that cannot be mapped is returned as a *sink.PoisonError, unless the schema
+// registry failed (mapping.RecordError). Give the buffer back with done once it is sent.
 func (w *writer) encode(recs []sink.Record, rowFn rowFunc, bytea []bool) ([]byte, error) {
-	buf := make([]byte, 0, len(recs)*128)
-	row := make([]any, 0, len(w.cols)+len(w.extra))
+	var buf []byte
+	if bp, ok := copyBuffers.Get().(*[]byte); ok {
+		buf = (*bp)[:0]
+	} else {
+		buf = make([]byte, 0, len(recs)*128)
+	}
 	var err error
+	if rowFn == nil {
+		readsValue := w.readsValue()
+		var scratch []byte
+		for i := range recs {
+			r := &recs[i]
+			if r.Value == nil && readsValue {
+				return nil, mapping.RecordError(r, errTombstone)
+			}
+			if buf, err = w.m.AppendCopy(buf, r, bytea, &scratch); err != nil {
+				return nil, mapping.RecordError(r, err)
+			}
+		}
+		return buf, nil
+	}
+	row := make([]any, 0, len(w.cols)+len(w.extra))
 	for i := range recs {
 		r := &recs[i]
 		if row, err = rowFn(r, row[:0]); err != nil {
@@ -57,11 +83,22 @@ func (w *writer) encode(recs []sink.Record, rowFn rowFunc, bytea []bool) ([]byte
 	return buf, nil
 }
 
+// done gives back buf, a batch's COPY data from encode, once it has been sent.
+func (w *writer) done(buf []byte) {
+	if cap(buf) > 64<<20 { // a batch of huge records: let it go
+		return
+	}
+	buf = buf[:0]
+	copyBuffers.Put(&buf)
+}
+
+var errTombstone = errors.New("tombstone (null value) and the mapping reads the value")
+
 // insertRow is the table plugin's rowFunc.
 func (w *writer) insertRow(readsValue bool) rowFunc {
 	return func(r *sink.Record, row []any) ([]any, error) {
 		if r.Value == nil && readsValue {
-			return nil, errors.New("tombstone (null value) and the mapping reads the value")
+			return nil, errTombstone
 		}
 		return w.m.Row(r, row)
 	}
@@ -72,6 +109,7 @@ func (w *writer) insertRow(readsValue bool) rowFunc {
 // is returned as that record's poison, naming the column (copyError).
 func (w *writer) copyIn(ctx context.Context, tx pgx.Tx, buf []byte, sql string, recs []sink.Record) error {
 	_, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), sql)
+	w.done(buf) // sent, or never to be: CopyFrom has returned
 	if err != nil {
 		return w.copyError(err, recs)
 	}

@@ -29,7 +29,7 @@ type Table struct {
 // tableTarget is one target table with its row mapping.
 type tableTarget struct {
 	w   *writer
-	row rowFunc
+	row rowFunc // nil for a plain insert: the writer encodes with mapping.AppendCopy
 
 	// With on_conflict: nothing, the batch goes through a staging table.
 	stage, stageSQL, copySQL, insertSQL string
@@ -57,7 +57,7 @@ func New(c Config) (*Table, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &tableTarget{w: w, row: w.insertRow(w.readsValue())}, nil
+		return &tableTarget{w: w}, nil // row nil: encode's AppendCopy path
 	})
 	if err != nil {
 		return nil, err

@@ -11,12 +11,16 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/eosink/eosink/rebalance"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/cdc"
 	"github.com/eosink/eosink/sink/table"
@@ -27,7 +31,7 @@ import (
 type childArgs struct {
 	mode, brokers, url, topic, group, schema, table, offsets, format, kind string
 	records                                                                int64
-	partitions, batch, poolConns                                           int
+	partitions, batch, poolConns, instances                                int
 	wait, limit                                                            time.Duration
 	rate                                                                   int
 	cpuProfile                                                             string
@@ -45,6 +49,10 @@ type childResult struct {
 	// QueueFull: how often the latency run's producer waited on its full local queue.
 	QueueFull int64 `json:"queue_full,omitempty"`
 	HWMKiB    int64 `json:"vm_hwm_kib"` // this process's peak resident memory
+	// PGConns: the most PostgreSQL sessions of the pipeline open at once (eos mode).
+	PGConns int64 `json:"pg_connections,omitempty"`
+	// Breakdown: where the latency run's records waited (latency mode).
+	Breakdown map[string]Stat `json:"latency_breakdown_ms,omitempty"`
 }
 
 // peakRSS reads VmHWM from /proc/self/status: the peak of this program's own memory, which,
@@ -83,6 +91,7 @@ func parseChild(args []string) (childArgs, error) {
 	fs.IntVar(&a.partitions, "partitions", 12, "")
 	fs.IntVar(&a.batch, "batch", 5000, "")
 	fs.IntVar(&a.poolConns, "pool", 0, "")
+	fs.IntVar(&a.instances, "instances", 1, "eos: sinks in one group in this process")
 	fs.DurationVar(&a.wait, "wait", 100*time.Millisecond, "")
 	fs.DurationVar(&a.limit, "limit", 0, "stop after this long")
 	fs.IntVar(&a.rate, "rate", 0, "latency: records per second to produce")
@@ -174,25 +183,37 @@ func runEOS(ctx context.Context, a childArgs) (childResult, error) {
 	if err := sink.MigratePlugin(ctx, a.url, pl, nil); err != nil { // the cdc plugin's positions table
 		return childResult{}, err
 	}
-	lat := &latencies{pending: map[batchKey][]time.Time{}}
-	cfg := sink.Config{Brokers: a.brokers, GroupID: a.group, Topics: []string{a.topic}, DatabaseURL: a.dbURL(),
+	lat := &latencies{pending: map[batchKey]*batchTimes{}, children: map[trace.SpanID][]sdktrace.ReadOnlySpan{}}
+	cfg := sink.Config{Brokers: a.brokers, GroupID: a.group, Topics: strings.Split(a.topic, ","), DatabaseURL: a.dbURL(),
 		Schema: a.offsets, Plugin: pl, MaxBatchRecords: a.batch, MaxBatchWait: a.wait,
 		ShutdownTimeout: 2 * time.Second, // measured already: do not drain a slow queue
-		Kafka:           kafka.ConfigMap{"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000},
+		Kafka:           a.kafkaOverrides(),
 		Logger:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	if a.mode == "latency" {
 		cfg.Plugin = &latencyPlugin{Plugin: pl, lat: lat}
 		cfg.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(lat))
 	}
-	s, err := sink.New(cfg)
-	if err != nil {
-		return childResult{}, err
+	sinks := make([]*sink.Sink, max(1, a.instances))
+	for i := range sinks {
+		if sinks[i], err = sink.New(cfg); err != nil {
+			return childResult{}, err
+		}
+	}
+	s := sinks[0]
+	applied := func() (n int64) {
+		for _, s := range sinks {
+			n += s.Stats().Records
+		}
+		return n
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	done := make(chan error, 1)
+	done := make(chan error, len(sinks))
 	began := time.Now()
-	go func() { done <- s.Run(rctx) }()
+	for _, s := range sinks {
+		go func() { done <- s.Run(rctx) }()
+	}
+	conns := watchConnections(rctx, a.url, rebalance.SessionName(a.group))
 	want, limit := a.records, a.limit
 	var produced time.Duration
 	var queueFull int64
@@ -211,18 +232,25 @@ func runEOS(ctx context.Context, a childArgs) (childResult, error) {
 		queueFull = st.QueueFull
 		produced, limit = time.Since(t0), 0
 	}
-	res, err := watch(ctx, want, limit, done, func() int64 { return s.Stats().Records })
+	res, err := watch(ctx, want, limit, done, applied)
 	if a.mode == "latency" {
 		res.Records, res.Seconds = want, produced.Seconds()
 	}
 	cancel()
-	if rerr := <-done; rerr != nil && err == nil {
-		err = rerr
+	for range sinks {
+		if rerr := <-done; rerr != nil && err == nil {
+			err = rerr
+		}
 	}
 	res.Wall = time.Since(began).Seconds()
-	res.Batches, res.Pauses = s.Stats().Batches, s.Stats().Pauses
+	for _, s := range sinks {
+		res.Batches += s.Stats().Batches
+		res.Pauses += s.Stats().Pauses
+	}
+	res.PGConns = conns()
 	if a.mode == "latency" {
 		res.P50ms, res.P99ms = lat.percentiles()
+		res.Breakdown = lat.breakdown()
 		res.QueueFull = queueFull
 	}
 	return res, err
@@ -284,4 +312,44 @@ func watch(ctx context.Context, want int64, limit time.Duration, done chan error
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// watchConnections samples, every 100 ms until ctx ends, how many PostgreSQL sessions carry
+// the pipeline's application_name (the sink's pool; this sampler's own session is named
+// otherwise), and returns a function that gives the most seen.
+func watchConnections(ctx context.Context, url, name string) func() int64 {
+	var peak atomic.Int64
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return
+		}
+		defer conn.Close(context.Background())
+		for ctx.Err() == nil {
+			var n int64
+			if conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", name).Scan(&n) == nil {
+				peak.Store(max(peak.Load(), n))
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return func() int64 {
+		<-stopped
+		return peak.Load()
+	}
+}
+
+// kafkaOverrides are the sink's extra librdkafka properties: a short session timeout, and
+// BENCH_QUEUED_KB, when set, as queued.max.messages.kbytes (to measure its effect on memory).
+func (a childArgs) kafkaOverrides() kafka.ConfigMap {
+	m := kafka.ConfigMap{"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
+	if kb := envInt("BENCH_QUEUED_KB", 0); kb > 0 {
+		m["queued.max.messages.kbytes"] = kb
+	}
+	return m
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/eosink/eosink/sink"
 )
@@ -47,9 +48,25 @@ func produceAtRate(ctx context.Context, a childArgs) (int64, produceStats, error
 // eosink.batch span that committed it.
 type latencies struct {
 	mu      sync.Mutex
-	pending map[batchKey][]time.Time
+	pending map[batchKey]*batchTimes
 	ms      []float64
+	// children holds the ended eosink.fetch, eosink.write and eosink.commit spans of the
+	// batch spans not ended yet, by the batch span's id.
+	children map[trace.SpanID][]sdktrace.ReadOnlySpan
+	// parts: per batch, from its oldest record, the milliseconds in each stage (breakdown).
+	parts map[string][]float64
 }
+
+// batchTimes is what the plugin saw of one batch: its records' Kafka timestamps, and when
+// Write was called and returned.
+type batchTimes struct {
+	ts                []time.Time
+	written, returned time.Time
+}
+
+// The stages of the breakdown, in order; together they are the latency of a batch's oldest
+// record.
+var stages = []string{"fetch_queue", "batch_forming", "pool_begin_offset", "write_copy", "commit"}
 
 type batchKey struct {
 	partition int64
@@ -69,16 +86,19 @@ func (p *latencyPlugin) Prepare(ctx context.Context, db sink.DB) error {
 }
 
 func (p *latencyPlugin) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
-	if len(b.Records) > 0 {
-		ts := make([]time.Time, len(b.Records))
-		for i, r := range b.Records {
-			ts[i] = r.Timestamp
-		}
-		p.lat.mu.Lock()
-		p.lat.pending[batchKey{int64(b.Partition), b.Records[len(b.Records)-1].Offset}] = ts
-		p.lat.mu.Unlock()
+	if len(b.Records) == 0 {
+		return p.Plugin.Write(ctx, tx, b)
 	}
-	return p.Plugin.Write(ctx, tx, b)
+	bt := &batchTimes{ts: make([]time.Time, len(b.Records)), written: time.Now()}
+	for i, r := range b.Records {
+		bt.ts[i] = r.Timestamp
+	}
+	err := p.Plugin.Write(ctx, tx, b)
+	bt.returned = time.Now()
+	p.lat.mu.Lock()
+	p.lat.pending[batchKey{int64(b.Partition), b.Records[len(b.Records)-1].Offset}] = bt
+	p.lat.mu.Unlock()
+	return err
 }
 
 func (l *latencies) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
@@ -86,7 +106,18 @@ func (l *latencies) Shutdown(context.Context) error                  { return ni
 func (l *latencies) ForceFlush(context.Context) error                { return nil }
 
 func (l *latencies) OnEnd(s sdktrace.ReadOnlySpan) {
-	if s.Name() != "eosink.batch" || s.Status().Code != 0 {
+	if s.Name() != "eosink.batch" {
+		l.mu.Lock()
+		id := s.Parent().SpanID()
+		l.children[id] = append(l.children[id], s)
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Lock()
+	children := l.children[s.SpanContext().SpanID()]
+	delete(l.children, s.SpanContext().SpanID())
+	l.mu.Unlock()
+	if s.Status().Code != 0 {
 		return
 	}
 	var k batchKey
@@ -100,10 +131,71 @@ func (l *latencies) OnEnd(s sdktrace.ReadOnlySpan) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, t := range l.pending[k] {
-		l.ms = append(l.ms, float64(s.EndTime().Sub(t).Microseconds())/1000)
-	}
+	bt := l.pending[k]
 	delete(l.pending, k)
+	if bt == nil {
+		return
+	}
+	for _, t := range bt.ts {
+		l.ms = append(l.ms, ms(s.EndTime().Sub(t)))
+	}
+	l.addParts(bt, children)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// addParts splits the latency of the batch's oldest record into the stages: in Kafka and the
+// sink's queues until the batch began forming (fetch_queue: from the record's timestamp to
+// the start of eosink.fetch, so it includes waiting behind the partition's previous batch),
+// batch_forming (eosink.fetch), pool_begin_offset (from the end of forming to the plugin's
+// Write: a pool connection, BEGIN and the offset update), write_copy (the plugin's Write),
+// and commit (eosink.commit). Batches without a fetch span (retries) are left out.
+func (l *latencies) addParts(bt *batchTimes, children []sdktrace.ReadOnlySpan) {
+	var fetch, commit sdktrace.ReadOnlySpan
+	for _, c := range children {
+		switch c.Name() {
+		case "eosink.fetch":
+			fetch = c
+		case "eosink.commit":
+			commit = c
+		}
+	}
+	if fetch == nil || commit == nil || len(bt.ts) == 0 {
+		return
+	}
+	oldest := slices.MinFunc(bt.ts, func(a, b time.Time) int { return a.Compare(b) })
+	if l.parts == nil {
+		l.parts = map[string][]float64{}
+	}
+	for i, d := range []time.Duration{fetch.StartTime().Sub(oldest), fetch.EndTime().Sub(fetch.StartTime()),
+		bt.written.Sub(fetch.EndTime()), bt.returned.Sub(bt.written), commit.EndTime().Sub(commit.StartTime())} {
+		l.parts[stages[i]] = append(l.parts[stages[i]], ms(d))
+	}
+}
+
+// Stat is one stage of the latency breakdown over the batches, in milliseconds.
+type Stat struct {
+	Mean float64 `json:"mean"`
+	P50  float64 `json:"p50"`
+	P99  float64 `json:"p99"`
+	N    int     `json:"batches"`
+}
+
+// breakdown is the latency of each batch's oldest record, split into the stages.
+func (l *latencies) breakdown() map[string]Stat {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]Stat{}
+	for name, v := range l.parts {
+		slices.Sort(v)
+		sum := 0.0
+		for _, x := range v {
+			sum += x
+		}
+		at := func(q float64) float64 { return v[min(len(v)-1, int(q*float64(len(v))))] }
+		out[name] = Stat{Mean: sum / float64(len(v)), P50: at(0.5), P99: at(0.99), N: len(v)}
+	}
+	return out
 }
 
 func (l *latencies) percentiles() (p50, p99 float64) {

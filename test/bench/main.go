@@ -12,7 +12,8 @@
 // Environment: KAFKA_BOOTSTRAP_SERVERS and DATABASE_URL (required); BENCH_RECORDS (default
 // 2000000), BENCH_PARTITIONS (12), BENCH_BATCH (5000), BENCH_REPORT (.reports/bench.json),
 // BENCH_REPEAT (3: runs of eos and at_least_once, interleaved, the median kept), BENCH_PEER
-// (1; 0 skips the peer), BENCH_CURVES (1; 0 skips the curves), BENCH_CURVE_SECONDS (8),
+// (1; 0 skips the peer; envelope runs eos_envelope, eosink on the peer's 537-byte records, but
+// not the peer), BENCH_CURVES (1; 0 skips the curves), BENCH_CURVE_SECONDS (8),
 // BENCH_PROFILE (a path: CPU profile of the eosink run), BENCH_DOCS (1 writes the chart to
 // docs/benchmarks.png as well), BENCH_CDC (1; 0 skips the change-event contenders eos_cdc and
 // peer_cdc), BENCH_CDC_RECORDS (change records; default BENCH_RECORDS, at most 500000),
@@ -23,7 +24,9 @@
 // skips the relay), BENCH_OUTBOX_EVENTS (200000), BENCH_OUTBOX_RATE (1000),
 // BENCH_PRODUCER_QUEUE_MESSAGES (the producers'
 // queue.buffering.max.messages: a small one runs the bench through full queues on purpose),
-// BENCH_STALL_SECONDS (300: a contender that applies nothing for this long fails its phase).
+// BENCH_STALL_SECONDS (300: a contender that applies nothing for this long fails its phase),
+// BENCH_CURVE_SET (all; scale: only the partitions, topics, instances and pool curves),
+// BENCH_QUICK (1: a run of a few minutes, quickDefaults in curves.go, for the variables unset).
 //
 // A phase that fails (a preload, a contender, a curve's point) is recorded in the report
 // under failed and printed as a FAILED line; the phases that do not need it still run, the
@@ -31,7 +34,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -40,13 +42,10 @@ import (
 	"maps"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"regexp"
 	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -71,6 +70,12 @@ func envInt(name string, def int) int {
 	return def
 }
 
+// peerOn reports whether the peer runs (BENCH_PEER unset or 1).
+func peerOn() bool {
+	v := os.Getenv("BENCH_PEER")
+	return v == "" || v == "1"
+}
+
 func envStr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
@@ -89,6 +94,7 @@ type bench struct {
 }
 
 func run() error {
+	applyQuick()
 	b := &bench{brokers: os.Getenv("KAFKA_BOOTSTRAP_SERVERS"), url: os.Getenv("DATABASE_URL"),
 		records: int64(envInt("BENCH_RECORDS", 2_000_000)), partitions: envInt("BENCH_PARTITIONS", 12), batch: envInt("BENCH_BATCH", 5000)}
 	if b.brokers == "" || b.url == "" {
@@ -129,7 +135,7 @@ func (b *bench) runAll(ctx context.Context) {
 		return
 	}
 	if os.Getenv("BENCH_ONLY") == "cdc" { // the change-event contenders alone
-		b.phase("cdc", func() error { return b.cdc(ctx, envInt("BENCH_PEER", 1) == 1) })
+		b.phase("cdc", func() error { return b.cdc(ctx, peerOn()) })
 		return
 	}
 
@@ -190,12 +196,12 @@ func (b *bench) runAll(ctx context.Context) {
 		b.rep.Measurements[name] = median(ms)
 	}
 
-	if envInt("BENCH_PEER", 1) == 1 {
+	if peerOn() || os.Getenv("BENCH_PEER") == "envelope" {
 		b.peer(ctx)
 	}
 
 	if envInt("BENCH_CDC", 1) == 1 {
-		b.phase("cdc", func() error { return b.cdc(ctx, envInt("BENCH_PEER", 1) == 1) })
+		b.phase("cdc", func() error { return b.cdc(ctx, peerOn()) })
 	}
 
 	// Latency at half of eosink's peak, and at a quarter for the trend.
@@ -360,6 +366,7 @@ func (b *bench) child(ctx context.Context, name, desc, kind string, args ...stri
 		m.CPUSecondsPerM = (m.CPU.Contender + m.CPU.Kafka + m.CPU.Postgres) / float64(res.Records) * 1e6
 	}
 	m.PeakRSSMiB = float64(res.HWMKiB) / 1024
+	m.PGConnections, m.LatencyBreakdown = res.PGConns, res.Breakdown
 	if res.Pauses > 0 {
 		m.Note = fmt.Sprintf("%d batches, %d pauses on a full buffer", res.Batches, res.Pauses)
 	}
@@ -369,144 +376,6 @@ func (b *bench) child(ctx context.Context, name, desc, kind string, args ...stri
 	b.logf("%s: %d records in %.2fs: %.0f records/s, %.1f CPU s per million, peak RSS %.0f MiB%s", name, res.Records, res.Seconds,
 		m.RecordsPerSecond, m.CPUSecondsPerM, m.PeakRSSMiB, latencyText(m))
 	return m, nil
-}
-
-var peerLine = regexp.MustCompile(`rows=(\d+) duplicates=(\d+).*first-to-last row ([0-9.]+)s -> `)
-
-// peer runs the Debezium JDBC sink on Kafka Connect over a topic holding the same records in
-// the JsonConverter envelope it needs, and eosink over the very same topic for a like-for-like
-// ratio. Its phases: preload_envelope, eos_envelope and peer.
-func (b *bench) peer(ctx context.Context) {
-	b.phase("preload_envelope", func() error {
-		b.logf("preloading the same records in the JsonConverter envelope (topic bench-envelope) for the peer")
-		_, err := preload(ctx, b.brokers, "bench-envelope", b.partitions, b.records, "envelope")
-		return err
-	})
-	b.phase("eos_envelope", func() error {
-		m, err := b.child(ctx, "eos_envelope", "eosink on the peer's topic (the same records in the JsonConverter envelope)", "insert",
-			"-mode", "eos", "-topic", "bench-envelope", "-format", "envelope")
-		if err != nil {
-			return err
-		}
-		b.rep.Measurements["eos_envelope"] = m
-		return nil
-	}, "preload_envelope")
-	b.phase("peer", func() error {
-		pm, err := b.runPeer(ctx, "peer", "Debezium JDBC sink connector on Kafka Connect 4.1.1, standalone, 2 tasks, "+
-			"unnest inserts, JsonConverter with schemas (each value carries its schema)", "bench-envelope", b.records, -1,
-			"PEER_TABLE=peer_bench", "PEER_SCHEMA=bench", "PEER_UNNEST=true")
-		if err != nil {
-			return err
-		}
-		b.rep.Measurements["peer"] = pm
-		return nil
-	}, "preload_envelope")
-}
-
-// runPeer runs test/bench/peer/run-peer.sh on topic with the extra environment env and
-// reads its result line. expected is what the script waits for (rows in the table, unless
-// env sets PEER_DONE_SQL); records, when not -1, is the number of records the rate is
-// counted in (else the table's rows).
-func (b *bench) runPeer(ctx context.Context, name, desc, topic string, expected, records int64, env ...string) (*Measurement, error) {
-	script := filepath.Join(repoRoot(), "test", "bench", "peer", "run-peer.sh")
-	cmd := exec.CommandContext(ctx, "bash", script, topic, strconv.FormatInt(expected, 10))
-	cmd.Env = append(append(os.Environ(), "PEER_BATCH_SIZE="+strconv.Itoa(b.batch), "PEER_TASKS=2"), env...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	b.logf("%s: Debezium JDBC sink on Kafka Connect (standalone, 2 tasks, batch %d, %s)", name, b.batch, strings.Join(env, " "))
-	k0, p0 := serviceCPU()
-	err := cmd.Run()
-	k1, p1 := serviceCPU()
-	if err != nil {
-		return nil, fmt.Errorf("%v\n%s", err, tail(out.String(), 40))
-	}
-	var line string
-	sc := bufio.NewScanner(&out)
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), "peer: RESULT") {
-			line = sc.Text()
-		}
-	}
-	g := peerLine.FindStringSubmatch(line)
-	if g == nil {
-		return nil, fmt.Errorf("no result line in the peer's output:\n%s", tail(out.String(), 40))
-	}
-	rows, _ := strconv.ParseInt(g[1], 10, 64)
-	secs, _ := strconv.ParseFloat(g[3], 64)
-	if records < 0 {
-		records = rows
-	}
-	pm := &Measurement{Name: name, Description: desc, Records: records, Seconds: secs,
-		Note: line[strings.Index(line, "RESULT")+len("RESULT "):]}
-	pm.RecordsPerSecond = float64(records) / secs
-	pm.CPU.Contender = cmd.ProcessState.UserTime().Seconds() + cmd.ProcessState.SystemTime().Seconds()
-	pm.CPU.Kafka, pm.CPU.Postgres = k1-k0, p1-p0
-	pm.CPUSecondsPerM = (pm.CPU.Contender + pm.CPU.Kafka + pm.CPU.Postgres) / float64(records) * 1e6
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		pm.PeakRSSMiB = float64(ru.Maxrss) / 1024
-	}
-	if g[2] != "0" {
-		pm.Note += " (duplicates: " + g[2] + ")"
-	}
-	b.logf("%s: %d records in %.2fs: %.0f records/s, %.1f CPU s per million (JVM included), peak RSS %.0f MiB", name, records, secs,
-		pm.RecordsPerSecond, pm.CPUSecondsPerM, pm.PeakRSSMiB)
-	return pm, nil
-}
-
-// curves: throughput against batch size, partition count, row width, insert or upsert.
-// Each point is a phase of its own (named curve_label, like its measurement), as is each
-// topic the curves preload (preload_<topic>).
-func (b *bench) curves(ctx context.Context) {
-	limit := fmt.Sprintf("%ds", envInt("BENCH_CURVE_SECONDS", 8))
-	n := int64(envInt("BENCH_CURVE_RECORDS", 400_000))
-	point := func(curve string, x float64, label string, kind string, needs string, args ...string) {
-		name := curve + "_" + label
-		b.phase(name, func() error {
-			saved := b.records
-			b.records = n
-			defer func() { b.records = saved }()
-			m, err := b.child(ctx, name, curve+" "+label, kind, append([]string{"-mode", "eos", "-limit", limit}, args...)...)
-			if err != nil {
-				return err
-			}
-			b.rep.Measurements[name] = m
-			b.rep.Curves[curve] = append(b.rep.Curves[curve], Point{X: x, Label: label, RecordsPerSecond: m.RecordsPerSecond})
-			return nil
-		}, needs)
-	}
-	preloaded := func(topic string, parts int, width string) string {
-		name := "preload_" + topic
-		b.phase(name, func() error {
-			_, err := preload(ctx, b.brokers, topic, parts, n, width)
-			return err
-		})
-		return name
-	}
-	for _, bs := range []int{1, 10, 100, 1000, 10000} {
-		point("batch_size", float64(bs), strconv.Itoa(bs), "insert", "preload", "-topic", "bench-main", "-batch", strconv.Itoa(bs))
-	}
-	for _, parts := range []int{1, 3, 6, 12, 24} {
-		topic := fmt.Sprintf("bench-p%d", parts)
-		needs := preloaded(topic, parts, "normal")
-		point("partitions", float64(parts), strconv.Itoa(parts), "insert", needs, "-topic", topic, "-partitions", strconv.Itoa(parts))
-	}
-	for i, w := range []string{"narrow", "normal", "wide"} {
-		topic := "bench-w-" + w
-		needs := preloaded(topic, b.partitions, w)
-		point("row_width", float64(i), w, "insert", needs, "-topic", topic, "-format", w)
-	}
-	for i, kind := range []string{"insert", "upsert"} {
-		point("insert_vs_upsert", float64(i), kind, kind, "preload", "-topic", "bench-main")
-	}
-	// synchronous_commit=off on the sink's sessions (pgx passes unknown URL parameters as
-	// session settings): see docs/benchmarks.md on what it risks and what it cannot break.
-	for i, mode := range []string{"on", "off"} {
-		url := b.url
-		if mode == "off" {
-			url += map[bool]string{true: "&", false: "?"}[strings.Contains(url, "?")] + "synchronous_commit=off"
-		}
-		point("synchronous_commit", float64(i), mode, "insert", "preload", "-topic", "bench-main", "-url", url)
-	}
 }
 
 func repoRoot() string {

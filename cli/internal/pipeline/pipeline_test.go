@@ -264,7 +264,7 @@ func TestErrorsNameTheirPath(t *testing.T) {
 		{"http", minimal + "http: 9464\n", `pipeline.yaml: http: "9464" is not a listen address`},
 		{"log format", minimal + "log: {format: xml}\n", `pipeline.yaml: log.format: "xml" is not text or json`},
 		{"log level", minimal + "log: {level: loud}\n", `pipeline.yaml: log.level: "loud" is not debug, info, warn or error`},
-		{"section kind", minimal + "batch: 500\n", "pipeline.yaml: batch: must be a mapping of keys (max_records, max_bytes, max_wait, max_buffered_bytes), not a single value"},
+		{"section kind", minimal + "batch: 500\n", "pipeline.yaml: batch: must be a mapping of keys (max_records, max_bytes, max_wait, max_buffered_bytes, max_total_buffered_bytes), not a single value"},
 		{"managed property", strings.Replace(minimal, "kafka:\n", "kafka:\n  properties: {auto.offset.reset: earliest}\n", 1), "pipeline.yaml: kafka.properties[auto.offset.reset]: is managed by eosink and must be error"},
 		{"group.id property", strings.Replace(minimal, "kafka:\n", "kafka:\n  properties: {group.id: x}\n", 1), "pipeline.yaml: kafka.properties[group.id]: set kafka.group instead"},
 		{"go property", strings.Replace(minimal, "kafka:\n", "kafka:\n  properties: {go.events.channel.enable: true}\n", 1), "pipeline.yaml: kafka.properties[go.events.channel.enable]: go.* properties"},
@@ -302,7 +302,7 @@ func TestUnknownKeys(t *testing.T) {
 	for _, want := range []string{
 		"pipeline.yaml: kafka.grop: unknown key (kafka has brokers, group, topics, initial_position, commit_to_kafka, commit_interval, properties); did you mean group? (line 3)",
 		"pipeline.yaml: databse: unknown key (the top level has pipeline, instance_id, kafka, database, batch, timeouts, retry, on_poison, dead_letter, sink, schema_registry, http, log, unhealthy_on_stopped_partition, redact_error_values); did you mean database? (line 13)",
-		"pipeline.yaml: batch.max_record: unknown key (batch has max_records, max_bytes, max_wait, max_buffered_bytes); did you mean max_records? (line 14)",
+		"pipeline.yaml: batch.max_record: unknown key (batch has max_records, max_bytes, max_wait, max_buffered_bytes, max_total_buffered_bytes); did you mean max_records? (line 14)",
 		"pipeline.yaml: log.colour: unknown key (log has format, level, progress) (line 15)",
 	} {
 		if !strings.Contains(got, want) {

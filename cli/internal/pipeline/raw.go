@@ -61,6 +61,7 @@ type rawBatch struct {
 	MaxBytes         yaml.Node `yaml:"max_bytes" config:"MaxBatchBytes,size"`
 	MaxWait          yaml.Node `yaml:"max_wait" config:"MaxBatchWait,duration"`
 	MaxBufferedBytes yaml.Node `yaml:"max_buffered_bytes" config:"MaxBufferedBytes,size"`
+	MaxTotalBuffered yaml.Node `yaml:"max_total_buffered_bytes" config:"MaxTotalBufferedBytes,size"`
 }
 
 type rawTimeouts struct {

@@ -67,8 +67,8 @@ func (p *Pipeline) Summary(w io.Writer) error {
 	lines = append(lines, [][2]string{
 		{"on_poison", c.OnPoison.String()},
 		{"redact_error_values", fmt.Sprint(c.RedactErrorValues)},
-		{"batch", fmt.Sprintf("max %d records, %s, wait %s; %s buffered per partition",
-			c.MaxBatchRecords, sizeText(c.MaxBatchBytes), c.MaxBatchWait, sizeText(c.MaxBufferedBytes))},
+		{"batch", fmt.Sprintf("max %d records, %s, wait %s; %s buffered per partition, %s in all",
+			c.MaxBatchRecords, sizeText(c.MaxBatchBytes), c.MaxBatchWait, sizeText(c.MaxBufferedBytes), sizeText(c.MaxTotalBufferedBytes))},
 		{"http", http},
 		{"progress", progressText(p.Progress)},
 	}...)

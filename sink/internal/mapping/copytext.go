@@ -30,43 +30,46 @@ func AppendCopyRow(buf []byte, row []any, bytea []bool) ([]byte, error) {
 		if i > 0 {
 			buf = append(buf, '\t')
 		}
-		isBytea := i < len(bytea) && bytea[i]
 		var err error
-		switch v := v.(type) {
-		case nil:
-			buf = append(buf, '\\', 'N')
-		case string:
-			if isBytea {
-				buf = appendByteaHex(buf, v)
-			} else {
-				buf, err = appendText(buf, v)
-			}
-		case []byte:
-			if v == nil {
-				buf = append(buf, '\\', 'N')
-			} else if isBytea {
-				buf = appendByteaHex(buf, unsafeString(v))
-			} else {
-				buf, err = appendText(buf, unsafeString(v))
-			}
-		case bool:
-			buf = strconv.AppendBool(buf, v)
-		case int:
-			buf = strconv.AppendInt(buf, int64(v), 10)
-		case int32:
-			buf = strconv.AppendInt(buf, int64(v), 10)
-		case int64:
-			buf = strconv.AppendInt(buf, v, 10)
-		case time.Time:
-			buf = v.UTC().AppendFormat(buf, time.RFC3339Nano)
-		default:
-			return buf[:orig], fmt.Errorf("mapping: COPY column %d: unsupported type %T", i+1, v)
-		}
-		if err != nil {
+		if buf, err = appendCopyValue(buf, v, i < len(bytea) && bytea[i]); err != nil {
 			return buf[:orig], fmt.Errorf("mapping: COPY column %d: %w", i+1, err)
 		}
 	}
 	return append(buf, '\n'), nil
+}
+
+// appendCopyValue appends one field of AppendCopyRow.
+func appendCopyValue(buf []byte, v any, isBytea bool) ([]byte, error) {
+	switch v := v.(type) {
+	case nil:
+		return append(buf, '\\', 'N'), nil
+	case string:
+		return appendCopyText(buf, v, isBytea)
+	case []byte:
+		if v == nil {
+			return append(buf, '\\', 'N'), nil
+		}
+		return appendCopyText(buf, unsafeString(v), isBytea)
+	case bool:
+		return strconv.AppendBool(buf, v), nil
+	case int:
+		return strconv.AppendInt(buf, int64(v), 10), nil
+	case int32:
+		return strconv.AppendInt(buf, int64(v), 10), nil
+	case int64:
+		return strconv.AppendInt(buf, v, 10), nil
+	case time.Time:
+		return v.UTC().AppendFormat(buf, time.RFC3339Nano), nil
+	}
+	return buf, fmt.Errorf("unsupported type %T", v)
+}
+
+// appendCopyText appends text, or bytea's hex form of it.
+func appendCopyText(buf []byte, s string, isBytea bool) ([]byte, error) {
+	if isBytea {
+		return appendByteaHex(buf, s), nil
+	}
+	return appendText(buf, s)
 }
 
 // appendText appends s with the escapes of COPY's text format. s must be valid UTF-8

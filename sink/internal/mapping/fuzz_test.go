@@ -270,6 +270,7 @@ func FuzzRow(f *testing.F) {
 		if err := m.Validate(); err != nil {
 			t.Fatalf("Validate: %v", err)
 		}
+		checkAppendCopy(t, &m, r)
 		row, err := m.Row(r, make([]any, 3))
 		if err == nil {
 			checkRow(t, row, len(valid))

@@ -67,6 +67,8 @@ func (m *Mapping) Row(r *sink.Record, dst []any) ([]any, error) {
 		case resBuf:
 			pend = append(pend, pending{col: i, start: res.start, end: res.end})
 			dst = append(dst, nil)
+		case resText: // not made with alias off; kept safe all the same
+			dst = append(dst, strings.Clone(res.text))
 		}
 	}
 	if len(pend) > 0 {
@@ -115,6 +117,8 @@ func (m *Mapping) ExtractColumn(r *sink.Record, c Column) (any, error) {
 		return res.v, nil
 	case resBuf:
 		return string(buf[res.start:res.end]), nil
+	case resText:
+		return strings.Clone(res.text), nil
 	}
 	return nil, nil
 }
@@ -134,12 +138,14 @@ const (
 	resNull   resultKind = iota // the value is nil; why says why
 	resDirect                   // the value is v
 	resBuf                      // the value is the text buf[start:end]
+	resText                     // the value is text, which may alias the record (AppendCopy only)
 )
 
 // result is one source's value in a record.
 type result struct {
 	kind       resultKind
 	v          any
+	text       string // resText
 	start, end int
 	why        string
 	absent     bool // resNull because the source found nothing (not an explicit null): a default applies
@@ -164,6 +170,8 @@ func finish(c *Column, res result, buf []byte) (result, []byte, error) {
 		// buf may grow while the cast appends to it; s keeps the old array alive if it moves,
 		// and the cast appends after res.end otherwise.
 		s = unsafeString(buf[res.start:res.end])
+	case resText:
+		s = res.text
 	case resDirect:
 		switch v := res.v.(type) {
 		case string:
@@ -197,6 +205,17 @@ type reader struct {
 	rec        *sink.Record
 	dec        Decoder // for schema'd formats
 	key, value side
+	// alias lets text results alias the record (resText) instead of being copied into the
+	// row's own memory: for AppendCopy, which encodes each value before it returns.
+	alias bool
+}
+
+// text is copyText, or, when rd may alias the record, s itself.
+func (rd *reader) text(s string, buf []byte) (result, []byte) {
+	if rd.alias {
+		return result{kind: resText, text: s}, buf
+	}
+	return copyText(s, buf)
 }
 
 // scan validates s as JSON on first use and finds the values of all the columns with a
@@ -257,7 +276,7 @@ func (rd *reader) eval(columns []Column, cols []pathCol, j int, buf []byte) (res
 			if err := checkTextBytes(h.Value); err != nil {
 				return result{}, buf, err
 			}
-			res, buf := copyText(unsafeString(h.Value), buf)
+			res, buf := rd.text(unsafeString(h.Value), buf)
 			return res, buf, nil
 		}
 		return absent("no such header"), buf, nil
@@ -301,13 +320,13 @@ func (rd *reader) whole(s *side, columns []Column, cols []pathCol, j int, why st
 		if err := checkTextBytes(s.data); err != nil {
 			return result{}, buf, err
 		}
-		res, buf := copyText(unsafeString(s.data), buf)
+		res, buf := rd.text(unsafeString(s.data), buf)
 		return res, buf, nil
 	case JSON:
 		if err := rd.scan(s, columns, cols); err != nil {
 			return result{}, buf, err
 		}
-		res, buf := copyText(trimJSONSpace(s.doc), buf)
+		res, buf := rd.text(trimJSONSpace(s.doc), buf)
 		return res, buf, nil
 	case Avro, Protobuf, JSONSchema:
 		return rd.schemaValue(s, columns[j].From, columns[j].Array, why, buf)
@@ -343,10 +362,10 @@ func (rd *reader) field(s *side, columns []Column, cols []pathCol, j int, why st
 		return direct("false"), buf, nil
 	case '"':
 		if !c.esc {
-			res, buf := copyText(text, buf) // a piece of doc, already checked
+			res, buf := rd.text(text, buf) // a piece of doc, already checked
 			return res, buf, nil
 		}
-		if len(text) > bigText {
+		if len(text) > bigText && !rd.alias {
 			b := appendUnescaped(make([]byte, 0, len(text)), text)
 			if bytes.IndexByte(b, 0) >= 0 {
 				return result{}, buf, errNUL()
@@ -360,7 +379,7 @@ func (rd *reader) field(s *side, columns []Column, cols []pathCol, j int, why st
 		}
 		return result{kind: resBuf, start: start, end: len(buf)}, buf, nil
 	default: // '0' number, '{' object or array: the literal text
-		res, buf := copyText(text, buf)
+		res, buf := rd.text(text, buf)
 		return res, buf, nil
 	}
 }

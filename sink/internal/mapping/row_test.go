@@ -173,6 +173,7 @@ func TestRowSources(t *testing.T) {
 				if err := m.Validate(); err != nil {
 					t.Fatal(err)
 				}
+				checkAppendCopy(t, &m, r)
 				row, err := m.Row(r, nil)
 				wantErr := tc.err
 				if wantErr == nil && tc.want == nil && required {

@@ -1,0 +1,88 @@
+package sink
+
+import (
+	"testing"
+	"time"
+)
+
+// twoWorkers are two partitions' workers sharing one workerConfig, as a Sink's do.
+func twoWorkers(t *testing.T, lim batchLimits) (*testWorker, *testWorker) {
+	t.Helper()
+	a := newTestWorker(t, lim, nil)
+	b := newWorker(a.cfg, "t", 1, 1, 0)
+	b.commitBatch = a.fake.commit
+	tb := &testWorker{worker: b, fake: a.fake, failures: a.failures}
+	t.Cleanup(func() {
+		b.cancel()
+		if tb.started {
+			<-b.done
+		}
+	})
+	return a, tb
+}
+
+func TestWorkerTotalBudgetPausesEveryPartition(t *testing.T) {
+	// 660 bytes a record (500 + overhead): each partition may hold 10 000, all together 1 500
+	// (750 each while there are two).
+	a, b := twoWorkers(t, batchLimits{records: 100, bytes: 1 << 20, wait: time.Hour, buffered: 10_000, total: 1500})
+	if full := a.push(Record{Offset: 0, Value: make([]byte, 500)}); full {
+		t.Fatal("full after 660 of 1500 bytes in all")
+	}
+	if full := b.push(Record{Offset: 0, Value: make([]byte, 500)}); full {
+		t.Fatal("full after 1320 of 1500 bytes in all")
+	}
+	// Partition b holds 1320 bytes, far below its own 10 000: the total pauses it.
+	if full := b.push(Record{Offset: 1, Value: make([]byte, 500)}); !full {
+		t.Fatal("not full with 1980 bytes in all, above the 1500-byte total")
+	}
+	if got := a.cfg.total.Load(); got != 3*660 {
+		t.Fatalf("total %d bytes, want %d", got, 3*660)
+	}
+	if a.canResume() || b.canResume() {
+		t.Fatal("a partition can resume while the total is above half of its cap")
+	}
+	// A partition under half of its fair share (1500 / 3 workers) resumes all the same:
+	// others stuck with most of the total must not stop it for good, and it is not paused
+	// on the total before it holds its share.
+	c := newWorker(a.cfg, "t", 2, 1, 0)
+	if !c.canResume() {
+		t.Fatal("a partition with nothing buffered cannot resume while others hold the total")
+	}
+	if full := c.push(Record{Offset: 0, Value: make([]byte, 200)}); full {
+		t.Fatal("paused on the total with 360 bytes, under its 500-byte share")
+	}
+	if full := c.push(Record{Offset: 1, Value: make([]byte, 200)}); !full {
+		t.Fatal("not paused on the total with 720 bytes, over its 500-byte share")
+	}
+	c.release(2 * 360)
+	// b commits its two records: the total falls to 660, under half of 1500.
+	b.start()
+	close(b.stop)
+	waitDone(t, b.worker)
+	if got := a.cfg.total.Load(); got != 660 {
+		t.Fatalf("total %d bytes after b committed, want 660", got)
+	}
+	if !a.canResume() {
+		t.Fatal("a cannot resume with the total under half of its cap")
+	}
+}
+
+func TestWorkerGivesBackItsBufferWhenItStops(t *testing.T) {
+	a, b := twoWorkers(t, batchLimits{records: 100, bytes: 1 << 20, wait: time.Hour, buffered: 1 << 20, total: 1 << 20})
+	a.pushValues(100, 100, 100)
+	b.pushValues(100)
+	// a is aborted before it commits anything (a lost partition): its queued records must
+	// leave the total, or the sink would stay paused for good.
+	a.cancel()
+	a.start()
+	waitDone(t, a.worker)
+	if got := a.cfg.total.Load(); got != 100+recordOverhead {
+		t.Fatalf("total %d bytes after a stopped, want b's %d", got, 100+recordOverhead)
+	}
+	if full := a.push(Record{Offset: 10, Value: make([]byte, 100)}); full || a.bufferedBytes() != 0 {
+		t.Fatal("a stopped worker queued a record")
+	}
+	if got := a.cfg.total.Load(); got != 100+recordOverhead {
+		t.Fatalf("total %d bytes after a push to a stopped worker, want %d", got, 100+recordOverhead)
+	}
+}

@@ -6,7 +6,7 @@
 #
 # The base images are the public ones; where no registry is reachable,
 # test/docker/base-images.sh builds them locally under the same names.
-ARG GO_VERSION=1.27
+ARG GO_VERSION=1.27.3
 
 # Build stage: cgo, for confluent-kafka-go's bundled librdkafka (statically linked into the
 # binary). No failpoints tag: the image carries no test hooks.

@@ -12,7 +12,7 @@
 //	eosink lag [-json]                    lag per partition
 //	eosink status [-json]                 one line per pipeline
 //	eosink dlq list|show|replay|discard   dead letters (see eosink dlq -h)
-//	eosink relay -config FILE [-migrate]  publish the transactional outbox to Kafka exactly once
+//	eosink relay -config FILE [-migrate|-validate]  the transactional outbox to Kafka, exactly once
 //	eosink version                        module version, commit, Go and librdkafka versions
 //
 // Every command prints its help with -h or --help (to standard output, exit 0).
@@ -40,7 +40,7 @@
 //
 //	func main() { os.Exit(cli.Main()) }
 //
-// The built-in plugins (table, upsert, inbox) are always included.
+// The built-in plugins (table, upsert, sql, inbox, multi, cdc, outbox) are always included.
 package cli
 
 import (
@@ -76,7 +76,7 @@ commands:
   lag                                     lag per partition (-json for JSON)
   status                                  one line per pipeline: partitions, owners (alive or gone), epochs, last commit, lag, stopped partitions (reason, remedy), dead letters
   dlq list|show|replay|discard            dead letters: inspect, apply again through the sink, or delete
-  relay -config FILE [-migrate]           publish the transactional outbox to Kafka exactly once (docs/outbox.md)
+  relay -config FILE [-migrate|-validate] publish the transactional outbox to Kafka exactly once (docs/outbox.md)
   version                                 module version, commit, Go version, librdkafka version
 
 Run 'eosink <command> -h' for flags.

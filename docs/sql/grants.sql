@@ -25,6 +25,11 @@ SELECT format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.%I TO %I', :'schema', 
   FROM unnest(ARRAY['inbox', 'cdc_positions']) AS t
  WHERE to_regclass(format('%I.%I', :'schema', t)) IS NOT NULL
 \gexec
+-- The outbox (the outbox plugin and outbox.Add), when its migration made it: the sink only
+-- inserts events. The relay's role needs more: docs/outbox.md and docs/security.md.
+SELECT format('GRANT INSERT ON %I.outbox TO %I', :'schema', :'run_role')
+ WHERE to_regclass(format('%I.outbox', :'schema')) IS NOT NULL
+\gexec
 
 -- The target tables: what the plugin does to them. table: INSERT (COPY); upsert: SELECT,
 -- INSERT, UPDATE, DELETE (tombstones with delete_on_tombstone: true); cdc: SELECT, INSERT,

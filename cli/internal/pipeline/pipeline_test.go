@@ -389,7 +389,7 @@ sink:
 	}
 	check("the summary", summary.String())
 	for _, want := range []string{"pipeline:  orders", "group orders-sink, topics orders", "127.0.0.1:5432/eosink, schema eosink",
-		"sink:      pipelinetest", "on_poison: stop", "properties: sasl.oauthbearer.client.secret, sasl.password, security.protocol (values not shown)"} {
+		"sink:      pipelinetest", "on_poison: stop", "errors:    error texts show record values (redact_error_values: false)", "properties: sasl.oauthbearer.client.secret, sasl.password, security.protocol (values not shown)"} {
 		if !strings.Contains(summary.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, summary.String())
 		}

@@ -66,7 +66,7 @@ func (p *Pipeline) Summary(w io.Writer) error {
 	lines = append(lines, p.routeLines()...)
 	lines = append(lines, [][2]string{
 		{"on_poison", c.OnPoison.String()},
-		{"redact_error_values", fmt.Sprint(c.RedactErrorValues)},
+		{"errors", errorValuesText(c.RedactErrorValues)},
 		{"batch", fmt.Sprintf("max %d records, %s, wait %s; %s buffered per partition, %s in all",
 			c.MaxBatchRecords, sizeText(c.MaxBatchBytes), c.MaxBatchWait, sizeText(c.MaxBufferedBytes), sizeText(c.MaxTotalBufferedBytes))},
 		{"http", http},
@@ -213,4 +213,12 @@ func labelled(label string, texts []string) [][2]string {
 		lines[0][0] = label
 	}
 	return lines
+}
+
+// errorValuesText says whether error texts carry record data (redact_error_values).
+func errorValuesText(redact bool) string {
+	if redact {
+		return "record values redacted from error texts (redact_error_values: true)"
+	}
+	return "error texts show record values (redact_error_values: false)"
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -59,19 +60,7 @@ func (s *Store) watchBlockers(ctx context.Context, pid uint32, topic string, par
 		defer cancel()
 		rows, err := s.pool.Query(qctx, `SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity
 			WHERE pid = ANY (pg_blocking_pids($1)) AND application_name = $2`, int64(pid), s.TerminateStalled)
-		if err == nil {
-			for rows.Next() {
-				var victim int64
-				var ok bool
-				if rows.Scan(&victim, &ok) == nil {
-					s.Terminated.Add(1)
-					s.onTerminate(topic, partition, victim, ok)
-				}
-			}
-			rows.Close()
-			err = rows.Err() // a missing privilege shows here (42501)
-		}
-		if err != nil && qctx.Err() == nil {
+		if err = s.reportTerminated(topic, partition, rows, err); err != nil && qctx.Err() == nil {
 			s.onTerminateError(topic, partition, err)
 		}
 	}()
@@ -111,21 +100,29 @@ func (s *Store) endRowHolder(ctx context.Context, conn *pgxpool.Conn, topic stri
 		FROM pg_stat_activity a JOIN `+s.table+` o ON o.pipeline = $2 AND o.topic = $3 AND o.partition = $4
 		WHERE a.application_name = $1 AND a.backend_xid = o.xmax AND a.pid <> pg_backend_pid()`,
 		s.TerminateStalled, s.pipeline, topic, partition)
-	if err == nil {
-		for rows.Next() {
-			var victim int64
-			var ok bool
-			if rows.Scan(&victim, &ok) == nil {
-				s.Terminated.Add(1)
-				s.onTerminate(topic, partition, victim, ok)
-			}
-		}
-		rows.Close()
-		err = rows.Err() // a missing privilege shows here (42501)
-	}
-	if err != nil && ctx.Err() == nil {
+	if err = s.reportTerminated(topic, partition, rows, err); err != nil && ctx.Err() == nil {
 		s.onTerminateError(topic, partition, err)
 	}
+}
+
+// reportTerminated reads the (pid, terminated) rows of a termination query that returned
+// rows and err, counts and reports each session ended, and returns the query's error: a
+// missing privilege (42501) shows only once the rows are read.
+func (s *Store) reportTerminated(topic string, partition int32, rows pgx.Rows, err error) error {
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var victim int64
+		var ok bool
+		if rows.Scan(&victim, &ok) == nil {
+			s.Terminated.Add(1)
+			s.onTerminate(topic, partition, victim, ok)
+		}
+	}
+	rows.Close()
+	return rows.Err()
 }
 
 // isLockTimeout reports whether err is PostgreSQL's lock_timeout firing (55P03).

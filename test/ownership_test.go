@@ -211,28 +211,7 @@ func TestTerminateWithoutPrivilegeIsReported(t *testing.T) {
 		_, _ = su.Exec(context.Background(), "DROP ROLE "+role)
 	})
 	const app = "eosink:privilege-test"
-	owner := rebalance.NewStore(su, schema, "pipe", "owner", time.Second)
-	if _, err := owner.Claim(ctx, "orders", 0, "", func() (int64, error) { return 0, nil }); err != nil {
-		t.Fatal(err)
-	}
-	hc, err := pgx.ParseConfig(e.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hc.RuntimeParams["application_name"] = app
-	holder, err := pgx.ConnectConfig(ctx, hc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close(ctx)
-	tx, err := holder.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+pgx.Identifier{schema, "offsets"}.Sanitize()+" FOR UPDATE"); err != nil {
-		t.Fatal(err)
-	}
+	holdOffsetRow(t, e, schema, app, "SELECT 1 FROM "+pgx.Identifier{schema, "offsets"}.Sanitize()+" FOR UPDATE")
 
 	pc, err := pgxpool.ParseConfig(e.DatabaseURL)
 	if err != nil {
@@ -278,29 +257,8 @@ func TestStalledSessionEndedWhenThePoolIsBusy(t *testing.T) {
 		t.Fatal(err)
 	}
 	const app = "eosink:busy-pool-test"
-	owner := rebalance.NewStore(testbed.Pool(t, e), schema, "pipe", "owner", time.Second)
-	if _, err := owner.Claim(ctx, "orders", 0, "", func() (int64, error) { return 0, nil }); err != nil {
-		t.Fatal(err)
-	}
-	hc, err := pgx.ParseConfig(e.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hc.RuntimeParams["application_name"] = app
-	zombie, err := pgx.ConnectConfig(ctx, hc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zombie.Close(ctx)
-	tx, err := zombie.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
 	// As a stalled owner's batch does: the offsets row is updated first, then it stops.
-	if _, err := tx.Exec(ctx, "UPDATE "+pgx.Identifier{schema, "offsets"}.Sanitize()+" SET next_offset = next_offset"); err != nil {
-		t.Fatal(err)
-	}
+	tx := holdOffsetRow(t, e, schema, app, "UPDATE "+pgx.Identifier{schema, "offsets"}.Sanitize()+" SET next_offset = next_offset")
 
 	pc, err := pgxpool.ParseConfig(e.DatabaseURL)
 	if err != nil {
@@ -335,4 +293,35 @@ func TestStalledSessionEndedWhenThePoolIsBusy(t *testing.T) {
 	if _, err := tx.Exec(ctx, "SELECT 1"); err == nil {
 		t.Fatal("the stalled session still runs")
 	}
+}
+
+// holdOffsetRow claims orders[0] of pipeline "pipe" in schema, then, from a session named
+// app, runs lock (a statement that locks the offsets row) in a transaction left open until
+// the test ends, as a stalled owner would. It returns that transaction.
+func holdOffsetRow(t *testing.T, e testbed.Env, schema, app, lock string) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	owner := rebalance.NewStore(testbed.Pool(t, e), schema, "pipe", "owner", time.Second)
+	if _, err := owner.Claim(ctx, "orders", 0, "", func() (int64, error) { return 0, nil }); err != nil {
+		t.Fatal(err)
+	}
+	hc, err := pgx.ParseConfig(e.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc.RuntimeParams["application_name"] = app
+	holder, err := pgx.ConnectConfig(ctx, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Close(context.Background()) })
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(ctx, lock); err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }

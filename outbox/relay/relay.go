@@ -54,6 +54,7 @@ type Relay struct {
 	m       *metrics
 	table   string // quoted schema.outbox
 	relays  string // quoted schema.outbox_relays
+	claims  string // quoted schema.outbox_shard_claims
 	mu      sync.Mutex
 	shards  map[int]*shardState
 	running sync.WaitGroup
@@ -81,7 +82,7 @@ func New(c Config) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{c: c, m: newMetrics(c.Registerer), table: pgx.Identifier{c.Schema, "outbox"}.Sanitize(),
-		relays: pgx.Identifier{c.Schema, "outbox_relays"}.Sanitize(), shards: map[int]*shardState{}}
+		relays: pgx.Identifier{c.Schema, "outbox_relays"}.Sanitize(), claims: pgx.Identifier{c.Schema, "outbox_shard_claims"}.Sanitize(), shards: map[int]*shardState{}}
 	for _, s := range c.Own {
 		r.shards[s] = &shardState{}
 	}
@@ -221,10 +222,26 @@ var errProducer = errors.New("kafka producer")
 // a new producer with the same transactional.id initialises its transactions (which
 // aborts the old one's) and reads the position from Kafka again.
 func (r *Relay) runShard(ctx context.Context, shard int) error {
+	epoch, err := r.claim(ctx, shard)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	backoff := r.c.PollInterval
 	for {
-		err := r.session(ctx, shard)
-		if err == nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrPositionLost) || errors.Is(err, ErrPositionAhead) || errors.Is(err, errProducer) {
+		err := r.session(ctx, shard, epoch)
+		if errors.Is(err, ErrFenced) {
+			// Kafka fenced this producer, or the claim moved on. With the claim still ours,
+			// the fence came from a stale relay that initialised late: initialise again.
+			ok, cerr := r.owns(ctx, shard, epoch)
+			if cerr == nil && !ok {
+				return err
+			}
+			r.c.Logger.Warn("a stale relay fenced this shard's producer; this relay holds the current claim and starts a new producer",
+				"shard", shard, "epoch", epoch)
+		} else if err == nil || errors.Is(err, ErrPositionLost) || errors.Is(err, ErrPositionAhead) || errors.Is(err, errProducer) {
 			return err
 		}
 		if ctx.Err() != nil {
@@ -237,8 +254,13 @@ func (r *Relay) runShard(ctx context.Context, shard int) error {
 	}
 }
 
-// session is one producer's life on a shard: init transactions, read the position, publish.
-func (r *Relay) session(ctx context.Context, shard int) error {
+// session is one producer's life on a shard: check the claim, init transactions, check the
+// claim again (initialising may have taken long enough for another relay to claim the shard),
+// read the position, publish.
+func (r *Relay) session(ctx context.Context, shard int, epoch int64) error {
+	if err := r.checkClaim(ctx, shard, epoch); err != nil {
+		return err
+	}
 	log := r.c.Logger.With("shard", shard)
 	label := strconv.Itoa(shard)
 	tid := r.c.Name + "-" + label
@@ -260,6 +282,9 @@ func (r *Relay) session(ctx context.Context, shard int) error {
 		defer cancel()
 		return p.InitTransactions(c)
 	}); err != nil {
+		return err
+	}
+	if err := r.checkClaim(ctx, shard, epoch); err != nil {
 		return err
 	}
 	var pos position

@@ -14,8 +14,10 @@ import (
 // Spans, when Config.TracerProvider is set. Each commit attempt of a batch is one
 // "eosink.batch" span with three children:
 //
-//	eosink.fetch   from the first record the batch waited for to the batch being complete
-//	               (full, MaxBatchWait expired, or a revoke), first attempt only
+//	eosink.fetch   from the batch's first record being queued for the partition (it may
+//	               queue while the previous batch commits) to the batch being complete
+//	               (full, MaxBatchWait after that first record, or a revoke); first
+//	               attempt only
 //	eosink.write   BEGIN, the offset update and the plugin's Write (its ctx carries this
 //	               span, so a traced pgx connection nests its queries under it)
 //	eosink.commit  COMMIT, and settling an unknown outcome

@@ -98,9 +98,10 @@ type worker struct {
 
 	mu       sync.Mutex
 	queue    []Record
-	buffered int      // memory of records fetched and not yet committed (queued plus in flight; memSize)
-	closed   bool     // run has returned: push drops records, the buffer is given back (drop)
-	spare    []Record // the array of the last committed batch, empty, for the queue to move to
+	queuedAt time.Time // when the queue's oldest record was pushed: MaxBatchWait runs from it
+	buffered int       // memory of records fetched and not yet committed (queued plus in flight; memSize)
+	closed   bool      // run has returned: push drops records, the buffer is given back (drop)
+	spare    []Record  // the array of the last committed batch, empty, for the queue to move to
 	// inflight is the whole array of the batch being applied (worker goroutine only).
 	inflight []Record
 
@@ -120,8 +121,8 @@ type worker struct {
 	// commitBatch commits one batch: the commit method, or a stand-in in unit tests.
 	commitBatch func(batch []Record, attempt int, isolate bool) error
 
-	// Worker goroutine only, for the eosink.fetch span: when the batch being formed saw
-	// its first record, and when it was complete.
+	// Worker goroutine only, for the eosink.fetch span: when the batch being formed had its
+	// first record queued (queuedAt), and when it was complete.
 	waitStart, formedAt time.Time
 }
 
@@ -169,6 +170,9 @@ func (w *worker) push(r Record) (full bool) {
 	if w.closed { // the worker is gone (revoked, stopped): the record is not ours to keep
 		w.mu.Unlock()
 		return false
+	}
+	if len(w.queue) == 0 {
+		w.queuedAt = time.Now()
 	}
 	w.queue = append(w.queue, r)
 	w.buffered += size
@@ -313,7 +317,8 @@ func (w *worker) run() {
 	}
 }
 
-// nextBatch waits for a full batch, MaxBatchWait after the first queued record, or a stop.
+// nextBatch waits for a full batch, MaxBatchWait after the first queued record was pushed
+// (records that queued while the previous batch committed have waited already), or a stop.
 // stopping is true when the worker should exit after committing the returned batch. It
 // returns no batch and stopping false when nothing is queued and the position can move past
 // trailing markers (skipMarkers).
@@ -353,7 +358,17 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 			return nil, false // nothing queued: move past the markers at the end (ranges.go)
 		}
 		if n > 0 && w.waitStart.IsZero() {
-			w.waitStart = time.Now()
+			w.waitStart = w.queuedAt
+		}
+		if n > 0 && !expired && !full && !stopping {
+			// MaxBatchWait runs from the oldest record's push, not from now: a record that
+			// arrived while the previous batch committed has waited that long already.
+			if left := time.Until(w.queuedAt.Add(lim.wait)); left <= 0 {
+				expired = true
+			} else if timer == nil {
+				timer = time.NewTimer(left)
+				timeout = timer.C
+			}
 		}
 		if n > 0 && (full || expired || stopping) {
 			w.formedAt = time.Now()
@@ -368,6 +383,8 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 			}
 			w.queue = append(spare[:0], old[n:]...)
 			clear(old[n:]) // moved: the batch's array must not keep them alive
+			// The rest keeps queuedAt: those records came after the batch's, but no later
+			// than now, and a queue longer than a batch is a backlog to clear at once.
 			more := len(w.queue) > 0
 			w.mu.Unlock()
 			// Stopping with more queued: return this batch, come back for the rest.
@@ -376,10 +393,6 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 		w.mu.Unlock()
 		if stopping {
 			return nil, true
-		}
-		if n > 0 && timer == nil {
-			timer = time.NewTimer(lim.wait)
-			timeout = timer.C
 		}
 		select {
 		case <-w.wake:

@@ -171,6 +171,52 @@ func TestWorkerCommitsAPartialBatchAfterMaxBatchWait(t *testing.T) {
 	}
 }
 
+func TestWorkerBatchWaitRunsFromTheFirstRecordsArrival(t *testing.T) {
+	// A record that queued while the previous batch committed has waited already: once that
+	// commit ends, its batch forms at once if MaxBatchWait has passed since it was pushed,
+	// not MaxBatchWait after the commit.
+	const wait = 2 * time.Second
+	release := make(chan struct{})
+	type seen struct{ released, waitStart, formed time.Time }
+	second := make(chan seen, 1)
+	var released time.Time // worker goroutine only
+	var tw *testWorker
+	tw = newTestWorker(t, batchLimits{records: 2, bytes: 1 << 20, wait: wait}, func(c call) error {
+		if c.offsets[0] == 0 {
+			<-release // the first batch's commit takes longer than MaxBatchWait
+			released = time.Now()
+		} else {
+			second <- seen{released, tw.waitStart, tw.formedAt}
+		}
+		return nil
+	})
+	tw.start()
+	tw.pushValues(1, 1) // a full batch: its commit starts at once
+	<-tw.fake.called
+	pushed := time.Now()
+	tw.pushValues(1) // queued during the commit
+	time.Sleep(wait + 100*time.Millisecond)
+	close(release)
+	var got seen
+	select {
+	case got = <-second:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the record queued during the commit was not committed")
+	}
+	close(tw.stop)
+	waitDone(t, tw.worker)
+	if got := tw.fake.batchSizes(); !slices.Equal(got, []int{2, 1}) {
+		t.Fatalf("batch sizes %v, want [2 1]", got)
+	}
+	if got.waitStart.Before(pushed) || !got.waitStart.Before(got.released) {
+		t.Fatalf("the batch's wait started %v after the push and %v after the first commit ended; want when its record was pushed",
+			got.waitStart.Sub(pushed), got.waitStart.Sub(got.released))
+	}
+	if d := got.formed.Sub(got.released); d >= wait {
+		t.Fatalf("the batch formed %v after the first commit ended, want at once (its record had waited %v already)", d, got.released.Sub(pushed))
+	}
+}
+
 func TestWorkerPushReportsAFullBuffer(t *testing.T) {
 	tw := newTestWorker(t, batchLimits{records: 100, bytes: 1 << 20, wait: time.Hour, buffered: 1000}, nil)
 	if full := tw.push(Record{Offset: 0, Value: make([]byte, 500)}); full {

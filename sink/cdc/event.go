@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/eosink/eosink/sink/internal/schemaformat"
 )
@@ -95,8 +96,15 @@ func (s *jsonSchema) semantic() semantic {
 // parseJSON reads a JsonConverter record: {schema, payload} when schemas are enabled,
 // else the payload alone. schema is nil without schemas. The schema, most of the bytes of
 // a Debezium record and the same on every record of a table, is parsed once and cached
-// (schemaCache).
-func parseJSON(data []byte) (payload any, schema *jsonSchema, err error) {
+// (schemaCache); a record whose schema is byte for byte the one last parsed through last
+// is not scanned at all (lastSchema.split).
+func parseJSON(data []byte, last *lastSchema) (payload any, schema *jsonSchema, err error) {
+	if p, s, ok := last.split(data); ok {
+		if payload, err := decodeNumbers(p); err == nil {
+			return payload, s, nil
+		}
+		// Not what the fast path expects: the full parse below decides, and words any error.
+	}
 	var outer map[string]json.RawMessage
 	if json.Unmarshal(data, &outer) == nil && len(outer) == 2 {
 		rawSchema, hasSchema := outer["schema"]
@@ -108,6 +116,7 @@ func parseJSON(data []byte) (payload any, schema *jsonSchema, err error) {
 			if payload, err = decodeNumbers(rawPayload); err != nil {
 				return nil, nil, err
 			}
+			last.remember(rawSchema, schema)
 			return payload, schema, nil
 		}
 	}
@@ -115,15 +124,63 @@ func parseJSON(data []byte) (payload any, schema *jsonSchema, err error) {
 	return payload, nil, err
 }
 
-// decodeNumbers decodes one JSON value, numbers as json.Number (exact decimals).
+// lastSchema remembers the schema text of the last record parsed through it (one for
+// keys, one for values), so that the next record with the same schema, the common case of a
+// table's change stream, is split by comparing bytes instead of scanning them.
+type lastSchema struct{ p atomic.Pointer[knownSchema] }
+
+type knownSchema struct {
+	raw []byte // the schema's JSON text, exactly as it appeared
+	s   *jsonSchema
+}
+
+var lastKeySchema, lastValueSchema lastSchema
+
+const (
+	schemaOpen   = `{"schema":`
+	payloadField = `,"payload":`
+)
+
+// split recognises {"schema":<the remembered schema>,"payload":<payload>} written compactly,
+// as the JsonConverter writes it, and returns the payload's bytes (not yet checked to be one
+// JSON value) and the schema. ok is false for anything else.
+func (l *lastSchema) split(data []byte) (payload []byte, s *jsonSchema, ok bool) {
+	k := l.p.Load()
+	if k == nil {
+		return nil, nil, false
+	}
+	rest, found := bytes.CutPrefix(data, []byte(schemaOpen))
+	if !found {
+		return nil, nil, false
+	}
+	if rest, found = bytes.CutPrefix(rest, k.raw); !found {
+		return nil, nil, false
+	}
+	if rest, found = bytes.CutPrefix(rest, []byte(payloadField)); !found {
+		return nil, nil, false
+	}
+	rest = bytes.TrimRight(rest, " \t\r\n")
+	if len(rest) < 2 || rest[len(rest)-1] != '}' {
+		return nil, nil, false
+	}
+	return rest[:len(rest)-1], k.s, true
+}
+
+func (l *lastSchema) remember(raw []byte, s *jsonSchema) {
+	if k := l.p.Load(); k != nil && k.s == s {
+		return
+	}
+	l.p.Store(&knownSchema{raw: bytes.Clone(raw), s: s})
+}
+
+// decodeNumbers decodes one JSON value, numbers as json.Number (exact decimals), with
+// nothing but white space after it (decodeAny).
 func decodeNumbers(data []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	v, end, err := decodeAny(data)
+	if err != nil {
 		return nil, fmt.Errorf("invalid JSON: %v", err)
 	}
-	if dec.More() {
+	if len(bytes.TrimLeft(data[end:], " \t\r\n")) > 0 {
 		return nil, errors.New("invalid JSON: data after the value")
 	}
 	return v, nil
@@ -188,7 +245,7 @@ func jsonImage(v any, s *jsonSchema, what string) (image, error) {
 
 // decodeJSONValue parses a JsonConverter change event.
 func decodeJSONValue(data []byte) (*event, error) {
-	p, s, err := parseJSON(data)
+	p, s, err := parseJSON(data, &lastValueSchema)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +270,7 @@ func decodeJSONValue(data []byte) (*event, error) {
 // decodeJSONKey parses a JsonConverter key struct, and returns its schema (nil without
 // schemas).
 func decodeJSONKey(data []byte) (image, *jsonSchema, error) {
-	p, s, err := parseJSON(data)
+	p, s, err := parseJSON(data, &lastKeySchema)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -330,8 +331,12 @@ func (b *bench) cdc(ctx context.Context, peer bool) error {
 	}
 	runs := map[string][]*Measurement{}
 	runEOS := func() error {
+		args := []string{"-mode", "eos", "-topic", topic, "-format", "cdc", "-records", strconv.FormatInt(d.records, 10)}
+		if p := os.Getenv("BENCH_PROFILE_CDC"); p != "" {
+			args = append(args, "-cpuprofile", p)
+		}
 		m, err := b.child(ctx, "eos_cdc", "eosink's cdc plugin (JSON, schemas on) on the change topic: positions, deletes, upserts, offsets in one transaction per batch",
-			"cdc", "-mode", "eos", "-topic", topic, "-format", "cdc", "-records", strconv.FormatInt(d.records, 10))
+			"cdc", args...)
 		if err != nil {
 			return err
 		}

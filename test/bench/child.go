@@ -189,6 +189,9 @@ func runEOS(ctx context.Context, a childArgs) (childResult, error) {
 		ShutdownTimeout: 2 * time.Second, // measured already: do not drain a slow queue
 		Kafka:           a.kafkaOverrides(),
 		Logger:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	if mb := envInt("BENCH_TOTAL_BUFFERED_MB", 0); mb > 0 { // to measure the sink-wide cap's effect
+		cfg.MaxTotalBufferedBytes = mb << 20
+	}
 	if a.mode == "latency" {
 		cfg.Plugin = &latencyPlugin{Plugin: pl, lat: lat}
 		cfg.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(lat))
@@ -345,11 +348,17 @@ func watchConnections(ctx context.Context, url, name string) func() int64 {
 }
 
 // kafkaOverrides are the sink's extra librdkafka properties: a short session timeout, and
-// BENCH_QUEUED_KB, when set, as queued.max.messages.kbytes (to measure its effect on memory).
+// BENCH_QUEUED_KB, when set, as queued.max.messages.kbytes (to measure its effect on memory),
+// and BENCH_KAFKA's name=value pairs, comma-separated (experiments with other properties).
 func (a childArgs) kafkaOverrides() kafka.ConfigMap {
 	m := kafka.ConfigMap{"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
 	if kb := envInt("BENCH_QUEUED_KB", 0); kb > 0 {
 		m["queued.max.messages.kbytes"] = kb
+	}
+	for _, kv := range strings.Split(os.Getenv("BENCH_KAFKA"), ",") { // k=v,...: experiments
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
 	}
 	return m
 }

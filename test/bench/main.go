@@ -14,7 +14,8 @@
 // BENCH_REPEAT (3: runs of eos and at_least_once, interleaved, the median kept), BENCH_PEER
 // (1; 0 skips the peer; envelope runs eos_envelope, eosink on the peer's 537-byte records, but
 // not the peer), BENCH_CURVES (1; 0 skips the curves), BENCH_CURVE_SECONDS (8),
-// BENCH_PROFILE (a path: CPU profile of the eosink run), BENCH_DOCS (1 writes the chart to
+// BENCH_PROFILE (a path: CPU profile of the eosink run), BENCH_PROFILE_CDC (a path: CPU profile of
+// the eos_cdc run), BENCH_DOCS (1 writes the chart to
 // docs/benchmarks.png as well), BENCH_CDC (1; 0 skips the change-event contenders eos_cdc and
 // peer_cdc), BENCH_CDC_RECORDS (change records; default BENCH_RECORDS, at most 500000),
 // BENCH_PEER_CDC_REDUCTION (true: the peer's use.reduction.buffer in the cdc run),
@@ -349,10 +350,12 @@ func (b *bench) child(ctx context.Context, name, desc, kind string, args ...stri
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, io.MultiWriter(os.Stderr, &errOut)
 	k0, p0 := serviceCPU()
+	mb0, mt0 := machineCPU()
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("child %s: %v: %s", name, err, strings.TrimSpace(tail(errOut.String()+out.String(), 6)))
 	}
 	k1, p1 := serviceCPU()
+	mb1, mt1 := machineCPU()
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	var res childResult
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
@@ -367,6 +370,7 @@ func (b *bench) child(ctx context.Context, name, desc, kind string, args ...stri
 	}
 	m.PeakRSSMiB = float64(res.HWMKiB) / 1024
 	m.PGConnections, m.LatencyBreakdown = res.PGConns, res.Breakdown
+	m.MachineCPUBusy = busyShare(mb0, mt0, mb1, mt1)
 	if res.Pauses > 0 {
 		m.Note = fmt.Sprintf("%d batches, %d pauses on a full buffer", res.Batches, res.Pauses)
 	}

@@ -62,6 +62,40 @@ func isOurBroker(args []string) bool {
 	return false
 }
 
+// machineCPU returns the jiffies the whole machine has been busy and in all, summed over its
+// CPUs (/proc/stat's first line; idle and iowait are not busy): what every process used,
+// this run's or not.
+func machineCPU() (busy, total uint64) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, 0
+	}
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseUint(v, 10, 64)
+		if i >= 8 { // guest and guest_nice are counted in user and nice already
+			break
+		}
+		total += n
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return busy, total
+}
+
+// busyShare is the share of the machine's CPU that was busy between two machineCPU readings.
+func busyShare(b0, t0, b1, t1 uint64) float64 {
+	if t1 <= t0 {
+		return 0
+	}
+	return float64(b1-b0) / float64(t1-t0)
+}
+
 // serviceCPU returns the CPU seconds used so far by this run's Kafka broker and PostgreSQL:
 // the postmaster, its live children and what it has reaped (backends that already exited).
 func serviceCPU() (kafka, postgres float64) {

@@ -150,17 +150,21 @@ type Config struct {
 	// partitions is capped by MaxTotalBufferedBytes. Defaults to 8 MiB
 	// (DefaultMaxBufferedBytes).
 	MaxBufferedBytes int
-	// MaxTotalBufferedBytes caps the same memory summed over every partition of the sink:
-	// past it, a partition that receives a record is paused once it holds its fair share
+	// MaxTotalBufferedBytes caps the same memory summed over every partition of the sink.
+	// At the cap the sink stops taking records from the consumer until commits bring the
+	// total under it; librdkafka keeps what it prefetched, in its own bounded queue. Only
+	// when the total stays at the cap for a second (a partition stuck in a slow handler
+	// holding it) does a partition that receives a record pause once it holds its fair share
 	// (MaxTotalBufferedBytes over the assigned partitions), until the total is under half of
 	// the cap or its own buffer under half of its share (and under half of
-	// MaxBufferedBytes). Partitions stuck in a slow handler cannot stop the others, and the
-	// total stays under about twice the cap. So the sink's records in memory stay bounded
-	// whatever the partition count: librdkafka's prefetch queue (one queue for the whole
-	// consumer, queued.max.messages.kbytes: 16 MiB unless set in Kafka) plus twice
-	// MaxTotalBufferedBytes at most. At least MaxBatchBytes. Defaults to 32 MiB
-	// (DefaultMaxTotalBufferedBytes), which keeps the peak RSS of the benchmark's sink under
-	// 256 MiB (docs/benchmarks.md).
+	// MaxBufferedBytes), so that the others go on; the total then stays under about twice
+	// the cap. Pausing is the fallback because librdkafka drops a paused partition's
+	// prefetched records and may take up to a second to fetch again after a resume. So the
+	// sink's records in memory stay bounded whatever the partition count: librdkafka's
+	// prefetch queue (one queue for the whole consumer, queued.max.messages.kbytes: 16 MiB
+	// unless set in Kafka) plus twice MaxTotalBufferedBytes at most. At least MaxBatchBytes.
+	// Defaults to 32 MiB (DefaultMaxTotalBufferedBytes), which keeps the peak RSS of the
+	// benchmark's sink under 256 MiB (docs/benchmarks.md).
 	MaxTotalBufferedBytes int
 
 	// IsolationLevel of each batch's transaction. The fence is correct at any level; choose
@@ -284,14 +288,16 @@ func (c *Config) kafkaConfig() kafka.ConfigMap {
 		// librdkafka's prefetch queue: with the high-level consumer one queue for the whole
 		// consumer, whatever the partition count (librdkafka's CONFIGURATION.md); the records
 		// the sink holds past it are bounded by MaxTotalBufferedBytes. 16 MiB: with
-		// fetch.queue.backoff.ms 0 (below) it delivered 537-byte records as fast as 64 MiB did
+		// fetch.queue.backoff.ms short (below) it delivered 537-byte records as fast as 64 MiB did
 		// here and took 15 to 80 MiB less peak memory (docs/benchmarks.md, issue 15); before
 		// that setting, 16 MiB starved the sink of such records.
 		"queued.max.messages.kbytes": 16384,
 		// librdkafka waits this long before fetching again for a partition whose queue is over
 		// its thresholds; its default of 1s left the consumer idle between bursts (raw consume
-		// 132k -> 262k records/s here, docs/benchmarks.md). The thresholds still bound memory.
-		"fetch.queue.backoff.ms": 0,
+		// 132k -> 262k records/s here, docs/benchmarks.md). 0 made its broker thread spin while
+		// the sink holds off at MaxTotalBufferedBytes (capgate.go): 24 CPU seconds in 40 on
+		// change events. The thresholds still bound memory.
+		"fetch.queue.backoff.ms": 10,
 	}
 	for k, v := range c.Kafka {
 		m[k] = v

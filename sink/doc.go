@@ -87,8 +87,9 @@
 //
 // Order is kept within a partition; partitions progress independently. Fetched records
 // held in memory are bounded per partition by MaxBufferedBytes and over all partitions by
-// MaxTotalBufferedBytes: past either the partition is paused in the consumer until half of
-// it has committed.
+// MaxTotalBufferedBytes: past the first the partition is paused in the consumer until half
+// of it has committed; at the second the sink stops taking records until commits free
+// memory, and pauses the partitions over their share only when that lasts.
 //
 // # Errors
 //

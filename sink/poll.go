@@ -3,19 +3,50 @@ package sink
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/eosink/eosink/rebalance"
 )
 
+// pausedPollMs is Poll's timeout while any partition is paused: how soon a partition whose
+// buffer has drained fetches again.
+const pausedPollMs = 5
+
 // poll is the consumer loop: it serves rebalance callbacks, hands records to partition
 // workers, and pauses and resumes partitions to bound memory.
 func (s *Sink) poll(ctx context.Context, bal *rebalance.Balancer) error {
 	c := s.consumer
+	gate := capGate{pausing: &s.wcfg.capPausing}
+	holding := false
 	for ctx.Err() == nil {
 		s.touch()
-		ev := c.Poll(100)
+		if gate.hold(s.buffered.Load(), int64(s.wcfg.limits.total), time.Now()) {
+			// At MaxTotalBufferedBytes: take no records until commits free some (capgate.go).
+			if !holding {
+				holding = true
+				s.m.capWaits.add(1)
+			}
+			if err := bal.Err(); err != nil {
+				return err
+			}
+			time.Sleep(capWait)
+			s.resumeDrained()
+			s.serveRechecks()
+			s.rangeChecks()
+			continue
+		}
+		holding = false
+		// Paused partitions resume from this loop (resumeDrained), after Poll returns. With
+		// every partition paused no record ends a Poll early, and a drained partition would
+		// sit idle for the whole timeout: records of a few KiB, whose buffers fill in a
+		// batch or two, lost half their rate to that wait.
+		timeout := 100
+		if len(s.paused) > 0 {
+			timeout = pausedPollMs
+		}
+		ev := c.Poll(timeout)
 		if err := bal.Err(); err != nil {
 			return err
 		}

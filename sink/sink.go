@@ -68,7 +68,10 @@ type Stats struct {
 	UnknownCommits int64 // COMMITs whose outcome had to be settled by reading the row back
 	Claims         int64 // partitions claimed
 	Pauses         int64 // times a partition was paused because its buffer was full
-	DeadLetters    int64 // poison records written to the dead-letter table
+	// CapWaits counts the times the sink stopped taking records at MaxTotalBufferedBytes
+	// until commits freed memory (without pausing partitions; see MaxTotalBufferedBytes).
+	CapWaits    int64
+	DeadLetters int64 // poison records written to the dead-letter table
 	// BufferedBytes is the memory of records fetched and not yet committed, over all
 	// partitions, now (what MaxTotalBufferedBytes caps).
 	BufferedBytes int64
@@ -121,7 +124,7 @@ func (s *Sink) Stats() Stats {
 	return Stats{
 		Records: m.records.load(), Batches: m.batches.load(), Retries: m.retries.load(),
 		Fenced: m.fenced.load(), UnknownCommits: m.unknownCommits.load(), Claims: m.claims.load(),
-		Pauses: m.pauses.load(), DeadLetters: m.deadLetters.load(), BufferedBytes: s.buffered.Load(),
+		Pauses: m.pauses.load(), CapWaits: m.capWaits.load(), DeadLetters: m.deadLetters.load(), BufferedBytes: s.buffered.Load(),
 	}
 }
 

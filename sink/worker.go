@@ -43,6 +43,9 @@ type workerConfig struct {
 	// partitions (every worker's buffered), for limits.total: the Sink's, shared by its
 	// workers.
 	total *atomic.Int64
+	// capPausing: the total has stayed at limits.total for capGrace (capGate), so push pauses
+	// a partition once it holds its fair share.
+	capPausing atomic.Bool
 	// active counts the workers that have not returned, for each one's fair share of
 	// limits.total (fairShare).
 	active atomic.Int64
@@ -99,6 +102,7 @@ type worker struct {
 	mu       sync.Mutex
 	queue    []Record
 	queuedAt time.Time // when the queue's oldest record was pushed: MaxBatchWait runs from it
+	held     bool      // the buffer filled (push returned full): form the batch without waiting
 	buffered int       // memory of records fetched and not yet committed (queued plus in flight; memSize)
 	closed   bool      // run has returned: push drops records, the buffer is given back (drop)
 	spare    []Record  // the array of the last committed batch, empty, for the queue to move to
@@ -180,10 +184,17 @@ func (w *worker) push(r Record) (full bool) {
 	full = own >= w.cfg.limits.buffered
 	w.mu.Unlock()
 	total := w.cfg.total.Add(int64(size))
-	// Past the sink-wide cap, a partition pauses once it holds its fair share: partitions
-	// stuck with most of the total cannot starve the others, and the total stays under twice
-	// the cap.
-	full = full || (w.cfg.limits.total > 0 && total >= int64(w.cfg.limits.total) && own >= w.fairShare())
+	// At the sink-wide cap the poll loop stops taking records (capGate). When that lasts,
+	// partitions stuck with most of the total would starve the others: a partition then
+	// pauses once it holds its fair share, and the total stays under about twice the cap.
+	full = full || (w.cfg.limits.total > 0 && w.cfg.capPausing.Load() && total >= int64(w.cfg.limits.total) && own >= w.fairShare())
+	if full {
+		// Fetching pauses: no more records come until this partition commits, so its batch
+		// must not wait for MaxBatchWait to pass (nextBatch).
+		w.mu.Lock()
+		w.held = true
+		w.mu.Unlock()
+	}
 	select {
 	case w.wake <- struct{}{}:
 	default:
@@ -352,7 +363,7 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 			bytes += sz
 			n++
 		}
-		full := n == lim.records || n < len(w.queue) || bytes >= lim.bytes
+		full := n == lim.records || n < len(w.queue) || bytes >= lim.bytes || w.held
 		if n == 0 && !stopping && w.markersEnd.Load() > w.next.Load() {
 			w.mu.Unlock()
 			return nil, false // nothing queued: move past the markers at the end (ranges.go)
@@ -372,6 +383,7 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 		}
 		if n > 0 && (full || expired || stopping) {
 			w.formedAt = time.Now()
+			w.held = false
 			// The batch is the queue's array itself; the rest of the queue moves to the array
 			// of the last committed batch (settled), so that batches cost no allocation.
 			old := w.queue

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -25,6 +26,16 @@ func TestWorkerTotalBudgetPausesEveryPartition(t *testing.T) {
 	// 660 bytes a record (500 + overhead): each partition may hold 10 000, all together 1 500
 	// (750 each while there are two).
 	a, b := twoWorkers(t, batchLimits{records: 100, bytes: 1 << 20, wait: time.Hour, buffered: 10_000, total: 1500})
+	// Until the total has stayed at the cap for capGrace, the poll loop holds off instead
+	// (capGate) and push pauses no partition on the total.
+	b.push(Record{Offset: 0, Value: make([]byte, 500)})
+	b.push(Record{Offset: 1, Value: make([]byte, 500)})
+	if full := b.push(Record{Offset: 2, Value: make([]byte, 500)}); full {
+		t.Fatal("paused on the total before pausing was turned on")
+	}
+	b.release(3 * 660)
+	b.queue, b.fetchNext = nil, 0
+	a.cfg.capPausing.Store(true)
 	if full := a.push(Record{Offset: 0, Value: make([]byte, 500)}); full {
 		t.Fatal("full after 660 of 1500 bytes in all")
 	}
@@ -84,5 +95,46 @@ func TestWorkerGivesBackItsBufferWhenItStops(t *testing.T) {
 	}
 	if got := a.cfg.total.Load(); got != 100+recordOverhead {
 		t.Fatalf("total %d bytes after a push to a stopped worker, want %d", got, 100+recordOverhead)
+	}
+}
+
+func TestCapGateHoldsThenPausesStuckPartitions(t *testing.T) {
+	var pausing atomic.Bool
+	g := capGate{pausing: &pausing}
+	t0 := time.Unix(1000, 0)
+	if g.hold(900, 1000, t0) {
+		t.Fatal("holds under the cap")
+	}
+	if g.hold(5000, 0, t0) {
+		t.Fatal("holds with no cap")
+	}
+	if !g.hold(1000, 1000, t0) || !g.hold(1200, 1000, t0.Add(capGrace/2)) {
+		t.Fatal("does not hold at the cap")
+	}
+	if pausing.Load() {
+		t.Fatal("pausing before capGrace")
+	}
+	// Commits bring the total under the cap: the wait starts again.
+	if g.hold(999, 1000, t0.Add(capGrace-time.Millisecond)) {
+		t.Fatal("holds under the cap")
+	}
+	if !g.hold(1000, 1000, t0.Add(capGrace)) {
+		t.Fatal("the wait did not start again at the cap")
+	}
+	// At the cap for capGrace: a partition holds the total; pausing turns on, polling goes on.
+	if g.hold(1000, 1000, t0.Add(2*capGrace)) || !pausing.Load() {
+		t.Fatal("still holding after capGrace at the cap, or pausing off")
+	}
+	if g.hold(1500, 1000, t0.Add(3*capGrace)) {
+		t.Fatal("holds while pausing is on")
+	}
+	// Pausing stays on until the total is under half of the cap.
+	g.hold(600, 1000, t0.Add(4*capGrace))
+	if !pausing.Load() {
+		t.Fatal("pausing off above half of the cap")
+	}
+	g.hold(499, 1000, t0.Add(5*capGrace))
+	if pausing.Load() {
+		t.Fatal("pausing still on under half of the cap")
 	}
 }

@@ -210,8 +210,8 @@ type Config struct {
 	InstanceID string
 	// Registerer, when set, receives the sink's Prometheus metrics (all named eosink_*, with
 	// a pipeline label): records and bytes applied, batch sizes, commit latency, retries by
-	// cause, fenced and unknown commits, claims, rebalance events, pauses, and per-partition
-	// lag and buffered bytes. Serve them with promhttp. Defaults to nil: no metrics.
+	// cause, fenced and unknown commits, claims, rebalance events, pauses, buffer-cap waits,
+	// dead letters, and per-partition lag and buffered bytes. Serve them with promhttp. Defaults to nil: no metrics.
 	Registerer prometheus.Registerer
 
 	// TracerProvider, when set, receives OpenTelemetry spans per batch: eosink.batch with
@@ -294,9 +294,9 @@ func (c *Config) kafkaConfig() kafka.ConfigMap {
 		"queued.max.messages.kbytes": 16384,
 		// librdkafka waits this long before fetching again for a partition whose queue is over
 		// its thresholds; its default of 1s left the consumer idle between bursts (raw consume
-		// 132k -> 262k records/s here, docs/benchmarks.md). 0 made its broker thread spin while
-		// the sink holds off at MaxTotalBufferedBytes (capgate.go): 24 CPU seconds in 40 on
-		// change events. The thresholds still bound memory.
+		// 132k -> 262k records/s here, docs/benchmarks.md, Memory). 0 made its broker thread spin while
+		// the sink holds off at MaxTotalBufferedBytes (capgate.go): 24 of the eos_cdc
+		// process's 37 CPU seconds on change events. The thresholds still bound memory.
 		"fetch.queue.backoff.ms": 10,
 	}
 	for k, v := range c.Kafka {

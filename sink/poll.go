@@ -15,7 +15,8 @@ import (
 const pausedPollMs = 5
 
 // poll is the consumer loop: it serves rebalance callbacks, hands records to partition
-// workers, and pauses and resumes partitions to bound memory.
+// workers, and bounds memory: it pauses and resumes partitions, and holds off polling at
+// MaxTotalBufferedBytes (capgate.go).
 func (s *Sink) poll(ctx context.Context, bal *rebalance.Balancer) error {
 	c := s.consumer
 	gate := capGate{pausing: &s.wcfg.capPausing}

@@ -15,9 +15,10 @@ import (
 // "eosink.batch" span with three children:
 //
 //	eosink.fetch   from the batch's first record being queued for the partition (it may
-//	               queue while the previous batch commits) to the batch being complete
-//	               (full, MaxBatchWait after that first record, or a revoke); first
-//	               attempt only
+//	               queue while the previous batch commits; for the rest of a backlog, from
+//	               when the batch before it was formed) to the batch being complete (full,
+//	               MaxBatchWait after that first record, the partition paused, or a
+//	               revoke); first attempt only
 //	eosink.write   BEGIN, the offset update and the plugin's Write (its ctx carries this
 //	               span, so a traced pgx connection nests its queries under it)
 //	eosink.commit  COMMIT, and settling an unknown outcome
@@ -93,8 +94,8 @@ func (b *batchSpan) end(err error, redact bool) {
 	b.batch.End()
 }
 
-// batchWaitStart is when the batch started: when it began waiting for records on the first
-// attempt, now on a retry.
+// batchWaitStart is when the batch started: when its first record was queued on the first
+// attempt (eosink.fetch), now on a retry.
 func (w *worker) batchWaitStart(attempt int) time.Time {
 	if attempt == 1 && !w.waitStart.IsZero() {
 		return w.waitStart

@@ -102,7 +102,7 @@ type worker struct {
 	mu       sync.Mutex
 	queue    []Record
 	queuedAt time.Time // when the queue's oldest record was pushed: MaxBatchWait runs from it
-	held     bool      // the buffer filled (push returned full): form the batch without waiting
+	held     bool      // form the next batch without waiting: the partition paused, or a backlog is left
 	buffered int       // memory of records fetched and not yet committed (queued plus in flight; memSize)
 	closed   bool      // run has returned: push drops records, the buffer is given back (drop)
 	spare    []Record  // the array of the last committed batch, empty, for the queue to move to
@@ -329,7 +329,8 @@ func (w *worker) run() {
 }
 
 // nextBatch waits for a full batch, MaxBatchWait after the first queued record was pushed
-// (records that queued while the previous batch committed have waited already), or a stop.
+// (records that queued while the previous batch committed have waited already), a paused
+// partition or a backlog left by the previous batch (held: at once), or a stop.
 // stopping is true when the worker should exit after committing the returned batch. It
 // returns no batch and stopping false when nothing is queued and the position can move past
 // trailing markers (skipMarkers).
@@ -395,9 +396,12 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 			}
 			w.queue = append(spare[:0], old[n:]...)
 			clear(old[n:]) // moved: the batch's array must not keep them alive
-			// The rest keeps queuedAt: those records came after the batch's, but no later
-			// than now, and a queue longer than a batch is a backlog to clear at once.
 			more := len(w.queue) > 0
+			if more {
+				// A backlog: its records came before now and have waited already, so its
+				// batch forms at once after this one; its span starts here.
+				w.queuedAt, w.held = w.formedAt, true
+			}
 			w.mu.Unlock()
 			// Stopping with more queued: return this batch, come back for the rest.
 			return batch, stopping && !more

@@ -128,7 +128,7 @@ func TestWorkerBatchesByRecordCountAndCommitsTheRestOnStop(t *testing.T) {
 	for range 2 {
 		<-tw.fake.called
 	}
-	close(tw.stop) // the seventh record waits for MaxBatchWait (an hour) or the stop
+	close(tw.stop) // the seventh, left over from a backlog, forms its batch at once or on the stop
 	waitDone(t, tw.worker)
 	if got, want := tw.fake.batchSizes(), []int{3, 3, 1}; !slices.Equal(got, want) {
 		t.Fatalf("batch sizes %v, want %v", got, want)
@@ -138,6 +138,24 @@ func TestWorkerBatchesByRecordCountAndCommitsTheRestOnStop(t *testing.T) {
 	}
 	if b := tw.bufferedBytes(); b != 0 {
 		t.Fatalf("buffered %d bytes after the last commit, want 0", b)
+	}
+}
+
+func TestWorkerBacklogRestFormsAtOnce(t *testing.T) {
+	// Four records queued, batches of three: the fourth has waited already, so its batch
+	// forms right after the first commits, not MaxBatchWait (an hour) later.
+	tw := newTestWorker(t, batchLimits{records: 3, bytes: 1 << 20, wait: time.Hour}, nil)
+	tw.pushValues(1, 1, 1, 1)
+	tw.start()
+	for i := range 2 {
+		select {
+		case <-tw.fake.called:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("batch %d of the backlog not committed", i+1)
+		}
+	}
+	if got := tw.fake.batchSizes(); !slices.Equal(got, []int{3, 1}) {
+		t.Fatalf("batch sizes %v, want [3 1]", got)
 	}
 }
 

@@ -96,8 +96,9 @@ func (s *jsonSchema) semantic() semantic {
 // parseJSON reads a JsonConverter record: {schema, payload} when schemas are enabled,
 // else the payload alone. schema is nil without schemas. The schema, most of the bytes of
 // a Debezium record and the same on every record of a table, is parsed once and cached
-// (schemaCache); a record whose schema is byte for byte the one last parsed through last
-// is not scanned at all (lastSchema.split).
+// (schemaCache); a record whose schema is byte for byte the one last parsed through last is
+// split by comparing bytes, without parsing the schema again, and only its payload is
+// decoded (lastSchema.split).
 func parseJSON(data []byte, last *lastSchema) (payload any, schema *jsonSchema, err error) {
 	if p, s, ok := last.split(data); ok {
 		if payload, err := decodeNumbers(p); err == nil {

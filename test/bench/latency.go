@@ -146,8 +146,9 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // addParts splits the latency of the batch's oldest record into the stages: in Kafka and the
 // sink's queues until the batch began forming (fetch_queue: from the record's timestamp to
-// the start of eosink.fetch, so it includes waiting behind the partition's previous batch),
-// batch_forming (eosink.fetch), pool_begin_offset (from the end of forming to the plugin's
+// the start of eosink.fetch, its push into the partition's queue), batch_forming
+// (eosink.fetch, which includes waiting behind the partition's previous batch),
+// pool_begin_offset (from the end of forming to the plugin's
 // Write: a pool connection, BEGIN and the offset update), write_copy (the plugin's Write),
 // and commit (eosink.commit). Batches without a fetch span (retries) are left out.
 func (l *latencies) addParts(bt *batchTimes, children []sdktrace.ReadOnlySpan) {

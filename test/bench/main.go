@@ -15,7 +15,9 @@
 // (1; 0 skips the peer; envelope runs eos_envelope, eosink on the peer's 537-byte records, but
 // not the peer), BENCH_CURVES (1; 0 skips the curves), BENCH_CURVE_SECONDS (8),
 // BENCH_PROFILE (a path: CPU profile of the eosink run), BENCH_PROFILE_CDC (a path: CPU profile of
-// the eos_cdc run), BENCH_DOCS (1 writes the chart to
+// the eos_cdc run), BENCH_CURVE_RECORDS (400000), BENCH_TOTAL_BUFFERED_MB (the sinks'
+// MaxTotalBufferedBytes in MiB), BENCH_QUEUED_KB (their queued.max.messages.kbytes),
+// BENCH_KAFKA (name=value,...: more librdkafka properties for the sinks' consumers), BENCH_DOCS (1 writes the chart to
 // docs/benchmarks.png as well), BENCH_CDC (1; 0 skips the change-event contenders eos_cdc and
 // peer_cdc), BENCH_CDC_RECORDS (change records; default BENCH_RECORDS, at most 500000),
 // BENCH_PEER_CDC_REDUCTION (true: the peer's use.reduction.buffer in the cdc run),

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -57,6 +59,36 @@ func TestKafkaFlagNeverEchoesItsValue(t *testing.T) {
 		code, out, errs := runCLI("lag", "-kafka", arg, "-database-url", "postgres://u@127.0.0.1:1/x", "-brokers", "127.0.0.1:1")
 		if code != 2 || strings.Contains(out+errs, "s3cret") || !strings.Contains(errs, "-kafka") {
 			t.Errorf("-kafka %s: exit %d, output %q", arg, code, out+errs)
+		}
+	}
+}
+
+// TestRelayNeverShowsThePassword: the relay's file gets the redaction `eosink run` uses: a
+// connection string that does not parse is refused by -validate and by -migrate, in every
+// libpq form, without its password in the output.
+func TestRelayNeverShowsThePassword(t *testing.T) {
+	dir := t.TempDir()
+	for name, url := range map[string]string{
+		"kv spaces":    "host=127.0.0.1 port=x user=u password = s3cret-relay-kv dbname=x",
+		"kv quoted":    `host=127.0.0.1 port=x password='a s3cret-relay-q' dbname=x`,
+		"url bad port": "postgres://u:s3cret-relay-url@127.0.0.1:notaport/x",
+		"url query":    "postgresql://u@127.0.0.1:1/x?password=s3cret-relay-query&sslmode=bogus",
+	} {
+		secret := url[strings.Index(url, "s3cret"):]
+		secret = secret[:strings.IndexAny(secret+" ", " '@&")]
+		p := filepath.Join(dir, "relay.yaml")
+		text := "database:\n  url: \"" + url + "\"\nkafka:\n  brokers: 127.0.0.1:1\nrelay:\n  shards: 1\n"
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{{"relay", "-validate", "-config", p}, {"relay", "-migrate", "-config", p}} {
+			code, out, errs := runCLI(args...)
+			if code == 0 {
+				t.Errorf("%s: eosink %s succeeded on a connection string that does not parse:\n%s", name, strings.Join(args, " "), out+errs)
+			}
+			if strings.Contains(out+errs, secret) {
+				t.Errorf("%s: eosink %s shows the password %q:\n%s", name, strings.Join(args, " "), secret, out+errs)
+			}
 		}
 	}
 }

@@ -11,16 +11,19 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/eosink/eosink/cli/internal/pipeline"
+	"github.com/eosink/eosink/internal/pgerr"
 	"github.com/eosink/eosink/outbox"
 	"github.com/eosink/eosink/outbox/relay"
 )
@@ -104,6 +107,15 @@ func loadRelay(path string, logOut io.Writer) (relay.Config, string, []string, e
 	if f.Kafka.Brokers != "" {
 		km["bootstrap.servers"] = f.Kafka.Brokers
 	}
+	// The connection string is parsed here, without connecting, so that -validate refuses one
+	// that does not parse; its passwords, in every libpq form, are redacted from every message.
+	if u := f.Database.URL; u != "" {
+		secrets = append(secrets, u)
+		secrets = append(secrets, pgerr.ConnStringSecrets(u)...)
+		if _, err := pgxpool.ParseConfig(u); err != nil {
+			return relay.Config{}, "", secrets, fmt.Errorf("%s: database.url: not a PostgreSQL connection string: %v", path, pgerr.RedactError(err, u))
+		}
+	}
 	r := f.Relay
 	return relay.Config{DatabaseURL: f.Database.URL, Schema: f.Database.Schema, Kafka: km, Name: r.Name, Shards: r.Shards, Own: r.Own,
 		PositionTopic: r.PositionTopic, BatchSize: r.BatchSize, PollInterval: r.PollInterval, HorizonWarn: r.HorizonWarn,
@@ -132,6 +144,8 @@ func relayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{errors.New("relay: -config is required")}
 	}
 	c, listen, secrets, err := loadRelay(*config, stderr)
+	// Longest first, so that a connection string is replaced whole before a password in it.
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
 	redact := func(s string) string {
 		for _, sec := range secrets {
 			if len(sec) >= 4 {

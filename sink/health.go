@@ -17,7 +17,8 @@ func (s *Sink) Ready() bool { return s.running.Load() }
 // callback may legitimately block (the larger of RevokeTimeout and ClaimTimeout, plus 10s),
 // which means the sink is stuck. Before Run and after it returns, it returns nil. Use it for
 // a liveness probe. With Config.UnhealthyOnStoppedPartition it also fails while a partition
-// is stopped on this instance. Safe to call from any goroutine.
+// is stopped on this instance, naming the partition and the stop reason only (never the
+// error's text, which can hold record values). Safe to call from any goroutine.
 func (s *Sink) Healthy() error {
 	if !s.running.Load() {
 		return nil
@@ -27,8 +28,10 @@ func (s *Sink) Healthy() error {
 		return fmt.Errorf("eosink: the consumer loop has not turned for %s (limit %s)", since.Round(time.Second), limit)
 	}
 	if s.cfg.UnhealthyOnStoppedPartition {
+		// Only the partition and the reason: the error's text can hold record values, and
+		// /healthz is served without authentication. PartitionErrors has the whole error.
 		for k, st := range s.stoppedPartitions() {
-			return fmt.Errorf("eosink: partition %s[%d] stopped (%s): %v", k.topic, k.partition, st.reason, st.err)
+			return fmt.Errorf("eosink: partition %s[%d] stopped (%s); eosink status shows why", k.topic, k.partition, st.reason)
 		}
 	}
 	return nil

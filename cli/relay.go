@@ -52,7 +52,7 @@ type relayFile struct {
 		TransactionTimeout time.Duration  `yaml:"transaction_timeout"`
 		StatsInterval      time.Duration  `yaml:"stats_interval"`
 	} `yaml:"relay"`
-	HTTP string `yaml:"http"` // listen address of /metrics and /healthz
+	HTTP yaml.Node `yaml:"http"` // /metrics and /healthz: read by pipeline.HTTPSection
 	Log  struct {
 		Format string `yaml:"format"` // text (default) or json
 		Level  string `yaml:"level"`  // debug, info (default), warn, error
@@ -60,33 +60,42 @@ type relayFile struct {
 }
 
 // loadRelay reads and expands a relay config file into a relay.Config.
-func loadRelay(path string, logOut io.Writer) (relay.Config, string, []string, error) {
+func loadRelay(path string, logOut io.Writer) (relay.Config, relayHTTP, []string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return relay.Config{}, "", nil, err
+		return relay.Config{}, relayHTTP{}, nil, err
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return relay.Config{}, "", nil, fmt.Errorf("%s: %w", path, err)
+		return relay.Config{}, relayHTTP{}, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var web relayHTTP
+	var webSecrets []string
+	if n := mappingValue(&doc, "http"); n != nil { // read before ExpandNode: it expands its own references
+		var err error
+		if web.listen, web.opts, webSecrets, err = pipeline.HTTPSection(path, n); err != nil {
+			return relay.Config{}, relayHTTP{}, webSecrets, err
+		}
 	}
 	secrets, err := pipeline.ExpandNode(path, &doc)
+	secrets = append(secrets, webSecrets...)
 	if err != nil {
-		return relay.Config{}, "", nil, err
+		return relay.Config{}, relayHTTP{}, nil, err
 	}
 	expanded, err := yaml.Marshal(&doc)
 	if err != nil {
-		return relay.Config{}, "", secrets, fmt.Errorf("%s: %w", path, err)
+		return relay.Config{}, relayHTTP{}, secrets, fmt.Errorf("%s: %w", path, err)
 	}
 	var f relayFile
 	dec := yaml.NewDecoder(bytes.NewReader(expanded))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
-		return relay.Config{}, "", secrets, fmt.Errorf("%s: %v", path, err) // line numbers are those of the expanded text
+		return relay.Config{}, relayHTTP{}, secrets, fmt.Errorf("%s: %v", path, err) // line numbers are those of the expanded text
 	}
 	level := map[string]slog.Level{"": slog.LevelInfo, "debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
 	lv, ok := level[strings.ToLower(f.Log.Level)]
 	if !ok {
-		return relay.Config{}, "", secrets, fmt.Errorf("%s: log.level: %q is not debug, info, warn or error", path, f.Log.Level)
+		return relay.Config{}, relayHTTP{}, secrets, fmt.Errorf("%s: log.level: %q is not debug, info, warn or error", path, f.Log.Level)
 	}
 	var log *slog.Logger
 	switch f.Log.Format {
@@ -95,7 +104,7 @@ func loadRelay(path string, logOut io.Writer) (relay.Config, string, []string, e
 	case "json":
 		log = slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: lv}))
 	default:
-		return relay.Config{}, "", secrets, fmt.Errorf("%s: log.format: %q is not text or json", path, f.Log.Format)
+		return relay.Config{}, relayHTTP{}, secrets, fmt.Errorf("%s: log.format: %q is not text or json", path, f.Log.Format)
 	}
 	km := kafka.ConfigMap{}
 	for k, v := range envKafkaProperties(os.Environ()) { // EOSINK_KAFKA_PROPERTY_*, as the operator commands
@@ -113,14 +122,38 @@ func loadRelay(path string, logOut io.Writer) (relay.Config, string, []string, e
 		secrets = append(secrets, u)
 		secrets = append(secrets, pgerr.ConnStringSecrets(u)...)
 		if _, err := pgxpool.ParseConfig(u); err != nil {
-			return relay.Config{}, "", secrets, fmt.Errorf("%s: database.url: not a PostgreSQL connection string: %v", path, pgerr.RedactError(err, u))
+			return relay.Config{}, relayHTTP{}, secrets, fmt.Errorf("%s: database.url: not a PostgreSQL connection string: %v", path, pgerr.RedactError(err, u))
 		}
 	}
 	r := f.Relay
 	return relay.Config{DatabaseURL: f.Database.URL, Schema: f.Database.Schema, Kafka: km, Name: r.Name, Shards: r.Shards, Own: r.Own,
 		PositionTopic: r.PositionTopic, BatchSize: r.BatchSize, PollInterval: r.PollInterval, HorizonWarn: r.HorizonWarn,
 		Retention: r.Retention, CleanupInterval: r.CleanupInterval, CleanupBatch: r.CleanupBatch, TransactionTimeout: r.TransactionTimeout,
-		StatsInterval: r.StatsInterval, Logger: log}, f.HTTP, secrets, nil
+		StatsInterval: r.StatsInterval, Logger: log}, web, secrets, nil
+}
+
+// relayHTTP is the relay's http section: where to serve /metrics and /healthz, with the TLS,
+// authentication and limits of eosink run's.
+type relayHTTP struct {
+	listen string
+	opts   pipeline.HTTPOptions
+}
+
+// mappingValue returns the value of key in the top-level mapping of doc, or nil.
+func mappingValue(doc *yaml.Node, key string) *yaml.Node {
+	n := doc
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
 }
 
 // relayCmd: eosink relay -config FILE [-migrate] [-validate].
@@ -143,7 +176,7 @@ func relayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.Usage()
 		return usageError{errors.New("relay: -config is required")}
 	}
-	c, listen, secrets, err := loadRelay(*config, stderr)
+	c, web, secrets, err := loadRelay(*config, stderr)
 	// Longest first, so that a connection string is replaced whole before a password in it.
 	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
 	redact := func(s string) string {
@@ -173,20 +206,30 @@ func relayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return errors.New(redact(err.Error()))
 		}
 	}
-	if listen != "" {
-		ln, err := net.Listen("tcp", listen)
+	if web.listen != "" {
+		ln, err := net.Listen("tcp", web.listen)
 		if err != nil {
 			return fmt.Errorf("%s: http: %w", *config, err)
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-		srv, err := newHTTPServer(pipeline.HTTPOptions{}, defaultHTTPLimits, mux)
+		srv, err := newHTTPServer(web.opts, defaultHTTPLimits.with(web.opts), mux)
 		if err != nil {
 			ln.Close()
-			return err
+			return fmt.Errorf("%s: %w", *config, err)
 		}
-		go func() { _ = srv.Serve(ln) }()
+		go func() {
+			var err error
+			if srv.TLSConfig != nil {
+				err = srv.ServeTLS(ln, "", "")
+			} else {
+				err = srv.Serve(ln)
+			}
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				c.Logger.Error("http server stopped", "addr", ln.Addr().String(), "err", err)
+			}
+		}()
 		c.Logger.Info("serving /metrics and /healthz", "addr", ln.Addr().String())
 		defer func() {
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

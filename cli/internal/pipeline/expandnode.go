@@ -38,3 +38,19 @@ func ExpandNode(file string, n *yaml.Node) (secrets []string, err error) {
 	err = walk(n)
 	return x.fromFiles, err
 }
+
+// HTTPSection reads n, the http section of another config file of the eosink command (the
+// relay's), as a pipeline file's http is read: a listen address, or a mapping with listen,
+// tls, auth and limits (docs/pipeline-config.md#http), its ${...} references expanded. n is
+// the section as written, before ExpandNode. It returns the secrets read, to redact from
+// messages; errors name the file, the key and the line, never a value.
+func HTTPSection(file string, n *yaml.Node) (listen string, o HTTPOptions, secrets []string, err error) {
+	l := &loader{file: file, x: &expander{lookupEnv: os.LookupEnv, readFile: os.ReadFile, dir: filepath.Dir(file)},
+		broken: map[string]bool{}, lines: map[string]int{}, unresolved: map[string]string{}}
+	listen, o = l.http(n)
+	secrets = append(append(secrets, l.secrets...), l.x.fromFiles...)
+	if len(l.errs) > 0 {
+		return "", HTTPOptions{}, secrets, l.errs.sorted()
+	}
+	return listen, o, secrets, nil
+}

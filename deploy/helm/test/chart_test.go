@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 )
 
 const chartDir = "../eosink"
@@ -140,6 +141,29 @@ var valueSets = []struct {
 			}
 			if p := d.Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet.Scheme; p != corev1.URISchemeHTTPS {
 				t.Errorf("probe scheme %s, want HTTPS", p)
+			}
+		},
+	},
+	{
+		name:  "NetworkPolicy",
+		args:  []string{"-f", valuesFile("networkpolicy-values.yaml")},
+		kinds: []string{"ConfigMap", "ConfigMap", "Deployment", "Job", "NetworkPolicy", "PodDisruptionBudget", "Service"},
+		check: func(t *testing.T, objs []Object) {
+			np := get[*networkingv1.NetworkPolicy](t, objs, "NetworkPolicy", "sink-eosink")
+			if len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) != 1 || np.Spec.Ingress[0].From[0].NamespaceSelector == nil ||
+				np.Spec.Ingress[0].Ports[0].Port.String() != "http" {
+				t.Errorf("ingress %+v, want one rule from the monitoring namespace to port http", np.Spec.Ingress)
+			}
+		},
+	},
+	{
+		name:  "NetworkPolicy without peers denies all ingress",
+		args:  []string{"--set", "networkPolicy.enabled=true"},
+		kinds: []string{"ConfigMap", "ConfigMap", "Deployment", "Job", "NetworkPolicy", "PodDisruptionBudget", "Service"},
+		check: func(t *testing.T, objs []Object) {
+			np := get[*networkingv1.NetworkPolicy](t, objs, "NetworkPolicy", "sink-eosink")
+			if np.Spec.Ingress == nil || len(np.Spec.Ingress) != 0 {
+				t.Errorf("ingress %+v, want an empty list", np.Spec.Ingress)
 			}
 		},
 	},

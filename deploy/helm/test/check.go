@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -78,6 +79,8 @@ func (c *checker) run() {
 			}
 		case *monitoringv1.ServiceMonitor:
 			c.checkServiceMonitor(o, obj)
+		case *networkingv1.NetworkPolicy:
+			c.checkNetworkPolicy(o, obj, pod)
 		case *batchv1.Job:
 			c.checkJob(o, obj)
 		}
@@ -385,6 +388,28 @@ func (c *checker) checkJob(o Object, j *batchv1.Job) {
 		cw, _ := strconv.Atoi(cm.Meta.Annotations["helm.sh/hook-weight"])
 		if cw >= jw {
 			c.errorf(o, "ConfigMap %s's hook-weight %d is not below the Job's %d", cm.Meta.Name, cw, jw)
+		}
+	}
+}
+
+// checkNetworkPolicy: it selects the pods, restricts ingress only, and every rule's ports
+// are container ports of the pod.
+func (c *checker) checkNetworkPolicy(o Object, np *networkingv1.NetworkPolicy, pod corev1.PodTemplateSpec) {
+	c.checkSelector(o, &np.Spec.PodSelector, pod.Labels)
+	if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
+		c.errorf(o, "policyTypes %v, want [Ingress] (egress to Kafka and PostgreSQL is not restricted)", np.Spec.PolicyTypes)
+	}
+	if np.Spec.Ingress == nil {
+		c.errorf(o, "ingress is null; an empty list denies all, a missing one is ambiguous to readers")
+	}
+	for _, r := range np.Spec.Ingress {
+		if len(r.Ports) == 0 {
+			c.errorf(o, "an ingress rule without ports opens every port")
+		}
+		for _, p := range r.Ports {
+			if p.Port == nil || len(pod.Spec.Containers) != 1 || !portOf(pod.Spec.Containers[0], p.Port.String()) {
+				c.errorf(o, "ingress port %v is not a container port", p.Port)
+			}
 		}
 	}
 }

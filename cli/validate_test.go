@@ -137,12 +137,12 @@ sink:
     inventory.customers: {table: crm.customers, include: [id, name]}
     inventory.orders: {exclude: [notes]}
 `, []string{
-			"           any other source table -> replica.${source.table} (exclude secret; from each event's source, any topic)\n",
+			"           any other source table -> replica.${source.table} (exclude secret; from each event's source, which its topic must name)\n",
 			"routes:    source table inventory.customers -> crm.customers (include id, name)\n",
 			"           source table inventory.orders -> replica.${source.table} (exclude notes)\n",
 		}},
 		{"cdc default", "sink: {type: cdc, schemas: [inventory, public]}\n", []string{
-			"routes:    every source table -> ${source.schema}.${source.table} (from each event's source, any topic)\n",
+			"routes:    every source table -> ${source.schema}.${source.table} (from each event's source, which its topic must name)\n",
 			"           event-chosen schemas confined to: inventory, public (the schemas option; eosink's own, pg_* and information_schema never)\n",
 			"           topic check: each event's source table must be the one its topic names (<topic.prefix>.<schema>.<table>), " +
 				"else it is poison; set topic_check: off if a topic-routing transform (ByLogicalTableRouter) renames the topics\n",

@@ -21,7 +21,11 @@ func (p *CDC) RouteSummary() []string {
 	if len(lines) == 0 {
 		other = "every source table"
 	}
-	lines = append(lines, other+" -> "+strings.Join(p.rs.def.tmpl.parts, ".")+p.rs.def.columnsNote("from each event's source, any topic"))
+	note := "from each event's source, any topic"
+	if p.cf.topicCheck {
+		note = "from each event's source, which its topic must name"
+	}
+	lines = append(lines, other+" -> "+strings.Join(p.rs.def.tmpl.parts, ".")+p.rs.def.columnsNote(note))
 	return append(lines, p.cf.summary(p.c.TopicCheck == TopicCheckOff)...)
 }
 

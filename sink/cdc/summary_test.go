@@ -13,7 +13,7 @@ func TestRouteSummary(t *testing.T) {
 	check := "topic check: each event's source table must be the one its topic names (<topic.prefix>.<schema>.<table>), " +
 		"else it is poison; set topic_check: off if a topic-routing transform (ByLogicalTableRouter) renames the topics"
 	want := []string{"source table public.orders -> archive.orders",
-		"any other source table -> replica.${source.table} (from each event's source, any topic)", check}
+		"any other source table -> replica.${source.table} (from each event's source, which its topic must name)", check}
 	if got := p.RouteSummary(); !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
 	}
@@ -21,7 +21,7 @@ func TestRouteSummary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = []string{"every source table -> ${source.schema}.${source.table} (from each event's source, any topic)",
+	want = []string{"every source table -> ${source.schema}.${source.table} (from each event's source, which its topic must name)",
 		"event-chosen schemas confined to: inventory, public (the schemas option; eosink's own, pg_* and information_schema never)", check}
 	if got := p.RouteSummary(); !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)

@@ -137,12 +137,18 @@ sink:
     inventory.customers: {table: crm.customers, include: [id, name]}
     inventory.orders: {exclude: [notes]}
 `, []string{
-			"           any other source table -> replica.${source.table} (exclude secret; from each event's source, any topic)\n",
+			"           any other source table -> replica.${source.table} (exclude secret; from each event's source, which its topic must name)\n",
 			"routes:    source table inventory.customers -> crm.customers (include id, name)\n",
 			"           source table inventory.orders -> replica.${source.table} (exclude notes)\n",
 		}},
-		{"cdc default", "sink: {type: cdc}\n", []string{
-			"routes:    every source table -> ${source.schema}.${source.table} (from each event's source, any topic)\n",
+		{"cdc default", "sink: {type: cdc, schemas: [inventory, public]}\n", []string{
+			"routes:    every source table -> ${source.schema}.${source.table} (from each event's source, which its topic must name)\n",
+			"           event-chosen schemas confined to: inventory, public (the schemas option; eosink's own, pg_* and information_schema never)\n",
+			"           topic check: each event's source table must be the one its topic names (<topic.prefix>.<schema>.<table>), " +
+				"else it is poison; set topic_check: off if a topic-routing transform (ByLogicalTableRouter) renames the topics\n",
+		}},
+		{"cdc topic_check off", "sink: {type: cdc, table: \"replica.$${source.table}\", topic_check: off}\n", []string{
+			"           topic check: off (topic_check: off): an event on any subscribed topic may write any table its source routes to\n",
 		}},
 	} {
 		code, out, errOut := runCLI("run", "-validate", "-config", writeFile(t, head+c.sink))
@@ -154,6 +160,25 @@ sink:
 			if !strings.Contains(out, want) {
 				t.Errorf("%s: summary lacks %q:\n%s", c.name, want, out)
 			}
+		}
+	}
+}
+
+// TestValidateRefusesUnconfinedCDC: the cdc plugin's default template takes the target's
+// schema from each event; without schemas: [...] the config is refused, naming the option,
+// and so is a target in eosink's own schema.
+func TestValidateRefusesUnconfinedCDC(t *testing.T) {
+	head := "kafka: {brokers: 127.0.0.1:9092, group: g, topics: [t]}\ndatabase: {url: \"postgres://u@127.0.0.1/db\", schema: ops}\n"
+	for sinkSec, want := range map[string]string{
+		"sink: {type: cdc}\n": `sink.table: "${source.schema}.${source.table}" takes its schema from each event; ` +
+			"list the schemas its targets may be in with schemas: [...]",
+		"sink: {type: cdc, schemas: [public, ops]}\n":                 "sink.schemas: ops is eosink's own schema",
+		"sink: {type: cdc, table: \"ops.$${source.table}\"}\n":        "sink.table: schema ops is eosink's own schema",
+		"sink: {type: cdc, table: \"pg_catalog.$${source.table}\"}\n": "sink.table: schema pg_catalog is a PostgreSQL system schema",
+	} {
+		code, _, errOut := runCLI("run", "-validate", "-config", writeFile(t, head+sinkSec))
+		if code != 1 || !strings.Contains(errOut, want) {
+			t.Errorf("%s: exit %d: %s\nwant exit 1 and %q", sinkSec, code, errOut, want)
 		}
 	}
 }

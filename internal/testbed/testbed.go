@@ -88,7 +88,14 @@ func Name(t testing.TB, prefix string) string {
 // Topic creates a topic with the given partitions and deletes it when the test ends.
 func Topic(t testing.TB, e Env, partitions int) string {
 	t.Helper()
-	name := Name(t, "t")
+	return NamedTopic(t, e, Name(t, "t"), partitions)
+}
+
+// NamedTopic creates topic name with the given partitions and deletes it when the test
+// ends; for names that must follow a convention, such as Debezium's
+// <topic.prefix>.<schema>.<table>.
+func NamedTopic(t testing.TB, e Env, name string, partitions int) string {
+	t.Helper()
 	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": e.Brokers})
 	if err != nil {
 		t.Fatalf("admin client: %v", err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -29,6 +30,7 @@ func init() {
 		if c.PositionsSchema == "" {
 			c.PositionsSchema = cfg.Schema
 		}
+		c.PipelineSchema = cfg.Schema
 		p, err := New(c)
 		if err != nil {
 			return nil, err
@@ -44,6 +46,7 @@ func init() {
 type CDC struct {
 	c         Config
 	rs        routes
+	cf        confinement
 	avro      bool
 	dec       *schemaformat.Decoder
 	log       *slog.Logger
@@ -73,9 +76,16 @@ func New(c Config) (*CDC, error) {
 		return nil, err
 	}
 	if c.PositionsSchema == "" {
-		c.PositionsSchema = "eosink"
+		c.PositionsSchema = sink.DefaultSchema
 	}
-	p := &CDC{c: c, rs: rs, log: slog.Default(), targets: map[string]*target{},
+	if c.PipelineSchema == "" {
+		c.PipelineSchema = sink.DefaultSchema
+	}
+	cf, err := newConfinement(&c, rs)
+	if err != nil {
+		return nil, err
+	}
+	p := &CDC{c: c, rs: rs, cf: cf, log: slog.Default(), targets: map[string]*target{},
 		positions: pgx.Identifier{c.PositionsSchema, "cdc_positions"}.Sanitize()}
 	switch c.Format {
 	case "", "json":
@@ -149,6 +159,11 @@ func (p *CDC) reload(ctx context.Context, db sink.DB, id pgx.Identifier, r route
 	t, mine, err := loadTarget(ctx, db, id, r, p.positions)
 	if err != nil {
 		return nil, err
+	}
+	for _, c := range t.cols {
+		if strings.HasPrefix(c, reservedColumnPrefix) {
+			return nil, fmt.Errorf("cdc: target table %s: column %q begins with %s, which eosink's staging columns use: rename it or exclude it", t.name, c, reservedColumnPrefix)
+		}
 	}
 	p.mu.Lock()
 	if mine {
@@ -244,6 +259,9 @@ func (p *CDC) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 		}
 		rt := p.rs.lookup(ev.schema, ev.table)
 		id := rt.tmpl.render(ev.db, ev.schema, ev.table, r.Topic)
+		if err := p.cf.target(id, rt, ev, r.Topic); err != nil {
+			return sink.Poison(r, err)
+		}
 		switch ev.op {
 		case "t":
 			if !p.c.Truncate {
@@ -257,7 +275,7 @@ func (p *CDC) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 			}
 			t, err := p.resolve(ctx, tx, id, rt, ev, local)
 			if err != nil {
-				return err
+				return poisonIfRefused(r, err)
 			}
 			if _, err := tx.Exec(ctx, t.truncSQL, t.name, ev.commit, ev.lsn); err != nil {
 				return fmt.Errorf("cdc: truncate %s: %w", t.name, err)
@@ -273,7 +291,7 @@ func (p *CDC) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 		}
 		t, err := p.resolve(ctx, tx, id, rt, ev, local)
 		if err != nil {
-			return err
+			return poisonIfRefused(r, err)
 		}
 		st := pending[t.name]
 		if st != nil && st.t != t {

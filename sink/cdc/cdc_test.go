@@ -205,22 +205,22 @@ func TestAvroNeedsPipelineRegistry(t *testing.T) {
 		_, err := sink.BuildPlugin(sink.PluginConfig{Path: "sink", Schema: "eosink", Raw: raw, SchemaRegistry: reg})
 		return err
 	}
-	err := build(map[string]any{"type": "cdc", "format": "avro"}, nil)
+	err := build(map[string]any{"type": "cdc", "format": "avro", "schemas": []any{"public"}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "format: avro needs the pipeline's schema_registry section") {
 		t.Errorf("avro without schema_registry: %v", err)
 	}
 	reg := &sink.SchemaRegistry{URL: "http://127.0.0.1:1/apis/ccompat/v7"}
-	if err := build(map[string]any{"type": "cdc", "format": "avro"}, reg); err != nil {
+	if err := build(map[string]any{"type": "cdc", "format": "avro", "schemas": []any{"public"}}, reg); err != nil {
 		t.Errorf("avro with schema_registry: %v", err)
 	}
-	if err := build(map[string]any{"type": "cdc"}, reg); err != nil {
+	if err := build(map[string]any{"type": "cdc", "schemas": []any{"public"}}, reg); err != nil {
 		t.Errorf("json with schema_registry: %v", err)
 	}
-	if err := build(map[string]any{"type": "cdc", "format": "avro", "registry": map[string]any{"url": reg.URL}}, reg); err == nil {
+	if err := build(map[string]any{"type": "cdc", "format": "avro", "schemas": []any{"public"}, "registry": map[string]any{"url": reg.URL}}, reg); err == nil {
 		t.Error("the plugin's own registry section: no error")
 	}
-	p1, err1 := New(Config{Format: "avro", SchemaRegistry: reg})
-	p2, err2 := New(Config{Format: "avro", SchemaRegistry: &sink.SchemaRegistry{URL: reg.URL}})
+	p1, err1 := New(Config{Format: "avro", Schemas: []string{"public"}, SchemaRegistry: reg})
+	p2, err2 := New(Config{Format: "avro", Schemas: []string{"public"}, SchemaRegistry: &sink.SchemaRegistry{URL: reg.URL}})
 	if err1 != nil || err2 != nil || p1.dec != p2.dec {
 		t.Errorf("equal registry settings share one decoder: %v %v", err1, err2)
 	}
@@ -229,7 +229,7 @@ func TestAvroNeedsPipelineRegistry(t *testing.T) {
 // A registry that cannot be reached makes the record's decode transient, not poison; bytes
 // that are not in the wire format are poison.
 func TestDecodeErrorsSort(t *testing.T) {
-	p, err := New(Config{Format: "avro", SchemaRegistry: &sink.SchemaRegistry{URL: "http://127.0.0.1:1", Timeout: time.Second}})
+	p, err := New(Config{Format: "avro", Schemas: []string{"public"}, SchemaRegistry: &sink.SchemaRegistry{URL: "http://127.0.0.1:1", Timeout: time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,19 @@ type Config struct {
 	Table string `yaml:"table"`
 	// Schema is the target schema of a Table template without one. Default public.
 	Schema string `yaml:"schema"`
+	// Schemas lists the schemas that a template whose schema comes from the event (the
+	// default ${source.schema}.${source.table}) may write; such a template is refused
+	// without it. A template with a fixed schema (replica.${source.table}) writes that
+	// schema only and needs none. eosink's own schemas (PipelineSchema, PositionsSchema),
+	// information_schema and the pg_ schemas are refused always. Default none.
+	Schemas []string `yaml:"schemas"`
+	// TopicCheck is "debezium" to refuse (as poison) an event whose source table is not
+	// the one its topic names under Debezium's topic naming, <topic.prefix>.<schema>.<table>,
+	// whenever the target depends on the event's source (a ${source.*} variable in a
+	// template, or a tables override): the producer of one table's topic then cannot write
+	// another table. "off" for topics renamed by a topic-routing transform
+	// (ByLogicalTableRouter, RegexRouter). Default "debezium".
+	TopicCheck string `yaml:"topic_check"`
 	// Tables overrides, per source table ("schema.table"), the target and its columns.
 	Tables map[string]TableConfig `yaml:"tables"`
 	// Include, when set, lists the only columns replicated; Exclude lists columns never
@@ -48,6 +61,12 @@ type Config struct {
 	// needs it. Columns are never dropped, narrowed or retyped. Default "" (off): such a
 	// field makes its event poison.
 	Evolve string `yaml:"evolve"`
+	// MaxColumns is the widest table, in columns, that create makes and evolve grows; an
+	// event that would need more is poison. Default 250 (DefaultMaxColumns).
+	MaxColumns int `yaml:"max_columns"`
+	// PipelineSchema is the pipeline's schema (sink.Config.Schema), refused as a target's.
+	// From a config file it is the pipeline's. Default "eosink" (sink.DefaultSchema).
+	PipelineSchema string `yaml:"-"`
 }
 
 // TableConfig overrides the routing of one source table.
@@ -90,6 +109,19 @@ func parseTemplate(s, schema string) (template, error) {
 		parts = []string{schema, parts[0]}
 	}
 	return template{parts: parts}, nil
+}
+
+// fixed reports whether part i (0 the schema, 1 the table) has no variable.
+func (t template) fixed(i int) bool { return !strings.Contains(t.parts[i], "${") }
+
+// fromSource reports whether the template takes a variable from the event's source.
+func (t template) fromSource() bool {
+	for _, p := range t.parts {
+		if strings.Contains(p, "${source.") {
+			return true
+		}
+	}
+	return false
 }
 
 // render returns the target table for a source table.

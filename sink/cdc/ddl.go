@@ -298,6 +298,15 @@ func (p *CDC) create(ctx context.Context, tx pgx.Tx, table pgx.Identifier, r rou
 	if err != nil {
 		return nil, fmt.Errorf("cdc: create %s: %w", name, err)
 	}
+	var made []string
+	for _, c := range cols {
+		if r.replicated(c.name) || contains(keys, c.name) {
+			made = append(made, c.name)
+		}
+	}
+	if err := p.cf.columns(strings.Join(table, "."), 0, made); err != nil {
+		return nil, err
+	}
 	if err := lockDDL(ctx, tx, name); err != nil {
 		return nil, err
 	}
@@ -328,17 +337,34 @@ func (p *CDC) addColumns(ctx context.Context, tx pgx.Tx, table pgx.Identifier, t
 			return nil, fmt.Errorf("cdc: evolve %s: field %q is not in the change event's schema", t.name, f)
 		}
 	}
+	names := make([]string, len(add))
+	for i, c := range add {
+		names[i] = c.name
+	}
+	if err := p.cf.columns(strings.Join(table, "."), 0, names); err != nil {
+		return nil, err
+	}
 	if err := lockDDL(ctx, tx, t.name); err != nil {
+		return nil, err
+	}
+	// The budget counts every column the table has (excluded ones too), after the lock:
+	// another partition may have just added some.
+	var existing int
+	if err := tx.QueryRow(ctx, "SELECT count(*) FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped",
+		t.name).Scan(&existing); err != nil {
+		return nil, fmt.Errorf("cdc: evolve %s: count its columns: %w", t.name, err)
+	}
+	if err := p.cf.columns(strings.Join(table, "."), existing, names); err != nil {
 		return nil, err
 	}
 	if _, err := tx.Exec(ctx, addColumnsSQL(table, add)); err != nil {
 		return nil, fmt.Errorf("cdc: evolve %s: %w", t.name, err)
 	}
-	names := make([]string, len(add))
+	typed := make([]string, len(add))
 	for i, c := range add {
-		names[i] = c.name + " " + c.typ
+		typed[i] = c.name + " " + c.typ
 	}
-	p.log.Info("cdc: columns added (commit with the batch)", "table", t.name, "columns", strings.Join(names, ", "), "source", ev.schema+"."+ev.table)
+	p.log.Info("cdc: columns added (commit with the batch)", "table", t.name, "columns", strings.Join(typed, ", "), "source", ev.schema+"."+ev.table)
 	nt, _, err := loadTarget(ctx, tx, table, t.r, p.positions)
 	return nt, err
 }

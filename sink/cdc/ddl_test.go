@@ -87,10 +87,10 @@ func TestPgType(t *testing.T) {
 }
 
 func TestEvolveConfig(t *testing.T) {
-	if _, err := New(Config{Evolve: "add-column"}); err == nil || !strings.Contains(err.Error(), "evolve:") {
+	if _, err := New(Config{Evolve: "add-column", Schemas: []string{"public"}}); err == nil || !strings.Contains(err.Error(), "evolve:") {
 		t.Fatalf("evolve: add-column: %v, want an error naming evolve", err)
 	}
-	if _, err := New(Config{Create: true, Evolve: EvolveAddColumns}); err != nil {
+	if _, err := New(Config{Create: true, Evolve: EvolveAddColumns, Schemas: []string{"public"}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -99,12 +99,12 @@ func TestEvolveConfig(t *testing.T) {
 // value is a config error naming the field.
 func TestDDLKeysFromConfig(t *testing.T) {
 	_, err := sink.BuildPlugin(sink.PluginConfig{Path: "sink", Schema: "eosink",
-		Raw: map[string]any{"type": "cdc", "create": true, "evolve": "add-columns"}})
+		Raw: map[string]any{"type": "cdc", "schemas": []any{"public"}, "create": true, "evolve": "add-columns"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = sink.BuildPlugin(sink.PluginConfig{Path: "sink", Schema: "eosink",
-		Raw: map[string]any{"type": "cdc", "evolve": "drop-columns"}})
+		Raw: map[string]any{"type": "cdc", "schemas": []any{"public"}, "evolve": "drop-columns"}})
 	var ce *sink.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "sink.evolve" || !strings.HasPrefix(ce.Reason, `"drop-columns" is not add-columns`) {
 		t.Fatalf("evolve: drop-columns: %#v", err)

@@ -10,6 +10,10 @@
 //	                                # also $${source.db}, $${topic}. ($$ escapes the config
 //	                                # loader's own ${ENV} expansion.)
 //	  schema: public                # target schema of a table name without one
+//	  schemas: [public]             # the schemas a $${source.schema} target may be in
+//	                                # (required by such a template: the default)
+//	  topic_check: debezium         # an event's source table must be its topic's; off
+//	                                # for topic-routing transforms (ByLogicalTableRouter)
 //	  exclude: [internal_note]      # or include: [...]; columns, for every table
 //	  tables:                       # per source table overrides
 //	    public.orders: {table: archive.orders, exclude: [blob]}
@@ -17,6 +21,13 @@
 //	  positions_schema: eosink      # where cdc_positions lives; default the pipeline's schema
 //	  create: false                 # true: create a missing target table from the event's schema
 //	  evolve: ""                    # add-columns: add a nullable column for a new field
+//	  max_columns: 250              # the widest table create and evolve make
+//
+// Targets are confined (confine.go): to a template's fixed schema or, for a schema taken
+// from the event, to schemas; never eosink's own schemas, information_schema or pg_*; names
+// at most 63 bytes, through internal/names, columns neither system columns nor eosink_*.
+// An event that fails is poison (a *ConfinementError); a name the config fixes is checked
+// at load.
 //
 // c and r upsert by the target's primary key, u updates (a u whose before image has
 // another key deletes the old key), d deletes, tombstones are skipped (counted in Stats).

@@ -21,7 +21,30 @@ func (p *CDC) RouteSummary() []string {
 	if len(lines) == 0 {
 		other = "every source table"
 	}
-	return append(lines, other+" -> "+strings.Join(p.rs.def.tmpl.parts, ".")+p.rs.def.columnsNote("from each event's source, any topic"))
+	note := "from each event's source, any topic"
+	if p.cf.topicCheck {
+		note = "from each event's source, which its topic must name"
+	}
+	lines = append(lines, other+" -> "+strings.Join(p.rs.def.tmpl.parts, ".")+p.rs.def.columnsNote(note))
+	return append(lines, p.cf.summary(p.c.TopicCheck == TopicCheckOff)...)
+}
+
+// summary lists the confinement for RouteSummary: the schemas a template's event-chosen
+// schema may be, and the topic check.
+func (cf confinement) summary(off bool) []string {
+	var lines []string
+	if len(cf.schemas) > 0 {
+		lines = append(lines, "event-chosen schemas confined to: "+strings.Join(slices.Sorted(maps.Keys(cf.schemas)), ", ")+
+			" (the schemas option; eosink's own, pg_* and information_schema never)")
+	}
+	switch {
+	case cf.topicCheck:
+		lines = append(lines, "topic check: each event's source table must be the one its topic names (<topic.prefix>.<schema>.<table>), "+
+			"else it is poison; set topic_check: off if a topic-routing transform (ByLogicalTableRouter) renames the topics")
+	case off:
+		lines = append(lines, "topic check: off (topic_check: off): an event on any subscribed topic may write any table its source routes to")
+	}
+	return lines
 }
 
 // columnsNote is " (include a, b; note)", " (exclude c; note)" or " (note)".

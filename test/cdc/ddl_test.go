@@ -270,7 +270,7 @@ func TestCDCCreateKilledBeforeCommit(t *testing.T) {
 	if _, err := db.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{replica}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
-	topic := testbed.Topic(t, e, 1)
+	topic := testbed.NamedTopic(t, e, testbed.Name(t, "dbz")+".public.items", 1) // Debezium's name: the topic check
 	var msgs []testbed.Msg
 	for id := int64(1); id <= 50; id++ {
 		msgs = append(msgs, itemEvent("items", id, false))
@@ -359,7 +359,8 @@ func TestCDCDDLWithoutSchemasStops(t *testing.T) {
 			`{"before":null,"after":{"id":%d,"name":"n%d"%s},"source":{"db":"src","schema":"public","table":"%s","lsn":%d},"op":"c"}`,
 			id, id, fields, table, 100+id))}
 	}
-	missing, known := testbed.Topic(t, e, 1), testbed.Topic(t, e, 1)
+	prefix := testbed.Name(t, "dbz") // Debezium's topic names: the topic check
+	missing, known := testbed.NamedTopic(t, e, prefix+".public.missing", 1), testbed.NamedTopic(t, e, prefix+".public.known", 1)
 	testbed.Produce(t, e, missing, []testbed.Msg{plain("missing", 1, ""), plain("missing", 2, "")})
 	testbed.Produce(t, e, known, []testbed.Msg{plain("known", 1, ""), plain("known", 2, `,"extra":"x"`)})
 	pipeline := testbed.Name(t, "p")

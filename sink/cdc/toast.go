@@ -76,7 +76,7 @@ type errUnavailable struct {
 }
 
 func (e *errUnavailable) Error() string {
-	return fmt.Sprintf("cdc: %s: column %s arrived as the connector's unavailable-value placeholder (a TOASTed value the "+
+	return fmt.Sprintf("cdc: %s: column(s) %s arrived as the connector's unavailable-value placeholder (a TOASTed value the "+
 		"update did not change) and the replica has no row to keep it from; the placeholder is never written: set REPLICA "+
 		"IDENTITY FULL on the source table and re-snapshot it (or replay the row's insert)", e.table, quoteList(e.cols))
 }

@@ -222,7 +222,7 @@ on_poison: dead-letter
 	if err := write(ins, upd); err != nil {
 		t.Fatal(err)
 	}
-	want, err := textRows(ctx, src, `SELECT row(id, n - 10, t, b, j, to_jsonb(ta), to_jsonb(ia))::text FROM public.toasty WHERE id = 5`)
+	want, err := textRows(ctx, src, `SELECT row(id, n, t, b, j, to_jsonb(ta), to_jsonb(ia))::text FROM public.toasty WHERE id = 5`)
 	if err != nil {
 		t.Fatal(err)
 	}

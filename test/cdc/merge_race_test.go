@@ -93,7 +93,8 @@ func interleave(t *testing.T, ctx context.Context, db *pgxpool.Pool, p *cdc.CDC,
 // runs while the first's transaction is open; in every interleaving, the replica ends as
 // the newer change says:
 //   - a newer delete of a key that the other partition's open transaction inserts;
-//   - a newer update of such a key;
+//   - a newer update of such a key, and one whose name is unavailable (the placeholder),
+//     which must keep the inserted row's name;
 //   - a newer truncate while the other partition's open transaction inserts a key;
 //   - an older insert while the other partition's open transaction truncates.
 func TestCDCMergeConcurrentPartitions(t *testing.T) {
@@ -107,6 +108,8 @@ func TestCDCMergeConcurrentPartitions(t *testing.T) {
 	}{
 		{"delete after an uncommitted insert", itemChange("c", 1, 100, "a"), itemChange("d", 1, 200, ""), ""},
 		{"update after an uncommitted insert", itemChange("c", 1, 100, "a"), itemChange("u", 1, 200, "b"), "1 b"},
+		{"update keeping an unavailable value after an uncommitted insert", itemChange("c", 1, 100, "a"),
+			itemChange("u", 1, 200, cdc.DefaultUnavailablePlaceholder), "1 a"},
 		{"truncate after an uncommitted insert", itemChange("c", 1, 100, "a"), itemChange("t", 0, 200, ""), ""},
 		{"insert before an uncommitted truncate", itemChange("t", 0, 200, ""), itemChange("c", 1, 100, "a"), ""},
 	} {

@@ -17,6 +17,7 @@
 //	  positions_schema: eosink      # where cdc_positions lives; default the pipeline's schema
 //	  create: false                 # true: create a missing target table from the event's schema
 //	  evolve: ""                    # add-columns: add a nullable column for a new field
+//	  unavailable_value_placeholder: __debezium_unavailable_value  # the connector's (default)
 //
 // c and r upsert by the target's primary key, u updates (a u whose before image has
 // another key deletes the old key), d deletes, tombstones are skipped (counted in Stats).
@@ -37,5 +38,10 @@
 //
 // Each row's source position, (commit LSN from source.sequence, source.lsn), is kept in
 // cdc_positions, also after a delete; a change applies only when its position is newer.
-// Snapshot reads (op r) order before every streamed change. See docs/cdc.md.
+// Snapshot reads (op r) order before every streamed change. A merge takes the target's
+// advisory merge lock shared (a truncate exclusive), decides the positions in one
+// statement and writes the rows in a later one, so it sees what concurrent partitions
+// committed. A column holding the connector's unavailable-value placeholder (a TOASTed
+// value an update did not change) keeps its earlier value; with none, the change is
+// poison. See docs/cdc.md.
 package cdc

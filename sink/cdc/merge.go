@@ -117,8 +117,13 @@ func (t *target) truncate(ctx context.Context, tx pgx.Tx, ev *event) error {
 	b := &pgx.Batch{}
 	b.Queue(t.truncLockSQL, t.name)
 	b.Queue(t.truncSQL, t.name, ev.commit, ev.lsn)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("cdc: truncate %s: merge lock: %w", t.name, err)
+	}
+	if _, err := br.Exec(); err != nil {
 		return fmt.Errorf("cdc: truncate %s: %w", t.name, err)
 	}
-	return nil
+	return br.Close()
 }

@@ -240,6 +240,9 @@ func (p *CDC) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 	flush := func() error {
 		for _, name := range order {
 			if err := pending[name].apply(ctx, tx); err != nil {
+				if ue := (*errUnavailable)(nil); errors.As(err, &ue) && ue.ord/2 < len(b.Records) {
+					return sink.Poison(&b.Records[ue.ord/2], ue)
+				}
 				return err
 			}
 		}
@@ -277,8 +280,8 @@ func (p *CDC) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 			if err != nil {
 				return poisonIfRefused(r, err)
 			}
-			if _, err := tx.Exec(ctx, t.truncSQL, t.name, ev.commit, ev.lsn); err != nil {
-				return fmt.Errorf("cdc: truncate %s: %w", t.name, err)
+			if err := t.truncate(ctx, tx, ev); err != nil {
+				return err
 			}
 			continue
 		case "c", "r", "u", "d":

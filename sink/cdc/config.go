@@ -67,6 +67,13 @@ type Config struct {
 	// PipelineSchema is the pipeline's schema (sink.Config.Schema), refused as a target's.
 	// From a config file it is the pipeline's. Default "eosink" (sink.DefaultSchema).
 	PipelineSchema string `yaml:"-"`
+	// UnavailableValuePlaceholder is the connector's unavailable.value.placeholder: what
+	// Debezium sends, under the source's default REPLICA IDENTITY, for a TOASTed column an
+	// update did not change (its text, its bytes for bytea, a list of it for arrays). A
+	// column that holds it keeps its value: the key's earlier value in the batch, else the
+	// replica's; with no row to keep it from, the change is poison. It is never written.
+	// Default Debezium's, "__debezium_unavailable_value" (DefaultUnavailablePlaceholder).
+	UnavailableValuePlaceholder string `yaml:"unavailable_value_placeholder"`
 }
 
 // TableConfig overrides the routing of one source table.
@@ -138,6 +145,7 @@ func (t template) render(db, schema, table, topic string) pgx.Identifier {
 type route struct {
 	tmpl             template
 	include, exclude []string
+	ph               placeholder // the connector's unavailable-value placeholder
 }
 
 // routes holds the default route and the per-table overrides.
@@ -160,7 +168,8 @@ func (c *Config) routes() (routes, error) {
 	if len(c.Include) > 0 && len(c.Exclude) > 0 {
 		return routes{}, errors.New("include and exclude are exclusive")
 	}
-	rs := routes{def: route{tmpl: t, include: c.Include, exclude: c.Exclude}, byST: map[string]route{}}
+	rs := routes{def: route{tmpl: t, include: c.Include, exclude: c.Exclude, ph: newPlaceholder(c.UnavailableValuePlaceholder)},
+		byST: map[string]route{}}
 	for st, tc := range c.Tables {
 		if s, tb, ok := strings.Cut(st, "."); !ok || s == "" || tb == "" {
 			return routes{}, fmt.Errorf("tables: key %q is not schema.table of a source table", st)

@@ -22,6 +22,7 @@
 //	  create: false                 # true: create a missing target table from the event's schema
 //	  evolve: ""                    # add-columns: add a nullable column for a new field
 //	  max_columns: 250              # the widest table create and evolve make
+//	  unavailable_value_placeholder: __debezium_unavailable_value  # the connector's (default)
 //
 // Targets are confined (confine.go): to a template's fixed schema or, for a schema taken
 // from the event, to schemas; never eosink's own schemas, information_schema or pg_*; names
@@ -48,5 +49,10 @@
 //
 // Each row's source position, (commit LSN from source.sequence, source.lsn), is kept in
 // cdc_positions, also after a delete; a change applies only when its position is newer.
-// Snapshot reads (op r) order before every streamed change. See docs/cdc.md.
+// Snapshot reads (op r) order before every streamed change. A merge takes the target's
+// advisory merge lock shared (a truncate exclusive), decides the positions in one
+// statement and writes the rows in a later one, so it sees what concurrent partitions
+// committed. A column holding the connector's unavailable-value placeholder (a TOASTed
+// value an update did not change) keeps its earlier value; with none, the change is
+// poison. See docs/cdc.md.
 package cdc

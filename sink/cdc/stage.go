@@ -14,13 +14,15 @@ import (
 
 // stagedTable accumulates one batch's changes of one target as COPY text.
 type stagedTable struct {
-	t   *target
-	buf []byte
-	row []any
+	t      *target
+	buf    []byte
+	priors map[string][]prior // by key (keyString): the changes staged for it, for fill
 }
 
 // add stages the rows of one change: an upsert of after for c, r and u (and, for a u that
-// changes the primary key, a delete of the old key), a delete for d.
+// changes the primary key, a delete of the old key), a delete for d. Columns of after that
+// hold the connector's unavailable-value placeholder take the key's earlier value in the
+// batch (fill), else stay flagged for the merge to keep the replica's.
 func (s *stagedTable) add(ev *event, ord int) error {
 	t := s.t
 	ord *= 2 // room for the delete of an old key before the upsert of its new one
@@ -29,7 +31,7 @@ func (s *stagedTable) add(ev *event, ord int) error {
 		if ev.after == nil {
 			return fmt.Errorf("cdc: op %s without an after image", ev.op)
 		}
-		row, err := t.row(ev.after, false)
+		row, unavail, err := t.row(ev.after, false)
 		if err != nil {
 			return err
 		}
@@ -39,24 +41,39 @@ func (s *stagedTable) add(ev *event, ord int) error {
 				return err
 			}
 			if !sameKey(t, old, row) {
-				if err := s.append(old, ev, ord, true); err != nil {
+				if err := s.append(old, nil, ev, ord, true); err != nil {
 					return err
 				}
 			}
 		}
-		return s.append(row, ev, ord+1, false)
+		return s.append(row, unavail, ev, ord+1, false)
 	case "d":
 		row, err := t.keyRow(ev.before, ev.key)
 		if err != nil {
 			return err
 		}
-		return s.append(row, ev, ord+1, true)
+		return s.append(row, nil, ev, ord+1, true)
 	}
 	return fmt.Errorf("cdc: op %q", ev.op)
 }
 
-func (s *stagedTable) append(row []any, ev *event, ord int, del bool) error {
-	row = append(row, strconv.FormatInt(ev.commit, 10), strconv.FormatInt(ev.lsn, 10), strconv.Itoa(ord), strconv.FormatBool(del))
+func (s *stagedTable) append(row []any, unavail []int, ev *event, ord int, del bool) error {
+	key := s.t.keyString(row)
+	if len(unavail) > 0 {
+		var err error
+		if unavail, err = s.fill(key, ev.commit, ev.lsn, row, unavail); err != nil {
+			return err
+		}
+	}
+	if s.priors == nil {
+		s.priors = map[string][]prior{}
+	}
+	p := prior{commit: ev.commit, lsn: ev.lsn, del: del, unavail: unavail}
+	if !del {
+		p.row = row
+	}
+	s.priors[key] = append(s.priors[key], p)
+	row = append(row, strconv.FormatInt(ev.commit, 10), strconv.FormatInt(ev.lsn, 10), strconv.Itoa(ord), strconv.FormatBool(del), intArray(unavail))
 	buf, err := mapping.AppendCopyRow(s.buf, row, s.t.bytea)
 	if err != nil {
 		return err
@@ -65,7 +82,10 @@ func (s *stagedTable) append(row []any, ev *event, ord int, del bool) error {
 	return nil
 }
 
-// apply copies the staged rows and merges them.
+// apply copies the staged rows and merges them (merge.go): under the target's shared merge
+// lock, the positions first, then the target rows, each in a statement of its own, in one
+// round trip. An upsert left with unavailable values and no row to keep them from is
+// *errUnavailable.
 func (s *stagedTable) apply(ctx context.Context, tx pgx.Tx) error {
 	if len(s.buf) == 0 {
 		return nil
@@ -77,39 +97,80 @@ func (s *stagedTable) apply(ctx context.Context, tx pgx.Tx) error {
 	if _, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(s.buf), t.copySQL); err != nil {
 		return fmt.Errorf("cdc: copy into the staging table of %s: %w", t.name, err)
 	}
-	if _, err := tx.Exec(ctx, t.mergeSQL, t.name); err != nil {
+	b := &pgx.Batch{}
+	b.Queue(t.lockSQL, t.name)
+	b.Queue(t.positionsSQL, t.name)
+	b.Queue(t.applySQL)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("cdc: merge lock of %s: %w", t.name, err)
+	}
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("cdc: merge positions of %s: %w", t.name, err)
+	}
+	rows, err := br.Query()
+	if err != nil {
 		return fmt.Errorf("cdc: merge into %s: %w", t.name, err)
 	}
-	return nil
+	var refused *errUnavailable
+	var ord int
+	var unavail []int32
+	if _, err := pgx.ForEachRow(rows, []any{&ord, &unavail}, func() error {
+		if refused == nil || ord < refused.ord {
+			idx := make([]int, len(unavail))
+			for i, u := range unavail {
+				idx[i] = int(u)
+			}
+			refused = &errUnavailable{ord: ord, table: t.name, cols: t.names(idx)}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("cdc: merge into %s: %w", t.name, err)
+	}
+	if refused != nil {
+		return refused
+	}
+	return br.Close()
 }
 
 // row converts an image into the table's replicated columns. A field of the image that is
-// replicated but has no column is an error: data would be lost silently.
-func (t *target) row(img image, keyOnly bool) ([]any, error) {
-	row := make([]any, len(t.cols))
+// replicated but has no column is an error: data would be lost silently. unavail lists
+// the columns (indexes into t.cols) that hold the connector's unavailable-value
+// placeholder; their row values are nil. A key column never may.
+func (t *target) row(img image, keyOnly bool) (row []any, unavail []int, err error) {
+	row = make([]any, len(t.cols))
 	for f, v := range img {
 		i, ok := t.colIdx[f]
 		if !ok {
 			if t.r.replicated(f) && !keyOnly {
-				return nil, fmt.Errorf("cdc: field %q has no column in %s (exclude it to drop it)", f, t.name)
+				return nil, nil, fmt.Errorf("cdc: field %q has no column in %s (exclude it to drop it)", f, t.name)
 			}
 			continue
 		}
 		if keyOnly && !contains(t.keys, f) {
 			continue
 		}
+		if v.v != nil && t.r.ph.is(v.v) {
+			if contains(t.keys, f) {
+				return nil, nil, fmt.Errorf("cdc: primary key column %q of %s holds the unavailable-value placeholder", f, t.name)
+			}
+			unavail = append(unavail, i)
+			continue
+		}
 		cv, err := convert(v, t.types[i])
 		if err != nil {
-			return nil, fmt.Errorf("cdc: field %q: %w", f, err)
+			return nil, nil, fmt.Errorf("cdc: field %q: %w", f, err)
 		}
 		row[i] = cv
 	}
 	for _, k := range t.keyIdx {
 		if row[k] == nil {
-			return nil, fmt.Errorf("cdc: primary key column %q of %s missing from the event", t.cols[k], t.name)
+			return nil, nil, fmt.Errorf("cdc: primary key column %q of %s missing from the event", t.cols[k], t.name)
 		}
 	}
-	return row, nil
+	sort.Ints(unavail)
+	return row, unavail, nil
 }
 
 // missing returns the replicated fields of img that have no column.
@@ -135,13 +196,24 @@ func (t *target) keyRow(img, key image) ([]any, error) {
 			}
 		}
 		if all {
-			return t.row(key, true)
+			row, _, err := t.row(key, true)
+			return row, err
 		}
 	}
 	if img == nil {
 		return nil, fmt.Errorf("cdc: delete of %s without its key (no key fields and no before image)", t.name)
 	}
-	return t.row(img, true)
+	row, _, err := t.row(img, true)
+	return row, err
+}
+
+// keyString identifies row's key within a batch.
+func (t *target) keyString(row []any) string {
+	var b []byte
+	for _, k := range t.keyIdx {
+		b = strconv.AppendQuote(b, fmt.Sprint(row[k]))
+	}
+	return string(b)
 }
 
 func sameKey(t *target, a, b []any) bool {

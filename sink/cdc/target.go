@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -18,20 +17,23 @@ const (
 	colLSN    = "eosink_lsn"
 	colOrd    = "eosink_ord"
 	colDel    = "eosink_del"
+	colUnav   = "eosink_unavail" // int[] of the columns (indexes into cols) to keep from the replica's row
 )
 
 // target is a replica table as read from the catalog, with its statements.
 type target struct {
-	name                                  string   // quoted, "replica"."items": the key of its positions
-	cols                                  []string // replicated columns, in the table's order
-	types                                 []string // format_type of each of cols
-	keys                                  []string // primary key columns, in the key's order
-	keyIdx                                []int    // index of each key column in cols
-	bytea                                 []bool   // per staged column (cols, then the four above)
-	colIdx                                map[string]int
-	r                                     route
-	stage                                 string
-	stageSQL, copySQL, mergeSQL, truncSQL string
+	name                            string   // quoted, "replica"."items": the key of its positions
+	cols                            []string // replicated columns, in the table's order
+	types                           []string // format_type of each of cols
+	keys                            []string // primary key columns, in the key's order
+	keyIdx                          []int    // index of each key column in cols
+	bytea                           []bool   // per staged column (cols, then the five above)
+	colIdx                          map[string]int
+	r                               route
+	stage                           string
+	stageSQL, copySQL               string
+	lockSQL, positionsSQL, applySQL string // merge.go
+	truncLockSQL, truncSQL          string
 }
 
 // errNoTable: the target table does not exist.
@@ -89,7 +91,7 @@ ORDER BY a.attnum`, name)
 	for _, typ := range t.types {
 		t.bytea = append(t.bytea, typ == "bytea")
 	}
-	t.bytea = append(t.bytea, false, false, false, false)
+	t.bytea = append(t.bytea, false, false, false, false, false)
 	t.build(positions)
 	return t, mine, nil
 }
@@ -100,74 +102,6 @@ func quote(cols []string, prefix string) string {
 		q[i] = prefix + pgx.Identifier{c}.Sanitize()
 	}
 	return strings.Join(q, ", ")
-}
-
-// build writes the statements. A batch's changes of the table are copied into a temporary
-// staging table, then one statement keeps the last change per key (by source position,
-// then offset), records each key's new position in the positions table unless the stored
-// one is as new or newer (the ON CONFLICT ... WHERE re-checks it under the row lock, so
-// concurrent partitions cannot race past it), and applies only the changes that won:
-// deletes, then upserts.
-func (t *target) build(positions string) {
-	// The staging table lives as long as the session: its name changes with the columns,
-	// so that a session never copies into one made for the table before a column was added.
-	h := fnv.New64a()
-	h.Write([]byte(t.name))
-	for i, c := range t.cols {
-		h.Write([]byte{0})
-		h.Write([]byte(c))
-		h.Write([]byte{0})
-		h.Write([]byte(t.types[i]))
-	}
-	t.stage = pgx.Identifier{fmt.Sprintf("eosink_cdc_%x", h.Sum64())}.Sanitize()
-	cols := quote(t.cols, "")
-	t.stageSQL = fmt.Sprintf(`CREATE TEMP TABLE IF NOT EXISTS %s ON COMMIT DELETE ROWS AS
-SELECT %s, 0::bigint AS %s, 0::bigint AS %s, 0::bigint AS %s, false AS %s FROM %s WITH NO DATA`,
-		t.stage, cols, colCommit, colLSN, colOrd, colDel, t.name)
-	t.copySQL = fmt.Sprintf("COPY %s (%s, %s, %s, %s, %s) FROM STDIN", t.stage, cols, colCommit, colLSN, colOrd, colDel)
-	keys := quote(t.keys, "")
-	var join, set []string
-	for _, k := range t.keys {
-		q := pgx.Identifier{k}.Sanitize()
-		join = append(join, fmt.Sprintf("t.%s = a.%s", q, q))
-	}
-	for _, c := range t.cols {
-		if !contains(t.keys, c) {
-			q := pgx.Identifier{c}.Sanitize()
-			set = append(set, fmt.Sprintf("%s = EXCLUDED.%s", q, q))
-		}
-	}
-	conflict := "DO NOTHING"
-	if len(set) > 0 {
-		conflict = "DO UPDATE SET " + strings.Join(set, ", ")
-	}
-	t.mergeSQL = fmt.Sprintf(`WITH staged AS (DELETE FROM %[1]s RETURNING *),
-last AS (SELECT DISTINCT ON (%[2]s) *, jsonb_build_array(%[2]s) AS eosink_pk FROM staged
-         ORDER BY %[2]s, %[3]s DESC, %[4]s DESC, %[5]s DESC),
-won AS (INSERT INTO %[6]s AS p (target, pk, commit_lsn, lsn, deleted)
-        SELECT $1, eosink_pk, %[3]s, %[4]s, %[7]s FROM last l
-        WHERE NOT EXISTS (SELECT 1 FROM %[6]s w WHERE w.target = $1 AND w.pk = 'null'::jsonb
-                          AND (l.%[3]s, l.%[4]s) <= (w.commit_lsn, w.lsn))
-        ON CONFLICT (target, pk) DO UPDATE SET commit_lsn = EXCLUDED.commit_lsn, lsn = EXCLUDED.lsn, deleted = EXCLUDED.deleted
-        WHERE (p.commit_lsn, p.lsn) < (EXCLUDED.commit_lsn, EXCLUDED.lsn)
-        RETURNING p.pk),
-applied AS (SELECT l.* FROM last l JOIN won ON won.pk = l.eosink_pk),
-deleted AS (DELETE FROM %[8]s t USING applied a WHERE a.%[7]s AND %[9]s)
-INSERT INTO %[8]s AS t (%[10]s) SELECT %[10]s FROM applied WHERE NOT %[7]s
-ON CONFLICT (%[2]s) %[11]s`,
-		t.stage, keys, colCommit, colLSN, colOrd, positions, colDel, t.name, strings.Join(join, " AND "), cols, conflict)
-	// A truncate deletes the rows whose position is older than its own, marks their
-	// positions deleted, and records itself as the table's watermark (pk 'null'): a change
-	// at or before it is never applied afterwards.
-	t.truncSQL = fmt.Sprintf(`WITH mark AS (
-  INSERT INTO %[1]s AS p (target, pk, commit_lsn, lsn, deleted) VALUES ($1, 'null'::jsonb, $2, $3, true)
-  ON CONFLICT (target, pk) DO UPDATE SET commit_lsn = EXCLUDED.commit_lsn, lsn = EXCLUDED.lsn
-  WHERE (p.commit_lsn, p.lsn) < (EXCLUDED.commit_lsn, EXCLUDED.lsn) RETURNING 1),
-gone AS (DELETE FROM %[2]s t WHERE EXISTS (SELECT 1 FROM mark) AND NOT EXISTS (
-  SELECT 1 FROM %[1]s p WHERE p.target = $1 AND p.pk = jsonb_build_array(%[3]s) AND (p.commit_lsn, p.lsn) > ($2, $3)))
-UPDATE %[1]s p SET deleted = true, commit_lsn = $2, lsn = $3
-WHERE EXISTS (SELECT 1 FROM mark) AND p.target = $1 AND p.pk <> 'null'::jsonb AND (p.commit_lsn, p.lsn) < ($2, $3)`,
-		positions, t.name, quote(t.keys, "t."))
 }
 
 func contains(list []string, s string) bool {

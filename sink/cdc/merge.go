@@ -1,0 +1,129 @@
+package cdc
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// mergeLockClass is the first key of the merge locks, pg_advisory_xact_lock(int, int):
+// the two-key space of advisory locks, apart from the one-bigint key of the DDL lock
+// (ddl.go), so the two never collide. The second key is hashtext of the target's name; two
+// targets sharing it only wait for each other.
+const mergeLockClass = 0x65636463 // "ecdc"
+
+// positionKey is the positions key of a row: its key columns cols (quoted, comma-separated,
+// with a table prefix where needed) as a jsonb array. Every statement uses this one
+// expression.
+func positionKey(cols string) string { return "jsonb_build_array(" + cols + ")" }
+
+// build writes the statements. A batch's changes of the table are copied into a temporary
+// staging table; then, in one round trip, three statements, each with its own snapshot
+// (READ COMMITTED), so that none misses a row that another partition's transaction wrote
+// while this one waited for it:
+//
+//  1. lockSQL takes the target's merge lock shared (truncates take it exclusive): a merge
+//     and a truncate of one target never overlap, and each sees what the other committed.
+//  2. positionsSQL keeps the last change per key (by source position, then offset),
+//     records each key's new position in the positions table unless the stored one is as
+//     new or newer (the ON CONFLICT ... WHERE re-checks it under the row lock, waiting for
+//     a concurrent partition that holds it), and deletes the other staged rows.
+//  3. applySQL, in a snapshot taken after those waits, applies the winners: deletes, then
+//     updates of the stored rows (a column flagged unavailable keeps the stored value),
+//     then inserts of the keys without a row. It returns the winners that carry unavailable
+//     columns and have no row: they are refused (errUnavailable), never written.
+func (t *target) build(positions string) {
+	// The staging table lives as long as the session: its name changes with the columns,
+	// so that a session never copies into one made for the table before a column was added.
+	h := fnv.New64a()
+	h.Write([]byte(t.name))
+	for i, c := range t.cols {
+		h.Write([]byte{0})
+		h.Write([]byte(c))
+		h.Write([]byte{0})
+		h.Write([]byte(t.types[i]))
+	}
+	h.Write([]byte{0, 2}) // the staging table's own columns, version 2 (with colUnav)
+	t.stage = pgx.Identifier{fmt.Sprintf("eosink_cdc_%x", h.Sum64())}.Sanitize()
+	cols := quote(t.cols, "")
+	t.stageSQL = fmt.Sprintf(`CREATE TEMP TABLE IF NOT EXISTS %s ON COMMIT DELETE ROWS AS
+SELECT %s, 0::bigint AS %s, 0::bigint AS %s, 0::bigint AS %s, false AS %s, NULL::int[] AS %s FROM %s WITH NO DATA`,
+		t.stage, cols, colCommit, colLSN, colOrd, colDel, colUnav, t.name)
+	t.copySQL = fmt.Sprintf("COPY %s (%s, %s, %s, %s, %s, %s) FROM STDIN", t.stage, cols, colCommit, colLSN, colOrd, colDel, colUnav)
+	t.lockSQL = fmt.Sprintf("SELECT pg_advisory_xact_lock_shared(%d, hashtext($1))", mergeLockClass)
+	t.truncLockSQL = fmt.Sprintf("SELECT pg_advisory_xact_lock(%d, hashtext($1))", mergeLockClass)
+
+	keys := quote(t.keys, "")
+	var join, set, keep []string
+	for _, k := range t.keys {
+		q := pgx.Identifier{k}.Sanitize()
+		join = append(join, fmt.Sprintf("t.%s = a.%s", q, q))
+	}
+	for i, c := range t.cols {
+		if !contains(t.keys, c) {
+			q := pgx.Identifier{c}.Sanitize()
+			set = append(set, fmt.Sprintf("%s = EXCLUDED.%s", q, q))
+			keep = append(keep, fmt.Sprintf("%[1]s = CASE WHEN %[2]d = ANY(a.%[3]s) THEN t.%[1]s ELSE a.%[1]s END", q, i, colUnav))
+		}
+	}
+	t.positionsSQL = fmt.Sprintf(`WITH last AS (SELECT DISTINCT ON (%[2]s) %[5]s, %[8]s AS eosink_pk, %[3]s, %[4]s, %[7]s FROM %[1]s
+         ORDER BY %[2]s, %[3]s DESC, %[4]s DESC, %[5]s DESC),
+won AS (INSERT INTO %[6]s AS p (target, pk, commit_lsn, lsn, deleted)
+        SELECT $1, eosink_pk, %[3]s, %[4]s, %[7]s FROM last l
+        WHERE NOT EXISTS (SELECT 1 FROM %[6]s w WHERE w.target = $1 AND w.pk = 'null'::jsonb
+                          AND (l.%[3]s, l.%[4]s) <= (w.commit_lsn, w.lsn))
+        ON CONFLICT (target, pk) DO UPDATE SET commit_lsn = EXCLUDED.commit_lsn, lsn = EXCLUDED.lsn, deleted = EXCLUDED.deleted
+        WHERE (p.commit_lsn, p.lsn) < (EXCLUDED.commit_lsn, EXCLUDED.lsn)
+        RETURNING p.pk)
+DELETE FROM %[1]s s WHERE NOT EXISTS (SELECT 1 FROM last l JOIN won ON won.pk = l.eosink_pk WHERE l.%[5]s = s.%[5]s)`,
+		t.stage, keys, colCommit, colLSN, colOrd, positions, colDel, positionKey(keys))
+
+	conflict, upd := "DO NOTHING", fmt.Sprintf(`SELECT a.%s FROM a JOIN %s t ON %s WHERE NOT a.%s`, colOrd, t.name, strings.Join(join, " AND "), colDel)
+	if len(set) > 0 {
+		conflict = "DO UPDATE SET " + strings.Join(set, ", ")
+		upd = fmt.Sprintf(`UPDATE %s t SET %s FROM a WHERE NOT a.%s AND %s RETURNING a.%s`,
+			t.name, strings.Join(keep, ", "), colDel, strings.Join(join, " AND "), colOrd)
+	}
+	t.applySQL = fmt.Sprintf(`WITH a AS (DELETE FROM %[1]s RETURNING *),
+deleted AS (DELETE FROM %[2]s t USING a WHERE a.%[3]s AND %[4]s),
+updated AS (%[5]s),
+inserted AS (INSERT INTO %[2]s AS t (%[6]s) SELECT %[6]s FROM a
+             WHERE NOT a.%[3]s AND a.%[7]s IS NULL AND NOT EXISTS (SELECT 1 FROM updated u WHERE u.%[8]s = a.%[8]s)
+             ON CONFLICT (%[9]s) %[10]s)
+SELECT a.%[8]s, a.%[7]s FROM a WHERE NOT a.%[3]s AND a.%[7]s IS NOT NULL AND NOT EXISTS (SELECT 1 FROM updated u WHERE u.%[8]s = a.%[8]s)`,
+		t.stage, t.name, colDel, strings.Join(join, " AND "), upd, cols, colUnav, colOrd, keys, conflict)
+
+	// A truncate, under the exclusive merge lock, deletes the rows whose position is older
+	// than its own, marks their positions deleted, and records itself as the table's
+	// watermark (pk 'null'): a change at or before it is never applied afterwards.
+	t.truncSQL = fmt.Sprintf(`WITH mark AS (
+  INSERT INTO %[1]s AS p (target, pk, commit_lsn, lsn, deleted) VALUES ($1, 'null'::jsonb, $2, $3, true)
+  ON CONFLICT (target, pk) DO UPDATE SET commit_lsn = EXCLUDED.commit_lsn, lsn = EXCLUDED.lsn
+  WHERE (p.commit_lsn, p.lsn) < (EXCLUDED.commit_lsn, EXCLUDED.lsn) RETURNING 1),
+gone AS (DELETE FROM %[2]s t WHERE EXISTS (SELECT 1 FROM mark) AND NOT EXISTS (
+  SELECT 1 FROM %[1]s p WHERE p.target = $1 AND p.pk = %[3]s AND (p.commit_lsn, p.lsn) > ($2, $3)))
+UPDATE %[1]s p SET deleted = true, commit_lsn = $2, lsn = $3
+WHERE EXISTS (SELECT 1 FROM mark) AND p.target = $1 AND p.pk <> 'null'::jsonb AND (p.commit_lsn, p.lsn) < ($2, $3)`,
+		positions, t.name, positionKey(quote(t.keys, "t.")))
+}
+
+// truncate applies a truncate event: the exclusive merge lock in a statement of its own
+// (it waits for the merges of other partitions to commit), then truncSQL, whose snapshot
+// sees their rows.
+func (t *target) truncate(ctx context.Context, tx pgx.Tx, ev *event) error {
+	b := &pgx.Batch{}
+	b.Queue(t.truncLockSQL, t.name)
+	b.Queue(t.truncSQL, t.name, ev.commit, ev.lsn)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("cdc: truncate %s: merge lock: %w", t.name, err)
+	}
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("cdc: truncate %s: %w", t.name, err)
+	}
+	return br.Close()
+}

@@ -27,6 +27,8 @@ type target struct {
 	types                                 []string // format_type of each of cols
 	keys                                  []string // primary key columns, in the key's order
 	keyIdx                                []int    // index of each key column in cols
+	keyKind                               []string // how each key column goes into the positions key (pkExpr)
+	keyFn                                 string   // the positions schema's cdc_key_json (pkExpr)
 	bytea                                 []bool   // per staged column (cols, then the four above)
 	colIdx                                map[string]int
 	r                                     route
@@ -86,6 +88,10 @@ ORDER BY a.attnum`, name)
 		t.keys = append(t.keys, keyPos[i])
 		t.keyIdx = append(t.keyIdx, t.colIdx[keyPos[i]])
 	}
+	t.keyFn = keyFuncOf(positions)
+	if err := t.keyKinds(ctx, db); err != nil {
+		return nil, false, err
+	}
 	for _, typ := range t.types {
 		t.bytea = append(t.bytea, typ == "bytea")
 	}
@@ -142,7 +148,7 @@ SELECT %s, 0::bigint AS %s, 0::bigint AS %s, 0::bigint AS %s, false AS %s FROM %
 		conflict = "DO UPDATE SET " + strings.Join(set, ", ")
 	}
 	t.mergeSQL = fmt.Sprintf(`WITH staged AS (DELETE FROM %[1]s RETURNING *),
-last AS (SELECT DISTINCT ON (%[2]s) *, jsonb_build_array(%[2]s) AS eosink_pk FROM staged
+last AS (SELECT DISTINCT ON (%[2]s) *, %[12]s AS eosink_pk FROM staged
          ORDER BY %[2]s, %[3]s DESC, %[4]s DESC, %[5]s DESC),
 won AS (INSERT INTO %[6]s AS p (target, pk, commit_lsn, lsn, deleted)
         SELECT $1, eosink_pk, %[3]s, %[4]s, %[7]s FROM last l
@@ -155,7 +161,7 @@ applied AS (SELECT l.* FROM last l JOIN won ON won.pk = l.eosink_pk),
 deleted AS (DELETE FROM %[8]s t USING applied a WHERE a.%[7]s AND %[9]s)
 INSERT INTO %[8]s AS t (%[10]s) SELECT %[10]s FROM applied WHERE NOT %[7]s
 ON CONFLICT (%[2]s) %[11]s`,
-		t.stage, keys, colCommit, colLSN, colOrd, positions, colDel, t.name, strings.Join(join, " AND "), cols, conflict)
+		t.stage, keys, colCommit, colLSN, colOrd, positions, colDel, t.name, strings.Join(join, " AND "), cols, conflict, t.pkExpr(""))
 	// A truncate deletes the rows whose position is older than its own, marks their
 	// positions deleted, and records itself as the table's watermark (pk 'null'): a change
 	// at or before it is never applied afterwards.
@@ -164,10 +170,10 @@ ON CONFLICT (%[2]s) %[11]s`,
   ON CONFLICT (target, pk) DO UPDATE SET commit_lsn = EXCLUDED.commit_lsn, lsn = EXCLUDED.lsn
   WHERE (p.commit_lsn, p.lsn) < (EXCLUDED.commit_lsn, EXCLUDED.lsn) RETURNING 1),
 gone AS (DELETE FROM %[2]s t WHERE EXISTS (SELECT 1 FROM mark) AND NOT EXISTS (
-  SELECT 1 FROM %[1]s p WHERE p.target = $1 AND p.pk = jsonb_build_array(%[3]s) AND (p.commit_lsn, p.lsn) > ($2, $3)))
+  SELECT 1 FROM %[1]s p WHERE p.target = $1 AND p.pk = %[3]s AND (p.commit_lsn, p.lsn) > ($2, $3)))
 UPDATE %[1]s p SET deleted = true, commit_lsn = $2, lsn = $3
 WHERE EXISTS (SELECT 1 FROM mark) AND p.target = $1 AND p.pk <> 'null'::jsonb AND (p.commit_lsn, p.lsn) < ($2, $3)`,
-		positions, t.name, quote(t.keys, "t."))
+		positions, t.name, t.pkExpr("t."))
 }
 
 func contains(list []string, s string) bool {

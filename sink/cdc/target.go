@@ -110,7 +110,8 @@ func quote(cols []string, prefix string) string {
 
 // build writes the statements. A batch's changes of the table are copied into a temporary
 // staging table, then one statement keeps the last change per key (by source position,
-// then offset), records each key's new position in the positions table unless the stored
+// then offset), records each key's new position in the positions table (keyed by pkExpr,
+// the same under every session setting) unless the stored
 // one is as new or newer (the ON CONFLICT ... WHERE re-checks it under the row lock, so
 // concurrent partitions cannot race past it), and applies only the changes that won:
 // deletes, then upserts.

@@ -17,14 +17,17 @@
 -- position. Exact for timestamptz (its text carries its offset), bytea (hex or escape), money
 -- (its digits are the minor units under every lc_monetary), interval (every IntervalStyle's
 -- text reads back), and floats stored under extra_float_digits 1 or more (the default since
--- PostgreSQL 12). NOT exact, left as read back:
+-- PostgreSQL 12). NOT exact:
 --   * real/double precision keys written under extra_float_digits 0 or less (15 digits or
---     fewer): the key is the value nearest to the rounded digits;
---   * money inside an array, composite or range key, and ranges of date/timestamp written
---     under DateStyle SQL (day and month read back as this session's DateStyle orders them);
---   * keys of tables that no longer exist (no types to read them with): left as they are;
---   * keys that do not read back as the column's type (the table was re-created with other
---     key types): that table's keys are left as they are, with a WARNING in the server log.
+--     fewer): read back as the value nearest to the rounded digits;
+--   * money inside an array, composite or range key (read back under lc_monetary C);
+--   * ranges written under a DateStyle other than ISO: their timestamps are read back
+--     through the zone abbreviation (one that timezone_abbreviations does not know does not
+--     read: see below), and SQL's dates month first (so not SQL with DMY);
+--   * a key that does not read back as its column's type (the table was re-created with
+--     other key types, an unknown abbreviation): left as it is, counted in a WARNING in the
+--     server log ('cdc_positions: N keys of T do not read back ...');
+--   * keys of tables that no longer exist (no types to read them with): left as they are.
 -- For such a table, if you replay old events into it, first delete its positions and
 -- re-snapshot it (docs/cdc.md, "Position keys").
 

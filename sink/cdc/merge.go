@@ -15,11 +15,6 @@ import (
 // targets sharing it only wait for each other.
 const mergeLockClass = 0x65636463 // "ecdc"
 
-// positionKey is the positions key of a row: its key columns cols (quoted, comma-separated,
-// with a table prefix where needed) as a jsonb array. Every statement uses this one
-// expression.
-func positionKey(cols string) string { return "jsonb_build_array(" + cols + ")" }
-
 // build writes the statements. A batch's changes of the table are copied into a temporary
 // staging table; then, in one round trip, three statements, each with its own snapshot
 // (READ COMMITTED), so that none misses a row that another partition's transaction wrote
@@ -79,7 +74,7 @@ won AS (INSERT INTO %[6]s AS p (target, pk, commit_lsn, lsn, deleted)
         WHERE (p.commit_lsn, p.lsn) < (EXCLUDED.commit_lsn, EXCLUDED.lsn)
         RETURNING p.pk)
 DELETE FROM %[1]s s WHERE NOT EXISTS (SELECT 1 FROM last l JOIN won ON won.pk = l.eosink_pk WHERE l.%[5]s = s.%[5]s)`,
-		t.stage, keys, colCommit, colLSN, colOrd, positions, colDel, positionKey(keys))
+		t.stage, keys, colCommit, colLSN, colOrd, positions, colDel, t.pkExpr(""))
 
 	conflict, upd := "DO NOTHING", fmt.Sprintf(`SELECT a.%s FROM a JOIN %s t ON %s WHERE NOT a.%s`, colOrd, t.name, strings.Join(join, " AND "), colDel)
 	if len(set) > 0 {
@@ -107,7 +102,7 @@ gone AS (DELETE FROM %[2]s t WHERE EXISTS (SELECT 1 FROM mark) AND NOT EXISTS (
   SELECT 1 FROM %[1]s p WHERE p.target = $1 AND p.pk = %[3]s AND (p.commit_lsn, p.lsn) > ($2, $3)))
 UPDATE %[1]s p SET deleted = true, commit_lsn = $2, lsn = $3
 WHERE EXISTS (SELECT 1 FROM mark) AND p.target = $1 AND p.pk <> 'null'::jsonb AND (p.commit_lsn, p.lsn) < ($2, $3)`,
-		positions, t.name, positionKey(quote(t.keys, "t.")))
+		positions, t.name, t.pkExpr("t."))
 }
 
 // truncate applies a truncate event: the exclusive merge lock in a statement of its own

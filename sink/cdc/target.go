@@ -27,6 +27,8 @@ type target struct {
 	types                           []string // format_type of each of cols
 	keys                            []string // primary key columns, in the key's order
 	keyIdx                          []int    // index of each key column in cols
+	keyKind                         []string // how each key column goes into the positions key (pkExpr)
+	keyFn                           string   // the positions schema's cdc_key_json (pkExpr)
 	bytea                           []bool   // per staged column (cols, then the five above)
 	colIdx                          map[string]int
 	r                               route
@@ -87,6 +89,10 @@ ORDER BY a.attnum`, name)
 	for i := 1; i <= len(keyPos); i++ {
 		t.keys = append(t.keys, keyPos[i])
 		t.keyIdx = append(t.keyIdx, t.colIdx[keyPos[i]])
+	}
+	t.keyFn = keyFuncOf(positions)
+	if err := t.keyKinds(ctx, db); err != nil {
+		return nil, false, err
 	}
 	for _, typ := range t.types {
 		t.bytea = append(t.bytea, typ == "bytea")

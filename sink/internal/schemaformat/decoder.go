@@ -107,7 +107,7 @@ type Message struct {
 	// SchemaID is the id from the wire-format header, 0 for a null record.
 	SchemaID int
 
-	connect map[string]ConnectType // Avro only: path → Kafka Connect type
+	connect *connectNode // Avro only: the Kafka Connect types of the schema's nodes
 	avro    avro.Schema            // Avro only: the writer's schema
 }
 

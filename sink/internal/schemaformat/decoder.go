@@ -108,7 +108,7 @@ type Message struct {
 	SchemaID int
 
 	connect *connectNode // Avro only: the Kafka Connect types of the schema's nodes
-	avro    avro.Schema            // Avro only: the writer's schema
+	avro    avro.Schema  // Avro only: the writer's schema
 }
 
 // Decode decodes data, a key or a value in format f. A nil data is a null record (a

@@ -77,6 +77,7 @@ func (w *worker) commit(batch []Record, attempt int, isolate bool) (err error) {
 		WriteOptions{Isolate: isolate, CheckDeferred: isolate && w.checkDeferred, Schema: cfg.schema, Pipeline: cfg.pipeline,
 			RedactErrorValues: cfg.redact})
 	if err != nil {
+		w.logPanic(batch, err)
 		if isRetryable(err) {
 			return err
 		}
@@ -84,6 +85,9 @@ func (w *worker) commit(batch []Record, attempt int, isolate bool) (err error) {
 			return errIsolate
 		}
 		return &HandlerError{Topic: w.topic, Partition: w.partition, FirstOffset: batch[0].Offset, LastOffset: end - 1, Err: err}
+	}
+	for _, d := range res.DeadLettered {
+		w.logPanic(batch, d.Err)
 	}
 	outcomes, err := w.admitDeadLetters(batch, res.DeadLettered)
 	if err != nil {

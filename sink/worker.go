@@ -121,6 +121,7 @@ type worker struct {
 	// deferred constraints checked per part (its COMMIT failed on one).
 	deadLetters   *deadLetterWindow
 	checkDeferred bool
+	panicLogged   int64 // first offset + 1 of the batch whose panic's stack was logged (logPanic)
 
 	// commitBatch commits one batch: the commit method, or a stand-in in unit tests.
 	commitBatch func(batch []Record, attempt int, isolate bool) error

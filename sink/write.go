@@ -65,8 +65,15 @@ func CountSkipped(ctx context.Context) (context.Context, *int) {
 	return context.WithValue(ctx, skipKey{}, n), n
 }
 
-// write calls p.Write and returns how many records it reported skipped.
+// write calls p.Write and returns how many records it reported skipped. A panic in Write
+// becomes its *PanicError; the caller rolls back what Write did (its savepoint or the
+// transaction), as after any error.
 func write(ctx context.Context, tx pgx.Tx, p Plugin, b Batch) (skipped int, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = recovered(v)
+		}
+	}()
 	err = p.Write(context.WithValue(ctx, skipKey{}, &skipped), ownedTx{tx}, b)
 	return skipped, err
 }

@@ -142,7 +142,7 @@ func TestDecimalText(t *testing.T) {
 		{[]byte{0x05}, -2, "500"},
 		{[]byte{}, 0, "0"},
 	} {
-		if got := decimalText(c.b, c.scale); got != c.want {
+		if got, err := decimalText(c.b, c.scale); err != nil || got != c.want {
 			t.Errorf("decimalText(%x, %d) = %s, want %s", c.b, c.scale, got, c.want)
 		}
 	}

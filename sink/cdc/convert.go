@@ -81,7 +81,7 @@ func convert(f value, colType string) (any, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: %v", name, err)
 			}
-			return decimalText(b, scale), nil
+			return decimalText(b, scale)
 		}
 	}
 	switch v := v.(type) {
@@ -225,11 +225,16 @@ func varDecimal(v any) (any, error) {
 	default:
 		return nil, fmt.Errorf("%s: value %T", dbzVarDecimal, m["value"])
 	}
-	return decimalText(b, int(scale)), nil
+	return decimalText(b, int(scale))
 }
 
-// decimalText returns the big-endian two's-complement unscaled value b × 10^-scale.
-func decimalText(b []byte, scale int) string { return string(schemaformat.DecimalBytes(b, scale)) }
+// decimalText returns the big-endian two's-complement unscaled value b × 10^-scale, or an
+// error for a scale or a length past schemaformat.DecimalBytes's bounds (PostgreSQL
+// numeric's), before building any text.
+func decimalText(b []byte, scale int) (string, error) {
+	d, err := schemaformat.DecimalBytes(b, scale)
+	return string(d), err
+}
 
 // numbers turns the json.Number leaves of a JSON tree into Decimals, which
 // schemaformat.JSON writes back with their exact digits.

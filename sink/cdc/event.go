@@ -188,14 +188,22 @@ func decodeNumbers(data []byte) (any, error) {
 }
 
 // schemaCache keeps parsed JsonConverter schemas by their text. It holds at most
-// maxSchemas (a stream has a few per table and version); when full it starts again empty.
-// Parsed schemas are shared and never written to.
+// maxSchemas of them (a stream has a few per table and version) and at most
+// maxSchemaBytes (8 MiB) of schema text, about 55 MiB of memory with the parsed forms
+// (which take about 6 times their text); when one more would pass either bound it starts
+// again empty. A schema longer than maxSchemaBytes/8 is parsed for its record and never
+// kept, so that one huge schema cannot evict the others. Parsed schemas are shared and
+// never written to.
 type schemaCache struct {
-	mu sync.Mutex
-	m  map[string]*jsonSchema
+	mu    sync.Mutex
+	m     map[string]*jsonSchema
+	bytes int // the text of the schemas in m
 }
 
-const maxSchemas = 1024
+const (
+	maxSchemas     = 1024
+	maxSchemaBytes = 8 << 20
+)
 
 var schemas = &schemaCache{m: map[string]*jsonSchema{}}
 
@@ -211,11 +219,18 @@ func (c *schemaCache) get(raw []byte) (*jsonSchema, error) {
 		return nil, err
 	}
 	s.resolve()
-	c.mu.Lock()
-	if len(c.m) >= maxSchemas {
-		clear(c.m)
+	if len(raw) > maxSchemaBytes/8 {
+		return s, nil
 	}
-	c.m[string(raw)] = s
+	c.mu.Lock()
+	if len(c.m) >= maxSchemas || c.bytes+len(raw) > maxSchemaBytes {
+		clear(c.m)
+		c.bytes = 0
+	}
+	if _, dup := c.m[string(raw)]; !dup {
+		c.m[string(raw)] = s
+		c.bytes += len(raw)
+	}
 	c.mu.Unlock()
 	return s, nil
 }

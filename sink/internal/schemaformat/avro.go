@@ -21,7 +21,7 @@ import (
 // avroSchema is an Avro schema ready to decode with.
 type avroSchema struct {
 	schema  avro.Schema
-	connect map[string]ConnectType
+	connect *connectNode
 }
 
 // maxAvroDepth bounds the nesting of records, arrays, maps and unions in a value.
@@ -43,12 +43,13 @@ func (d *Decoder) compileAvro(id int, info schemaregistry.SchemaInfo) (*avroSche
 	if err != nil {
 		return nil, badSchema(id, "Avro schema does not parse: %v", err)
 	}
-	return &avroSchema{schema: s, connect: connectTypes(s)}, nil
+	connect, _ := connectTypes(s)
+	return &avroSchema{schema: s, connect: connect}, nil
 }
 
 // decode decodes body, the Avro binary encoding of one value of s.
 func (s *avroSchema) decode(body []byte) (any, error) {
-	r := avroReader{buf: body, items: len(body) + 1<<16}
+	r := avroReader{buf: body, items: len(body) + itemSlack, budget: len(body) + itemSlack}
 	v, err := r.value(s.schema, 0)
 	if err != nil {
 		return nil, err
@@ -61,10 +62,32 @@ func (s *avroSchema) decode(body []byte) (any, error) {
 
 type avroReader struct {
 	buf []byte
-	// items is what is left of the record's budget of array and map items. An item
-	// takes at least one byte unless it is null or an empty record, so the budget (the
-	// body's length plus 65536) only stops counts that no real record has.
-	items int
+	// items is what is left of the record's item budget (budget: the body's length plus
+	// itemSlack). Every value decoded takes one item (a record's field, an array's item, a
+	// map's key and value, the top value); a record or a map takes mapItems more, for the
+	// Go map it becomes. An item is about 40 bytes of memory, so a body decodes into at
+	// most about 40 times its size plus 2.5 MiB: without the weights a body of 1 MiB held
+	// 1.1 million empty records (157 MiB). A value takes at least one byte of the body
+	// unless it is null or an empty record, so the budget only stops records that are
+	// mostly empty records or nulls outside unions, or that are long arrays of records
+	// of a byte or two (a million records of one boolean).
+	items, budget int
+}
+
+const (
+	// itemSlack is the item budget's allowance beyond one item per byte of the body.
+	itemSlack = 1 << 16
+	// mapItems is what a record or a map takes of the item budget beyond its one item.
+	mapItems = 7
+)
+
+// spend takes n items of the budget, or says the value exceeds it.
+func (r *avroReader) spend(n int) error {
+	if r.items -= n; r.items < 0 {
+		return malformed("Avro value exceeds its item budget of %d (the body's length plus %d; a value takes one item, a record or map %d more)",
+			r.budget, itemSlack, mapItems)
+	}
+	return nil
 }
 
 func (r *avroReader) long() (int64, error) {
@@ -121,14 +144,21 @@ func (r *avroReader) blockCount() (int, error) {
 		}
 	}
 	if n > int64(r.items) {
-		return 0, malformed("Avro block of %d items in a body of %d bytes", n, len(r.buf))
+		return 0, malformed("Avro block of %d items exceeds the item budget of %d (the body's length plus %d; %d left)", n, r.budget, itemSlack, r.items)
 	}
-	r.items -= int(n)
 	return int(n), nil
 }
 
-// value decodes one value of schema s.
+// value decodes one value of schema s, counted against the item budgets.
 func (r *avroReader) value(s avro.Schema, depth int) (any, error) {
+	if err := r.spend(1); err != nil {
+		return nil, err
+	}
+	return r.decode(s, depth)
+}
+
+// decode decodes one value of schema s; value counts it.
+func (r *avroReader) decode(s avro.Schema, depth int) (any, error) {
 	if depth > maxAvroDepth {
 		return nil, malformed("Avro value nests deeper than %d", maxAvroDepth)
 	}
@@ -209,7 +239,7 @@ func (r *avroReader) value(s avro.Schema, depth int) (any, error) {
 			return nil, err
 		}
 		if dec, ok := s.(avro.LogicalTypeSchema).Logical().(*avro.DecimalLogicalSchema); ok {
-			return decimalText(twosComplement(b), dec.Scale()), nil
+			return DecimalBytes(b, dec.Scale())
 		}
 		return cloneBytes(b), nil
 	case avro.Fixed:
@@ -219,7 +249,7 @@ func (r *avroReader) value(s avro.Schema, depth int) (any, error) {
 			return nil, err
 		}
 		if dec, ok := fs.Logical().(*avro.DecimalLogicalSchema); ok {
-			return decimalText(twosComplement(b), dec.Scale()), nil
+			return DecimalBytes(b, dec.Scale())
 		}
 		return cloneBytes(b), nil
 	case avro.Enum:
@@ -241,14 +271,17 @@ func (r *avroReader) value(s avro.Schema, depth int) (any, error) {
 		if i < 0 || i >= int64(len(types)) {
 			return nil, malformed("Avro union index %d out of range", i)
 		}
-		return r.value(types[i], depth+1)
+		return r.decode(types[i], depth+1) // the union's index took a byte: one value
 	case avro.Record:
 		rs := s.(*avro.RecordSchema)
+		if err := r.spend(mapItems); err != nil {
+			return nil, err
+		}
 		m := make(map[string]any, len(rs.Fields()))
 		for _, f := range rs.Fields() {
 			v, err := r.value(f.Type(), depth+1)
 			if err != nil {
-				return nil, err
+				return nil, inField(f.Name(), err)
 			}
 			m[f.Name()] = v
 		}
@@ -274,6 +307,9 @@ func (r *avroReader) value(s avro.Schema, depth int) (any, error) {
 		}
 	case avro.Map:
 		values := s.(*avro.MapSchema).Values()
+		if err := r.spend(mapItems); err != nil {
+			return nil, err
+		}
 		out := map[string]any{}
 		for {
 			n, err := r.blockCount()
@@ -284,6 +320,9 @@ func (r *avroReader) value(s avro.Schema, depth int) (any, error) {
 				return out, nil
 			}
 			for range n {
+				if err := r.spend(1); err != nil { // the key
+					return nil, err
+				}
 				k, err := r.bytes()
 				if err != nil {
 					return nil, err

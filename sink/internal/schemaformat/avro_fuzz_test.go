@@ -14,7 +14,8 @@ func FuzzAvroBody(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	as := &avroSchema{schema: s, connect: connectTypes(s)}
+	connect, _ := connectTypes(s)
+	as := &avroSchema{schema: s, connect: connect}
 	rec, err := avro.Marshal(s, map[string]any{
 		"id": int64(1), "qty": 3, "amount": nil, "price": nil, "created_ms": nil,
 	})

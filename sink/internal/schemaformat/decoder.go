@@ -107,8 +107,8 @@ type Message struct {
 	// SchemaID is the id from the wire-format header, 0 for a null record.
 	SchemaID int
 
-	connect map[string]ConnectType // Avro only: path → Kafka Connect type
-	avro    avro.Schema            // Avro only: the writer's schema
+	connect *connectNode // Avro only: the Kafka Connect types of the schema's nodes
+	avro    avro.Schema  // Avro only: the writer's schema
 }
 
 // Decode decodes data, a key or a value in format f. A nil data is a null record (a

@@ -84,3 +84,21 @@ func malformed(format string, args ...any) error {
 func badSchema(id int, format string, args ...any) error {
 	return fmt.Errorf("%w %d: %s", ErrBadSchema, id, fmt.Sprintf(format, args...))
 }
+
+// fieldError is a decoding error inside a record's field; path is the field's, dotted
+// from the outermost record (after.amount).
+type fieldError struct {
+	path string
+	err  error
+}
+
+func (e *fieldError) Error() string { return "field " + e.path + ": " + e.err.Error() }
+func (e *fieldError) Unwrap() error { return e.err }
+
+// inField returns err, raised while decoding field name, with the field in its path.
+func inField(name string, err error) error {
+	if fe, ok := err.(*fieldError); ok {
+		return &fieldError{path: name + "." + fe.path, err: fe.err}
+	}
+	return &fieldError{path: name, err: err}
+}

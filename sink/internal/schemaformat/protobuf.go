@@ -121,7 +121,7 @@ func protoMessage(m protoreflect.Message, depth int) (any, error) {
 		}
 		v, err := protoField(fd, m.Get(fd), depth)
 		if err != nil {
-			return nil, err
+			return nil, inField(string(fd.Name()), err)
 		}
 		out[string(fd.Name())] = v
 	}
@@ -222,7 +222,8 @@ func protoWellKnown(m protoreflect.Message) (any, bool, error) {
 	case "confluent.type.Decimal":
 		b := get("value").Bytes()
 		scale := get("scale").Int()
-		return decimalText(twosComplement(b), int(scale)), true, nil
+		d, err := DecimalBytes(b, int(scale))
+		return d, true, err
 	}
 	return nil, false, nil
 }

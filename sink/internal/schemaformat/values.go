@@ -22,7 +22,8 @@ type (
 	LocalTimestamp string
 )
 
-// decimalText returns unscaled × 10^-scale as exact text.
+// decimalText returns unscaled × 10^-scale as exact text. Its caller bounds scale
+// (DecimalBytes).
 func decimalText(unscaled *big.Int, scale int) Decimal {
 	s := unscaled.String()
 	neg := strings.HasPrefix(s, "-")
@@ -45,12 +46,33 @@ func decimalText(unscaled *big.Int, scale int) Decimal {
 	return Decimal(s)
 }
 
+// Bounds of a decimal that DecimalBytes reads, from PostgreSQL numeric's own limits: at
+// most 131,072 digits before the decimal point and 16,383 after it, so a scale from
+// -131,072 to 16,383; and an unscaled value of at most 64 KiB (PostgreSQL's largest
+// numeric, 147,455 digits, takes 61,230 bytes). A value outside them is refused before its
+// text is built: its text could be gigabytes long (a scale of 2^31 is 2 GB of zeros), and
+// PostgreSQL would refuse it anyway.
+const (
+	MinDecimalScale = -131072
+	MaxDecimalScale = 16383
+	MaxDecimalBytes = 64 << 10
+)
+
+// DecimalBytes returns the decimal whose unscaled value is b, big-endian two's complement
+// (Avro's decimal, Kafka Connect's Decimal), times 10^-scale, as exact text. The error
+// matches ErrMalformed when scale or len(b) is outside the bounds above.
+func DecimalBytes(b []byte, scale int) (Decimal, error) {
+	if scale < MinDecimalScale || scale > MaxDecimalScale {
+		return "", malformed("decimal scale %d outside %d..%d (PostgreSQL numeric's limits)", scale, MinDecimalScale, MaxDecimalScale)
+	}
+	if len(b) > MaxDecimalBytes {
+		return "", malformed("decimal unscaled value of %d bytes, more than %d", len(b), MaxDecimalBytes)
+	}
+	return decimalText(twosComplement(b), scale), nil
+}
+
 // twosComplement reads b as a big-endian two's-complement integer, as Avro's decimal and
 // Kafka Connect's Decimal store the unscaled value.
-// DecimalBytes returns the decimal whose unscaled value is b, big-endian two's complement
-// (Avro's decimal, Kafka Connect's Decimal), times 10^-scale, as exact text.
-func DecimalBytes(b []byte, scale int) Decimal { return decimalText(twosComplement(b), scale) }
-
 func twosComplement(b []byte) *big.Int {
 	v := new(big.Int).SetBytes(b)
 	if len(b) > 0 && b[0]&0x80 != 0 {

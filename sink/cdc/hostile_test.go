@@ -48,7 +48,7 @@ func TestHostileDecimals(t *testing.T) {
 			tg := &target{name: `"replica"."t"`, cols: []string{"amount"}, types: []string{"numeric"}, colIdx: map[string]int{"amount": 0}}
 			var a, b runtime.MemStats
 			runtime.ReadMemStats(&a)
-			_, err = tg.row(ev.after, false)
+			_, _, err = tg.row(ev.after, false)
 			runtime.ReadMemStats(&b)
 			if !errors.Is(err, schemaformat.ErrMalformed) || !strings.Contains(err.Error(), `field "amount"`) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want one naming the field and %q", err, c.want)

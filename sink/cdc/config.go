@@ -48,6 +48,15 @@ type Config struct {
 	// needs it. Columns are never dropped, narrowed or retyped. Default "" (off): such a
 	// field makes its event poison.
 	Evolve string `yaml:"evolve"`
+	// DecimalHandling is the connector's decimal.handling.mode: precise, string or double.
+	// It matters only for JSON without schemas (schemas.enable=false), whose numeric values
+	// do not say how they are encoded: precise's base64 bytes "0000" (-29293.56 in a
+	// numeric(12,2)) are also the decimal text 0000. Default "" (unset): each value is read
+	// the one way it can be, and the first value that both precise and string could have
+	// written stops its partition (*AmbiguousDecimalError), naming this option. A value the
+	// set mode never writes is poison. With schemas (JsonConverter schemas.enable=true,
+	// Avro) the schema says it and this option is not used.
+	DecimalHandling string `yaml:"decimal_handling"`
 }
 
 // TableConfig overrides the routing of one source table.
@@ -106,6 +115,7 @@ func (t template) render(db, schema, table, topic string) pgx.Identifier {
 type route struct {
 	tmpl             template
 	include, exclude []string
+	decimals         string // Config.DecimalHandling
 }
 
 // routes holds the default route and the per-table overrides.
@@ -129,6 +139,7 @@ func (c *Config) routes() (routes, error) {
 		return routes{}, errors.New("include and exclude are exclusive")
 	}
 	rs := routes{def: route{tmpl: t, include: c.Include, exclude: c.Exclude}, byST: map[string]route{}}
+	rs.def.decimals = c.DecimalHandling
 	for st, tc := range c.Tables {
 		if s, tb, ok := strings.Cut(st, "."); !ok || s == "" || tb == "" {
 			return routes{}, fmt.Errorf("tables: key %q is not schema.table of a source table", st)

@@ -98,6 +98,7 @@ func (t *target) row(img image, keyOnly bool) ([]any, error) {
 		if keyOnly && !contains(t.keys, f) {
 			continue
 		}
+		v.t.decimals = t.r.decimals
 		cv, err := convert(v, t.types[i])
 		if err != nil {
 			return nil, fmt.Errorf("cdc: field %q: %w", f, err)

@@ -17,6 +17,12 @@
 //	  positions_schema: eosink      # where cdc_positions lives; default the pipeline's schema
 //	  create: false                 # true: create a missing target table from the event's schema
 //	  evolve: ""                    # add-columns: add a nullable column for a new field
+//	  decimal_handling: ""          # JSON without schemas: precise | string | double, the
+//	                                # connector's decimal.handling.mode; unset: a value both
+//	                                # could have written stops the partition
+//
+// Arrays into array columns become PostgreSQL array literals, each element converted as a
+// column of the element type would be (docs/cdc.md, Types).
 //
 // c and r upsert by the target's primary key, u updates (a u whose before image has
 // another key deletes the old key), d deletes, tombstones are skipped (counted in Stats).

@@ -296,7 +296,7 @@ func (p *CDC) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 		}
 		if err := st.add(ev, i); err != nil {
 			if amb := (*AmbiguousDecimalError)(nil); errors.As(err, &amb) {
-				return fmt.Errorf("cdc: %s[%d]@%d: %w", r.Topic, r.Partition, r.Offset, err) // stops the partition
+				return fmt.Errorf("%s[%d]@%d: %w", r.Topic, r.Partition, r.Offset, err) // stops the partition
 			}
 			return sink.Poison(r, err)
 		}

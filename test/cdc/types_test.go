@@ -35,7 +35,8 @@ CREATE TABLE typed (
   lts timestamp[],
   flags boolean[]
 );
-CREATE TABLE grids (id int PRIMARY KEY, grid int[]);`
+CREATE TABLE grids (id int PRIMARY KEY, grid int[]);
+CREATE TABLE amounts (id int PRIMARY KEY, amount numeric(12,2));`
 
 // typedCols are typed's columns, in order.
 var typedCols = []string{"id", "tags", "ns", "big_ns", "mood", "mood_text", "amount", "big", "nums", "ids", "tss", "lts", "flags"}
@@ -95,7 +96,8 @@ func typesScenario(t *testing.T, conv testbed.Converter, connectorMode, sinkMode
 	for id := 1; id <= 40; id++ { // read by Debezium's snapshot
 		w.insert(t, ctx, id)
 	}
-	if _, err := src.Exec(ctx, `INSERT INTO grids VALUES (1, '{1,2,NULL}'), (2, '{{1,2},{3,4}}'), (3, '{}'), (4, NULL)`); err != nil {
+	if _, err := src.Exec(ctx, `INSERT INTO grids VALUES (1, '{1,2,NULL}'), (2, '{{1,2},{3,4}}'), (3, '{}'), (4, NULL);
+INSERT INTO amounts VALUES (1, -29293.56), (2, -31382.52), (3, 1.00)`); err != nil {
 		t.Fatal(err)
 	}
 	db := testbed.Pool(t, e)
@@ -106,10 +108,10 @@ func typesScenario(t *testing.T, conv testbed.Converter, connectorMode, sinkMode
 		t.Fatal(err)
 	}
 	d := testbed.RunDebezium(t, testbed.DebeziumOptions{Brokers: e.Brokers, SourceURL: srcURL,
-		Tables: []string{"public.typed", "public.grids"}, TopicPrefix: testbed.Name(t, "types"),
+		Tables: []string{"public.typed", "public.grids", "public.amounts"}, TopicPrefix: testbed.Name(t, "types"),
 		Converter: conv, RegistryURL: registryURL, DecimalHandling: connectorMode})
 	t.Logf("Debezium (%s, decimal.handling.mode=%s) running after %s", conv, connectorMode, d.StartedIn.Round(time.Millisecond))
-	topics := []string{d.Topic("public.typed"), d.Topic("public.grids")}
+	topics := []string{d.Topic("public.typed"), d.Topic("public.grids"), d.Topic("public.amounts")}
 	waitTopics(t, e.Brokers, topics)
 	format, registry, decimals := "json", "", ""
 	if conv == testbed.Avro {
@@ -172,7 +174,18 @@ on_poison: dead-letter
 	if conv == testbed.JSONPlain && sinkMode == "" {
 		var reason, stopErr string
 		testbed.Eventually(t, 2*time.Minute, "the partition of typed to stop", func() (bool, string) {
-			err := db.QueryRow(ctx, fmt.Sprintf(`SELECT coalesce(stopped_reason, ''), coalesce(stopped_error, '') FROM %s.offsets WHERE pipeline = $1 AND topic = $2`, oq),
+			// Rows 1, 41 always hold -29293.56 ("0000"), 2, 42 -31382.52 ("0B00").
+			wrong, err := textRows(ctx, db, fmt.Sprintf(`SELECT id || ': ' || amount FROM %s.typed
+  WHERE id IN (1, 41) AND amount IS DISTINCT FROM -29293.56 OR id IN (2, 42) AND amount IS DISTINCT FROM -31382.52`, rs))
+			if err != nil || len(wrong) > 0 {
+				t.Fatalf("the replica holds amounts the source never had: %v %v", wrong, err)
+			}
+			// amounts has no arrays: on the old code its events applied, "0000" as 0.00.
+			if wrong, err = textRows(ctx, db, fmt.Sprintf(`SELECT id || ': ' || amount FROM %s.amounts
+  WHERE id = 1 AND amount <> -29293.56 OR id = 2 AND amount <> -31382.52`, rs)); err != nil || len(wrong) > 0 {
+				t.Fatalf("the replica of amounts holds amounts the source never had: %v %v", wrong, err)
+			}
+			err = db.QueryRow(ctx, fmt.Sprintf(`SELECT coalesce(stopped_reason, ''), coalesce(stopped_error, '') FROM %s.offsets WHERE pipeline = $1 AND topic = $2`, oq),
 				pipeline, d.Topic("public.typed")).Scan(&reason, &stopErr)
 			return err == nil && reason != "", fmt.Sprint(reason, err)
 		})

@@ -100,6 +100,12 @@ func New(c Config) (*CDC, error) {
 	default:
 		return nil, fmt.Errorf("format: %q is not json or avro", c.Format)
 	}
+	switch c.DecimalHandling {
+	case "", DecimalPrecise, DecimalString, DecimalDouble:
+	default:
+		return nil, fmt.Errorf("decimal_handling: %q is not %s, %s or %s (the connector's decimal.handling.mode)",
+			c.DecimalHandling, DecimalPrecise, DecimalString, DecimalDouble)
+	}
 	switch c.Evolve {
 	case "", EvolveAddColumns:
 	default:
@@ -310,6 +316,9 @@ func (p *CDC) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 			order = append(order, t.name)
 		}
 		if err := st.add(ev, i); err != nil {
+			if amb := (*AmbiguousDecimalError)(nil); errors.As(err, &amb) {
+				return fmt.Errorf("%s[%d]@%d: %w", r.Topic, r.Partition, r.Offset, err) // stops the partition
+			}
 			return sink.Poison(r, err)
 		}
 	}

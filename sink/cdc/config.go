@@ -74,6 +74,15 @@ type Config struct {
 	// replica's; with no row to keep it from, the change is poison. It is never written.
 	// Default Debezium's, "__debezium_unavailable_value" (DefaultUnavailablePlaceholder).
 	UnavailableValuePlaceholder string `yaml:"unavailable_value_placeholder"`
+	// DecimalHandling is the connector's decimal.handling.mode: precise, string or double.
+	// It matters only for JSON without schemas (schemas.enable=false), whose numeric values
+	// do not say how they are encoded: precise's base64 bytes "0000" (-29293.56 in a
+	// numeric(12,2)) are also the decimal text 0000. Default "" (unset): each value is read
+	// the one way it can be, and the first value that both precise and string could have
+	// written stops its partition (*AmbiguousDecimalError), naming this option. A value the
+	// set mode never writes is poison. With schemas (JsonConverter schemas.enable=true,
+	// Avro) the schema says it and this option is not used.
+	DecimalHandling string `yaml:"decimal_handling"`
 }
 
 // TableConfig overrides the routing of one source table.
@@ -146,6 +155,7 @@ type route struct {
 	tmpl             template
 	include, exclude []string
 	ph               placeholder // the connector's unavailable-value placeholder
+	decimals         string      // Config.DecimalHandling
 }
 
 // routes holds the default route and the per-table overrides.
@@ -170,6 +180,7 @@ func (c *Config) routes() (routes, error) {
 	}
 	rs := routes{def: route{tmpl: t, include: c.Include, exclude: c.Exclude, ph: newPlaceholder(c.UnavailableValuePlaceholder)},
 		byST: map[string]route{}}
+	rs.def.decimals = c.DecimalHandling
 	for st, tc := range c.Tables {
 		if s, tb, ok := strings.Cut(st, "."); !ok || s == "" || tb == "" {
 			return routes{}, fmt.Errorf("tables: key %q is not schema.table of a source table", st)

@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"math/big"
 	"strconv"
 	"strings"
 	"time"
@@ -35,10 +34,18 @@ const (
 
 // convert turns a field's value into the text (or bytes, for bytea) PostgreSQL reads for a
 // column of type colType (format_type's spelling). The result is nil, a string or []byte.
+// An array into an array column is an array literal (arrayLiteral); a numeric column's
+// value of JSON without schemas is read as f.t.decimals says (plainDecimal).
 func convert(f value, colType string) (any, error) {
 	v := f.v
 	if v == nil {
 		return nil, nil
+	}
+	if items, ok := v.([]any); ok && isArrayType(colType) {
+		return arrayLiteral(items, f.t, colType)
+	}
+	if !f.t.typed && isNumericType(colType) {
+		return plainDecimal(v, colType, f.t.decimals)
 	}
 	name := f.t.name
 	if !f.t.typed {
@@ -69,11 +76,8 @@ func convert(f value, colType string) (any, error) {
 	case dbzVarDecimal:
 		return varDecimal(v)
 	case connectDecimal:
-		if s, ok := v.(string); ok && f.t.bytes || !f.t.typed && ok && !isDecimalText(s) {
+		if s, ok := v.(string); ok && f.t.bytes {
 			scale, err := strconv.Atoi(f.t.params["scale"])
-			if !f.t.typed {
-				scale, err = columnScale(colType)
-			}
 			if err != nil {
 				return nil, fmt.Errorf("%s without a scale parameter", name)
 			}
@@ -112,18 +116,9 @@ func convert(f value, colType string) (any, error) {
 
 // guess names the semantic of a value of JSON without schemas from its target column's
 // type, following Debezium's default time.precision.mode=adaptive: timestamp(0..3) is
-// Timestamp (ms), timestamp(4..6) MicroTimestamp, time likewise, date is Date (days); an
-// object {scale, value} is a VariableScaleDecimal; a numeric column's string that is not
-// decimal text is Decimal bytes in base64 with the column's scale.
+// Timestamp (ms), timestamp(4..6) MicroTimestamp, time likewise, date is Date (days).
+// Numeric columns are plainDecimal's, arrays arrayLiteral's.
 func guess(v any, colType string) string {
-	if m, ok := v.(map[string]any); ok && strings.HasPrefix(colType, "numeric") {
-		if _, ok := m["scale"]; ok {
-			return dbzVarDecimal
-		}
-	}
-	if s, ok := v.(string); ok && strings.HasPrefix(colType, "numeric") && !isDecimalText(s) {
-		return connectDecimal
-	}
 	if _, ok := v.(json.Number); !ok {
 		return ""
 	}
@@ -166,14 +161,6 @@ func columnScale(colType string) (int, error) {
 		return 0, fmt.Errorf("column type %s has no scale", colType)
 	}
 	return strconv.Atoi(strings.TrimSuffix(after, ")"))
-}
-
-func isDecimalText(s string) bool {
-	if s == "NaN" || s == "Infinity" || s == "-Infinity" {
-		return true
-	}
-	_, ok := new(big.Rat).SetString(s)
-	return ok && !strings.ContainsAny(s, "/=+")
 }
 
 func epoch(v any, from func(int64) time.Time) (any, error) {

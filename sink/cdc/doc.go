@@ -23,12 +23,18 @@
 //	  evolve: ""                    # add-columns: add a nullable column for a new field
 //	  max_columns: 250              # the widest table create and evolve make
 //	  unavailable_value_placeholder: __debezium_unavailable_value  # the connector's (default)
+//	  decimal_handling: ""          # JSON without schemas: precise | string | double, the
+//	                                # connector's decimal.handling.mode; unset: a value both
+//	                                # could have written stops the partition
 //
 // Targets are confined (confine.go): to a template's fixed schema or, for a schema taken
 // from the event, to schemas; never eosink's own schemas, information_schema or pg_*; names
 // at most 63 bytes, through internal/names, columns neither system columns nor eosink_*.
 // An event that fails is poison (a *ConfinementError); a name the config fixes is checked
 // at load.
+//
+// Arrays into array columns become PostgreSQL array literals, each element converted as a
+// column of the element type would be (docs/cdc.md, Types).
 //
 // c and r upsert by the target's primary key, u updates (a u whose before image has
 // another key deletes the old key), d deletes, tombstones are skipped (counted in Stats).

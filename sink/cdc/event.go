@@ -21,6 +21,11 @@ type semantic struct {
 	params map[string]string
 	bytes  bool
 	typed  bool
+	items  *semantic // of an array's elements, when the writer says
+
+	// decimals is Config.DecimalHandling, how the connector wrote numeric values when the
+	// record does not say (typed false); set by target.row.
+	decimals string
 }
 
 // value is one field of a row image, as decoded, with its semantic.
@@ -55,6 +60,7 @@ type jsonSchema struct {
 	Field      string         `json:"field"`
 	Parameters map[string]any `json:"parameters"`
 	Fields     []jsonSchema   `json:"fields"`
+	Items      *jsonSchema    `json:"items"`
 
 	sem semantic // semantic(), computed once by resolve
 }
@@ -62,6 +68,10 @@ type jsonSchema struct {
 // resolve computes the semantic of s and of every field below it.
 func (s *jsonSchema) resolve() {
 	s.sem = s.semantic()
+	if s.Items != nil {
+		s.Items.resolve()
+		s.sem.items = &s.Items.sem
+	}
 	for i := range s.Fields {
 		s.Fields[i].resolve()
 	}
@@ -316,6 +326,13 @@ func avroImage(msg *schemaformat.Message, v any, side string) (image, error) {
 		}
 		if ct, ok := msg.Connect(append(path, k)...); ok {
 			t.name, t.params = ct.Name, ct.Parameters
+		}
+		if _, ok := fv.([]any); ok {
+			items := semantic{typed: true}
+			if ct, ok := msg.Connect(append(path, k, "*")...); ok {
+				items.name, items.params = ct.Name, ct.Parameters
+			}
+			t.items = &items
 		}
 		img[k] = value{v: fv, t: t}
 	}

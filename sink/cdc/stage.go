@@ -151,6 +151,7 @@ func (t *target) row(img image, keyOnly bool) (row []any, unavail []int, err err
 		if keyOnly && !contains(t.keys, f) {
 			continue
 		}
+		v.t.decimals = t.r.decimals
 		if v.v != nil && t.r.ph.is(v.v) {
 			if contains(t.keys, f) {
 				return nil, nil, fmt.Errorf("cdc: primary key column %q of %s holds the unavailable-value placeholder", f, t.name)

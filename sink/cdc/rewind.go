@@ -107,14 +107,21 @@ type RewoundError struct {
 	TsMs      int64
 	// The partition's mark: the position applied and the latest commit time seen.
 	AppliedCommit, AppliedLSN, AppliedTsMs int64
+	// ByPartition is set when the position was applied by another partition of the topic
+	// (a new snapshot read below what the other partition applied); nil: this partition.
+	ByPartition *int32
 }
 
 func (e *RewoundError) Error() string {
+	by := "this partition"
+	if e.ByPartition != nil {
+		by = fmt.Sprintf("partition %d of the topic", *e.ByPartition)
+	}
 	return fmt.Sprintf("cdc: source rewound: %s[%d]@%d: change (op %s) at source position (%d, %d) with source.ts_ms %d is older "+
-		"than the position (%d, %d) already applied on this partition, yet committed later (applied up to source.ts_ms %d): "+
+		"than the position (%d, %d) already applied on %s, yet committed later (applied up to source.ts_ms %d): "+
 		"the source failed over to a standby that lagged or was restored from a backup, and its changes would be refused; "+
 		"resync the replica (docs/cdc.md, \"A source that fails over\")",
-		e.Topic, e.Partition, e.Offset, e.Op, e.Commit, e.LSN, e.TsMs, e.AppliedCommit, e.AppliedLSN, e.AppliedTsMs)
+		e.Topic, e.Partition, e.Offset, e.Op, e.Commit, e.LSN, e.TsMs, e.AppliedCommit, e.AppliedLSN, by, e.AppliedTsMs)
 }
 
 // Is reports whether target is ErrSourceRewound.
@@ -147,12 +154,46 @@ func (w *watch) check(ctx context.Context, tx pgx.Tx, p *CDC, b sink.Batch) erro
 	case !errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("cdc: source mark of %s[%d]: %w", b.Topic, b.Partition, err)
 	}
-	for _, s := range w.seen {
+	resnapshot := -1 // the first snapshot read of the batch after streamed changes, if any
+	for i, s := range w.seen {
 		if rewound(m, s) {
 			return &RewoundError{Topic: b.Topic, Partition: b.Partition, Offset: s.offset, Op: s.op,
 				Commit: s.commit, LSN: s.lsn, TsMs: s.ts, AppliedCommit: m.commit, AppliedLSN: m.lsn, AppliedTsMs: m.ts}
 		}
+		if resnapshot < 0 && s.op == "r" && s.ts > 0 && m.set && m.commit > 0 && s.ts > m.ts+rewindSlack {
+			resnapshot = i
+		}
 		m.advance(s)
 	}
+	if resnapshot >= 0 {
+		return w.checkResnapshot(ctx, tx, p, b, w.seen[resnapshot])
+	}
 	return nil
+}
+
+// checkResnapshot checks a snapshot read s that follows streamed changes on its partition
+// (a new snapshot of the source) against the other partitions of the topic, which capture
+// the same source table: a snapshot of a healthy source is taken after every change they
+// applied before it was read, so its LSN is not below theirs. Its own partition's mark
+// may be below the snapshot's LSN while another partition's, of the old timeline, is not.
+// Only a mark whose latest commit time is earlier than the snapshot read by more than
+// rewindSlack counts, and only streamed positions (commit > 0). It runs only for batches
+// with such a snapshot read: never while streaming.
+func (w *watch) checkResnapshot(ctx context.Context, tx pgx.Tx, p *CDC, b sink.Batch, s seen) error {
+	var part int32
+	var o mark
+	err := tx.QueryRow(ctx, `SELECT partition, commit_lsn, lsn, ts_ms FROM `+p.marks+`
+WHERE pipeline = $1 AND topic = $2 AND partition <> $3 AND commit_lsn > 0 AND ts_ms < $4
+ORDER BY greatest(commit_lsn, lsn) DESC LIMIT 1`, p.pipeline, b.Topic, b.Partition, s.ts-rewindSlack).Scan(&part, &o.commit, &o.lsn, &o.ts)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cdc: source marks of %s: %w", b.Topic, err)
+	}
+	if s.lsn >= max(o.commit, o.lsn) {
+		return nil
+	}
+	return &RewoundError{Topic: b.Topic, Partition: b.Partition, Offset: s.offset, Op: s.op,
+		Commit: s.commit, LSN: s.lsn, TsMs: s.ts, AppliedCommit: o.commit, AppliedLSN: o.lsn, AppliedTsMs: o.ts, ByPartition: &part}
 }

@@ -132,4 +132,3 @@ func stoppedReasons(t *testing.T, addr string) []string {
 	sort.Strings(out)
 	return out
 }
-

@@ -56,10 +56,11 @@ func diffRows(src, rep map[int]string) []string {
 	return out
 }
 
-// startDebezium starts the connector (at most 3 minutes); it is killed at the end.
+// startDebezium starts the connector (at most 5 minutes: the machine may be loaded); it is
+// killed at the end.
 func startDebezium(t *testing.T, o testbed.DebeziumOptions) *testbed.Debezium {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	d, err := testbed.StartDebezium(ctx, o)
 	if err != nil {

@@ -29,6 +29,13 @@ var (
 	// returns it at once, wrapped with librdkafka's reason, instead of retrying.
 	ErrKafkaTLS = errors.New("eosink: TLS handshake with Kafka failed")
 
+	// ErrSourceRewound: a change event's source position is below what its partition already
+	// applied while the source's commit time moved forward: the source database went back in
+	// time (a failover to a standby that lagged, a restore from a backup), so positions of
+	// the old timeline would refuse its changes. Plugins that keep source positions (cdc)
+	// return errors that match it; the partition stops with reason source_rewound.
+	ErrSourceRewound = errors.New("eosink: the source went back in time")
+
 	// ErrClosed is returned by Run when called on a Sink that has already run.
 	ErrClosed = errors.New("eosink: sink already ran; create a new one")
 	// ErrTxOwned is returned by the Tx given to a Handler when it tries to Commit or Roll back:

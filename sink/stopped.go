@@ -28,6 +28,7 @@ const (
 	StopNoRoute        = "no_route"
 	StopPoison         = "poison"
 	StopHandler        = "handler"
+	StopSourceRewound  = "source_rewound"
 	StopOther          = "error"
 )
 
@@ -47,6 +48,8 @@ func StopReason(err error) string {
 		return StopNoRoute
 	case errors.Is(err, ErrPoison):
 		return StopPoison
+	case errors.Is(err, ErrSourceRewound):
+		return StopSourceRewound
 	case errors.As(err, &herr):
 		return StopHandler
 	}
@@ -71,6 +74,10 @@ func StopRemedy(reason string) string {
 			"Add a route for the topic to the sink's config (or narrow kafka.topics), then restart the sink: it resumes at the stored offset"
 	case StopPoison:
 		return "a record cannot be applied; fix the data or the plugin, or use the dead-letter policy, then restart the instance"
+	case StopSourceRewound:
+		return "the source database went back in time (failover to a standby that lagged, restore from a backup): " +
+			"its changes would be refused by positions of the old timeline. Resync the replica from the new source " +
+			"(re-snapshot after resetting its positions), as docs/cdc.md \"A source that fails over\" says, then restart the sink"
 	case StopHandler:
 		return "the plugin failed on a batch; fix the cause shown, then restart the instance"
 	}

@@ -131,6 +131,17 @@ func (d *Debezium) Stop() error {
 	return d.stopErr
 }
 
+// Kill ends the worker at once (SIGKILL) and keeps the replication slot and publication,
+// as a crash of Kafka Connect does: offsets not yet flushed are lost, so a worker started
+// again with the same Dir sends some events again. Stop may still be called afterwards (it
+// only drops the slot then).
+func (d *Debezium) Kill() {
+	if !d.Exited() {
+		_ = d.cmd.Process.Kill()
+		<-d.done
+	}
+}
+
 // Killed reports whether Stop had to kill the worker after SIGTERM.
 func (d *Debezium) Killed() bool { return d.killed }
 

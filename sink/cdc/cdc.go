@@ -35,6 +35,7 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
+		p.pipeline = cfg.Pipeline
 		if cfg.Logger != nil {
 			p.log = cfg.Logger
 		}
@@ -51,6 +52,9 @@ type CDC struct {
 	dec       *schemaformat.Decoder
 	log       *slog.Logger
 	positions string // quoted schema.cdc_positions
+	marks     string // quoted schema.cdc_source_marks (rewind.go)
+	marksSQL  string
+	pipeline  string // the pipeline's name, the first column of marks
 
 	mu      sync.Mutex
 	targets map[string]*target // by quoted name
@@ -86,7 +90,9 @@ func New(c Config) (*CDC, error) {
 		return nil, err
 	}
 	p := &CDC{c: c, rs: rs, cf: cf, log: slog.Default(), targets: map[string]*target{},
-		positions: pgx.Identifier{c.PositionsSchema, "cdc_positions"}.Sanitize()}
+		positions: pgx.Identifier{c.PositionsSchema, "cdc_positions"}.Sanitize(),
+		marks:     pgx.Identifier{c.PositionsSchema, "cdc_source_marks"}.Sanitize()}
+	p.marksSQL = marksSQL(p.marks)
 	switch c.Format {
 	case "", "json":
 	case "avro":
@@ -127,11 +133,13 @@ func (p *CDC) Migrations() []sink.Migrations {
 // name has no variable: that it exists (unless Create is set) and has a primary key.
 func (p *CDC) Prepare(ctx context.Context, db sink.DB) error {
 	var ok bool
-	if err := db.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", p.positions).Scan(&ok); err != nil {
-		return err
-	}
-	if !ok {
-		return fmt.Errorf("cdc: %s does not exist: run `eosink migrate up -config FILE`, or set database.auto_migrate: true", p.positions)
+	for _, table := range []string{p.positions, p.marks} {
+		if err := db.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&ok); err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("cdc: %s does not exist: run `eosink migrate up -config FILE`, or set database.auto_migrate: true", table)
+		}
 	}
 	for st, r := range p.rs.byST {
 		id := r.tmpl.render("", "", "", "")
@@ -241,6 +249,7 @@ func (p *CDC) Close(context.Context, sink.Partition) error { return nil }
 // before it.
 func (p *CDC) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 	local := map[string]*target{} // targets with this transaction's DDL (create, evolve)
+	var w watch                   // the source rewind check (rewind.go)
 	pending := map[string]*stagedTable{}
 	var order []string
 	flush := func() error {
@@ -269,8 +278,9 @@ func (p *CDC) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 		rt := p.rs.lookup(ev.schema, ev.table)
 		id := rt.tmpl.render(ev.db, ev.schema, ev.table, r.Topic)
 		if err := p.cf.target(id, rt, ev, r.Topic); err != nil {
-			return sink.Poison(r, err)
+			return sink.Poison(r, err) // before w.see: a refused event moves no source mark
 		}
+		w.see(r, ev)
 		switch ev.op {
 		case "t":
 			if !p.c.Truncate {
@@ -321,6 +331,9 @@ func (p *CDC) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 			}
 			return sink.Poison(r, err)
 		}
+	}
+	if err := w.check(ctx, tx, p, b); err != nil {
+		return err
 	}
 	return flush()
 }

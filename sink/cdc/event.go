@@ -42,6 +42,7 @@ type event struct {
 	op                string // c, r, u, d, t
 	db, schema, table string // source
 	commit, lsn       int64  // the source position (see position)
+	ts                int64  // source.ts_ms, the source's commit time (0 when missing), for rewind.go
 	before, after     image
 	key               image // the Kafka key's struct; nil for a null key
 
@@ -372,6 +373,7 @@ func envelope(m map[string]any) (*event, error) {
 	if ev.schema == "" || ev.table == "" {
 		return nil, errors.New("source.schema or source.table missing")
 	}
+	ev.ts, _ = asInt64(src["ts_ms"])
 	var err error
 	if ev.commit, ev.lsn, err = position(src, op); err != nil {
 		return nil, err

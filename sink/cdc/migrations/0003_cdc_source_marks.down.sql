@@ -1,0 +1,1 @@
+DROP TABLE IF EXISTS cdc_source_marks;

@@ -1,0 +1,199 @@
+package cdc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eosink/eosink/sink"
+)
+
+// A source that goes back in time. Positions (cdc_positions) are LSNs of one source
+// timeline. When the source fails over to a standby that lagged, or is restored from a
+// backup, its LSNs go back: every later change would compare older than the positions
+// stored for its keys and be refused, silently and forever. A Debezium restart, by
+// contrast, sends events again that were applied already (the same positions and the same
+// source.ts_ms at newer Kafka offsets), which must stay silently skipped.
+//
+// Each partition keeps a high-water mark (cdc_source_marks, one row per pipeline, topic
+// and partition, written once per batch in the batch's transaction): the largest
+// (commit, lsn) it applied and the latest source.ts_ms (the source's commit time) among
+// the changes it applied. A change is from a rewound source when its position is below the
+// mark while its commit time is later than every commit time the partition has seen, by
+// more than rewindSlack. An event sent again was seen before, so its commit time is never
+// later than the mark's: a re-send never stops a partition, whatever the clocks did. A
+// change of the new timeline is committed after the failover, so its time is later than
+// the old timeline's, unless the new primary's clock is behind the old one's by more than
+// the time the failover took (then it is not detected).
+
+// rewindSlack is how much later than the mark's commit time a change below the mark must
+// be to count as rewound. It covers commit timestamps that are a little out of LSN order
+// (PostgreSQL takes a commit's time before it writes the commit record) for changes sent
+// again that the mark did not see: those applied before the mark's table was created.
+const rewindSlack = 1000 // ms
+
+// mark is a partition's high water: the largest (commit, lsn) applied and the latest
+// source.ts_ms seen. set is false for a partition that has none yet.
+type mark struct {
+	commit, lsn, ts int64
+	set             bool
+}
+
+// seen is what the check keeps of one change of a batch.
+type seen struct {
+	offset          int64
+	op              string
+	commit, lsn, ts int64
+}
+
+// watch collects a batch's changes for the rewind check (checkRewind).
+type watch struct {
+	seen []seen
+	max  mark // the batch's largest position and latest commit time
+}
+
+func (w *watch) see(r *sink.Record, ev *event) {
+	s := seen{offset: r.Offset, op: ev.op, commit: ev.commit, lsn: ev.lsn, ts: ev.ts}
+	w.seen = append(w.seen, s)
+	w.max.advance(s)
+}
+
+// before reports whether the position (commit, lsn) is below m's.
+func (m mark) before(commit, lsn int64) bool {
+	return commit < m.commit || (commit == m.commit && lsn < m.lsn)
+}
+
+func (m *mark) advance(s seen) {
+	if !m.set || m.before(s.commit, s.lsn) {
+		m.commit, m.lsn = s.commit, s.lsn
+	}
+	if !m.set || s.ts > m.ts {
+		m.ts = s.ts
+	}
+	m.set = true
+}
+
+// rewound reports whether s, a change that follows m in its partition, comes from a source
+// that went back in time. A change without source.ts_ms (0) is never counted rewound. A
+// snapshot read (op r, commit 0, lsn the snapshot's) orders before every streamed change,
+// so for it the snapshot's own LSN is compared: a snapshot of a healthy source is taken
+// after every change already applied, at an LSN at least as high.
+func rewound(m mark, s seen) bool {
+	if !m.set || s.ts == 0 || s.ts <= m.ts+rewindSlack {
+		return false
+	}
+	if s.op == "r" {
+		return s.lsn < max(m.commit, m.lsn)
+	}
+	return m.before(s.commit, s.lsn)
+}
+
+// ErrSourceRewound matches every *RewoundError; it is sink.ErrSourceRewound.
+var ErrSourceRewound = sink.ErrSourceRewound
+
+// RewoundError says that a change event's source position is below what its partition
+// already applied while its source commit time is later: the source went back in time (a
+// failover to a standby that lagged, a restore from a backup). The partition stops (reason
+// source_rewound); docs/cdc.md "A source that fails over" says how to resync.
+type RewoundError struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Op        string
+	Commit    int64 // the change's position (commit, lsn) and source.ts_ms
+	LSN       int64
+	TsMs      int64
+	// The partition's mark: the position applied and the latest commit time seen.
+	AppliedCommit, AppliedLSN, AppliedTsMs int64
+	// ByPartition is set when the position was applied by another partition of the topic
+	// (a new snapshot read below what the other partition applied); nil: this partition.
+	ByPartition *int32
+}
+
+func (e *RewoundError) Error() string {
+	by := "this partition"
+	if e.ByPartition != nil {
+		by = fmt.Sprintf("partition %d of the topic", *e.ByPartition)
+	}
+	return fmt.Sprintf("cdc: source rewound: %s[%d]@%d: change (op %s) at source position (%d, %d) with source.ts_ms %d is older "+
+		"than the position (%d, %d) already applied on %s, yet committed later (applied up to source.ts_ms %d): "+
+		"the source failed over to a standby that lagged or was restored from a backup, and its changes would be refused; "+
+		"resync the replica (docs/cdc.md, \"A source that fails over\")",
+		e.Topic, e.Partition, e.Offset, e.Op, e.Commit, e.LSN, e.TsMs, e.AppliedCommit, e.AppliedLSN, by, e.AppliedTsMs)
+}
+
+// Is reports whether target is ErrSourceRewound.
+func (e *RewoundError) Is(target error) bool { return target == sink.ErrSourceRewound }
+
+// marksSQL records the batch's mark (the greater of the stored one and $4..$6) and returns
+// the one stored before, if any: one round trip per batch, on the partition's own row.
+func marksSQL(table string) string {
+	return fmt.Sprintf(`WITH old AS (SELECT commit_lsn, lsn, ts_ms FROM %[1]s WHERE pipeline = $1 AND topic = $2 AND partition = $3),
+up AS (INSERT INTO %[1]s AS m (pipeline, topic, partition, commit_lsn, lsn, ts_ms) VALUES ($1, $2, $3, $4, $5, $6)
+       ON CONFLICT (pipeline, topic, partition) DO UPDATE SET
+         commit_lsn = CASE WHEN (m.commit_lsn, m.lsn) < (EXCLUDED.commit_lsn, EXCLUDED.lsn) THEN EXCLUDED.commit_lsn ELSE m.commit_lsn END,
+         lsn = CASE WHEN (m.commit_lsn, m.lsn) < (EXCLUDED.commit_lsn, EXCLUDED.lsn) THEN EXCLUDED.lsn ELSE m.lsn END,
+         ts_ms = greatest(m.ts_ms, EXCLUDED.ts_ms))
+SELECT commit_lsn, lsn, ts_ms FROM old`, table)
+}
+
+// check records the batch's mark and returns a *RewoundError for the first change of the
+// batch that comes from a rewound source (the transaction then rolls back, the mark with
+// it). A batch without changes (tombstones, skipped truncates) costs nothing.
+func (w *watch) check(ctx context.Context, tx pgx.Tx, p *CDC, b sink.Batch) error {
+	if len(w.seen) == 0 {
+		return nil
+	}
+	var m mark
+	err := tx.QueryRow(ctx, p.marksSQL, p.pipeline, b.Topic, b.Partition, w.max.commit, w.max.lsn, w.max.ts).Scan(&m.commit, &m.lsn, &m.ts)
+	switch {
+	case err == nil:
+		m.set = true
+	case !errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("cdc: source mark of %s[%d]: %w", b.Topic, b.Partition, err)
+	}
+	resnapshot := -1 // the first snapshot read of the batch after streamed changes, if any
+	for i, s := range w.seen {
+		if rewound(m, s) {
+			return &RewoundError{Topic: b.Topic, Partition: b.Partition, Offset: s.offset, Op: s.op,
+				Commit: s.commit, LSN: s.lsn, TsMs: s.ts, AppliedCommit: m.commit, AppliedLSN: m.lsn, AppliedTsMs: m.ts}
+		}
+		if resnapshot < 0 && s.op == "r" && s.ts > 0 && m.set && m.commit > 0 && s.ts > m.ts+rewindSlack {
+			resnapshot = i
+		}
+		m.advance(s)
+	}
+	if resnapshot >= 0 {
+		return w.checkResnapshot(ctx, tx, p, b, w.seen[resnapshot])
+	}
+	return nil
+}
+
+// checkResnapshot checks a snapshot read s that follows streamed changes on its partition
+// (a new snapshot of the source) against the other partitions of the topic, which capture
+// the same source table: a snapshot of a healthy source is taken after every change they
+// applied before it was read, so its LSN is not below theirs. Its own partition's mark
+// may be below the snapshot's LSN while another partition's, of the old timeline, is not.
+// Only a mark whose latest commit time is earlier than the snapshot read by more than
+// rewindSlack counts, and only streamed positions (commit > 0). It runs only for batches
+// with such a snapshot read: never while streaming.
+func (w *watch) checkResnapshot(ctx context.Context, tx pgx.Tx, p *CDC, b sink.Batch, s seen) error {
+	var part int32
+	var o mark
+	err := tx.QueryRow(ctx, `SELECT partition, commit_lsn, lsn, ts_ms FROM `+p.marks+`
+WHERE pipeline = $1 AND topic = $2 AND partition <> $3 AND commit_lsn > 0 AND ts_ms < $4
+ORDER BY greatest(commit_lsn, lsn) DESC LIMIT 1`, p.pipeline, b.Topic, b.Partition, s.ts-rewindSlack).Scan(&part, &o.commit, &o.lsn, &o.ts)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cdc: source marks of %s: %w", b.Topic, err)
+	}
+	if s.lsn >= max(o.commit, o.lsn) {
+		return nil
+	}
+	return &RewoundError{Topic: b.Topic, Partition: b.Partition, Offset: s.offset, Op: s.op,
+		Commit: s.commit, LSN: s.lsn, TsMs: s.ts, AppliedCommit: o.commit, AppliedLSN: o.lsn, AppliedTsMs: o.ts, ByPartition: &part}
+}

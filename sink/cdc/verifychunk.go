@@ -105,13 +105,27 @@ func diffRows(src, dst []keyRow) map[string]keyRow {
 	return out
 }
 
+// pendingKey is a key that differed, as last read: the source's hash ("" absent), the
+// replica's, and whether that replica read came after the replica had passed the LSN of the
+// source read before it with the source's row unchanged (one confirmation).
+type pendingKey struct {
+	key         []string
+	src, dst    string
+	inDst, once bool
+}
+
 // recheck settles the keys that differed. In rounds: it waits until the replica passed the
 // source's LSN of the last read (or Wait ran out), reads the replica's rows, then the
-// source's with its LSN again. A key equal on both sides was in flight. A key that still
-// differs while the source's row is the one read before the wait is reported (Unsettled
-// when the replica never passed that LSN); a key whose source row changed meanwhile goes
-// to the next round.
-func (v *tableVerify) recheck(ctx context.Context, pending map[string]keyRow, lsn int64) error {
+// source's with its LSN again. A key equal on both sides was in flight. A key is reported
+// when two rounds in a row found the replica past the source's LSN, the source's row
+// unchanged and the replica's row unchanged (a row that changed and changed back on the
+// source between two reads is not mistaken for a stable one), or when Wait ran out
+// (Unsettled when the replica never passed the LSN).
+func (v *tableVerify) recheck(ctx context.Context, diff map[string]keyRow, lsn int64) error {
+	pending := make(map[string]*pendingKey, len(diff))
+	for id, r := range diff {
+		pending[id] = &pendingKey{key: r.key, src: r.hash}
+	}
 	deadline := time.Now().Add(v.o.Wait)
 	for len(pending) > 0 {
 		passed, err := v.waitPassed(ctx, lsn, deadline)
@@ -119,8 +133,8 @@ func (v *tableVerify) recheck(ctx context.Context, pending map[string]keyRow, ls
 			return err
 		}
 		keys := make([][]string, 0, len(pending))
-		for _, r := range pending {
-			keys = append(keys, r.key)
+		for _, p := range pending {
+			keys = append(keys, p.key)
 		}
 		dst, err := v.rows(ctx, v.dst, v.dstName, v.dstKey, v.dstCmp, keys)
 		if err != nil {
@@ -137,18 +151,20 @@ func (v *tableVerify) recheck(ctx context.Context, pending map[string]keyRow, ls
 			return err
 		}
 		timedOut := !passed && !time.Now().Before(deadline)
-		for id, r := range pending {
+		for id, p := range pending {
 			sh, inSrc := src[id]
 			dh, inDst := dst[id]
+			confirmed := passed && sh == p.src
 			switch {
 			case inSrc == inDst && sh == dh:
 				v.rep.Rechecked++
 				delete(pending, id)
-			case sh != r.hash && !timedOut: // the source changed: again, after the replica passes its new LSN
-				pending[id] = keyRow{key: r.key, hash: sh}
-			case passed || timedOut:
-				v.report(r.key, inSrc, inDst, !passed)
+			case timedOut || confirmed && p.once && dh == p.dst && inDst == p.inDst:
+				v.report(p.key, inSrc, inDst, !passed)
 				delete(pending, id)
+			default:
+				p.once = confirmed
+				p.src, p.dst, p.inDst = sh, dh, inDst
 			}
 		}
 	}

@@ -13,6 +13,7 @@
 //	eosink status [-json]                 one line per pipeline
 //	eosink dlq list|show|replay|discard   dead letters (see eosink dlq -h)
 //	eosink relay -config FILE [-migrate|-validate]  the transactional outbox to Kafka, exactly once
+//	eosink cdc verify -config FILE -source URL [-table T]  compare cdc replicas with their source
 //	eosink version                        module version, commit, Go and librdkafka versions
 //
 // Every command prints its help with -h or --help (to standard output, exit 0).
@@ -77,6 +78,7 @@ commands:
   status                                  one line per pipeline: partitions, owners (alive or gone), epochs, last commit, lag, stopped partitions (reason, remedy), dead letters
   dlq list|show|replay|discard            dead letters: inspect, apply again through the sink, or delete
   relay -config FILE [-migrate|-validate] publish the transactional outbox to Kafka exactly once (docs/outbox.md)
+  cdc verify -config FILE -source URL     compare cdc replica tables with their source while both run; exit 1 on differences
   version                                 module version, commit, Go version, librdkafka version
 
 Run 'eosink <command> -h' for flags.
@@ -129,6 +131,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = dlqCmd(ctx, args[1:], stdout, flagOut)
 	case "relay":
 		err = relayCmd(ctx, args[1:], stdout, flagOut)
+	case "cdc":
+		err = cdcCmd(ctx, args[1:], stdout, flagOut)
 	case "version":
 		err = versionCmd(args[1:], stdout, flagOut)
 	case "-h", "-help", "--h", "--help", "help":

@@ -61,6 +61,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"dlq", "show", "-h"}, "eosink dlq show", []string{"-id"}, []string{"-limit", "-yes", "-pipeline"}},
 		{[]string{"dlq", "replay", "-h"}, "eosink dlq replay", []string{"-config", "-dry-run", "-id"}, []string{"-database-url", "-pipeline", "-yes", "-limit"}},
 		{[]string{"dlq", "discard", "--help"}, "eosink dlq discard", []string{"-yes", "-all", "-pipeline"}, []string{"-limit"}},
+		{[]string{"cdc", "-h"}, "eosink cdc verify", nil, nil},
+		{[]string{"cdc", "verify", "-h"}, "eosink cdc verify -config FILE -source URL", []string{"-config", "-source", "-table", "-chunk", "-wait", "-topic-prefix", "-progress"}, []string{"-database-url"}},
 	} {
 		code, out, errOut := runCLI(c.args...)
 		if code != 0 || errOut != "" || strings.Contains(out, "eosink: ") {
@@ -113,6 +115,9 @@ func TestUsageErrorsStayErrors(t *testing.T) {
 		{[]string{"dlq", "frob"}, `unknown command "frob"`},
 		{[]string{"run", "-config", "x.yaml", "-progress", "soon"}, `"soon" is not a duration`},
 		{[]string{"version", "extra"}, "unexpected arguments"},
+		{[]string{"cdc", "frob"}, `unknown subcommand "frob"`},
+		{[]string{"cdc", "verify", "-source", "postgres://x"}, "-config FILE is required"},
+		{[]string{"cdc", "verify", "-config", "x.yaml"}, "no source database"},
 	} {
 		code, out, errOut := runCLI(c.args...)
 		if code != 2 || !strings.Contains(errOut, c.want) {

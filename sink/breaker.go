@@ -1,9 +1,12 @@
 package sink
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // This file is the dead-letter circuit breaker. Data errors (SQLSTATE classes 22 and 23) are
@@ -12,6 +15,14 @@ import (
 // into the dead-letter table. The breaker stops the partition instead once more than
 // Config.MaxDeadLetterRatio of its last Config.DeadLetterWindow records would be
 // dead-lettered.
+//
+// The window outlives the worker: when a partition is claimed (a start, a restart, a
+// rebalance), restoreDeadLetters rebuilds it from the dead_letters rows among the partition's
+// last Config.DeadLetterWindow offsets below the claimed next offset, in one range read of the
+// table's (pipeline, topic, partition, offset) unique index. Offsets that held no record (a
+// transaction marker, a compacted record) count as records that were not dead-lettered, and
+// dead letters an operator replayed or discarded (eosink dlq) are gone from the table, so they
+// no longer count either.
 
 // ErrTooManyDeadLetters matches every *TooManyDeadLettersError.
 var ErrTooManyDeadLetters = errors.New("eosink: too many dead letters")
@@ -116,4 +127,71 @@ func (w *worker) admitDeadLetters(batch []Record, dead []Poisoned) ([]bool, erro
 	first, last := batch[0].Offset, batch[len(batch)-1].Offset
 	return nil, &TooManyDeadLettersError{Topic: w.topic, Partition: w.partition, FirstOffset: first, LastOffset: last,
 		DeadLetters: peak, Window: len(w.deadLetters.ring), MaxRatio: w.cfg.deadLetterRatio, Err: dead[len(dead)-1].Err}
+}
+
+// restore fills the window as if the records at offsets next-len(ring) .. next-1 had just been
+// added, those in dead (offsets of dead letters) dead-lettered; offsets outside that range are
+// ignored.
+func (w *deadLetterWindow) restore(next int64, dead []int64) {
+	if w == nil {
+		return
+	}
+	clear(w.ring)
+	w.pos, w.dead = 0, 0 // full: the oldest record is at 0
+	first := next - int64(len(w.ring))
+	for _, o := range dead {
+		if o >= first && o < next && !w.ring[o-first] {
+			w.ring[o-first] = true
+			w.dead++
+		}
+	}
+}
+
+// restoreDeadLetters rebuilds the breaker's window of the claimed partition from the
+// dead_letters table (see the top of this file), retrying transient errors with backoff. It
+// runs on the worker goroutine before the first batch.
+func (w *worker) restoreDeadLetters() error {
+	if w.deadLetters == nil {
+		return nil
+	}
+	next := w.next.Load()
+	backoff := w.cfg.retryBackoff
+	for {
+		dead, err := w.loadDeadLetterOffsets(next)
+		if err == nil {
+			w.deadLetters.restore(next, dead)
+			if len(dead) > 0 {
+				w.cfg.log.Info("dead-letter breaker window restored", "topic", w.topic, "partition", w.partition,
+					"next_offset", next, "dead_letters", w.deadLetters.dead, "window", len(w.deadLetters.ring))
+			}
+			return nil
+		}
+		if !isRetryable(err) || w.ctx.Err() != nil {
+			return fmt.Errorf("restore the dead-letter breaker window: %w", err)
+		}
+		w.cfg.log.Warn("reading the dead letters for the breaker failed, retrying", "topic", w.topic,
+			"partition", w.partition, "backoff", backoff, "err", err)
+		if err := w.backoff(&backoff); err != nil {
+			return err
+		}
+	}
+}
+
+// loadDeadLetterOffsets returns the offsets of the partition's dead letters in
+// [next-DeadLetterWindow, next).
+func (w *worker) loadDeadLetterOffsets(next int64) ([]int64, error) {
+	ctx, cancel := context.WithTimeout(w.ctx, w.cfg.settleTimeout)
+	defer cancel()
+	tx, err := w.cfg.db.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	rows, err := tx.Query(ctx, `SELECT "offset" FROM `+pgx.Identifier{w.cfg.schema, "dead_letters"}.Sanitize()+
+		` WHERE pipeline = $1 AND topic = $2 AND partition = $3 AND "offset" >= $4 AND "offset" < $5`,
+		w.cfg.pipeline, w.topic, w.partition, next-int64(len(w.deadLetters.ring)), next)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
 }

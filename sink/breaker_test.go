@@ -86,3 +86,42 @@ func TestTooManyDeadLettersErrorMatches(t *testing.T) {
 		t.Fatalf("%v: want ErrTooManyDeadLetters and ErrPoison, not retryable", err)
 	}
 }
+
+func TestDeadLetterWindowRestoreCountsTheLastWindowBelowNext(t *testing.T) {
+	w := newDeadLetterWindow(10, 0.2) // limit 2
+	// Offsets 90..99 are the window below next 100: 89 and 100 are outside it, 95 is listed twice.
+	w.restore(100, []int64{89, 91, 95, 95, 100})
+	if w.dead != 2 {
+		t.Fatalf("restored %d dead letters, want 2 (offsets 91 and 95)", w.dead)
+	}
+	b := recs(1)
+	// Offset 100 dead-lettered: the window 91..100 would hold 3.
+	if _, peak, ok := w.check(b, deadAt(b, 0)); ok || peak != 3 {
+		t.Fatalf("a third dead letter after the restore: peak %d ok %t, want 3 false", peak, ok)
+	}
+	// Offset 100 good (the window 91..100 holds 2), then 101 dead-lettered: 91 has left.
+	o, _, _ := w.check(b, nil)
+	w.add(o)
+	if _, peak, ok := w.check(b, deadAt(b, 0)); !ok || peak != 2 {
+		t.Fatalf("after offset 91 left the window: peak %d ok %t, want 2 true", peak, ok)
+	}
+}
+
+func TestDeadLetterWindowRestoreNearTheStartAndAgain(t *testing.T) {
+	w := newDeadLetterWindow(10, 0.5)
+	w.restore(3, []int64{0, 2}) // fewer records than the window: the rest count as good
+	if w.dead != 2 {
+		t.Fatalf("restored %d, want 2", w.dead)
+	}
+	w.restore(50, nil) // a second claim replaces the window
+	if w.dead != 0 {
+		t.Fatalf("restored %d after a claim with no dead letters, want 0", w.dead)
+	}
+	for _, d := range w.ring {
+		if d {
+			t.Fatal("a dead letter of the earlier claim is left in the ring")
+		}
+	}
+	var off *deadLetterWindow
+	off.restore(10, []int64{1}) // no breaker: nothing to restore
+}

@@ -103,8 +103,10 @@ type Config struct {
 	// and 1; 1 turns the breaker off. Defaults to 0.2 (DefaultMaxDeadLetterRatio).
 	MaxDeadLetterRatio float64
 	// DeadLetterWindow is how many of a partition's last records MaxDeadLetterRatio applies
-	// to. The window starts empty when a partition is assigned. Defaults to 1000
-	// (DefaultDeadLetterWindow).
+	// to. A claim (a start, a restart, a rebalance) rebuilds the window from the partition's
+	// dead_letters rows among its last DeadLetterWindow offsets below the stored offset, so
+	// restarts do not reset it; dead letters replayed or discarded no longer count. Defaults
+	// to 1000 (DefaultDeadLetterWindow).
 	DeadLetterWindow int
 
 	// RedactErrorValues keeps record data out of the error texts the sink writes: to

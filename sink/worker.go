@@ -282,6 +282,12 @@ func (w *worker) run() {
 		w.cfg.failed(w, &PartitionError{Topic: w.topic, Partition: w.partition, Err: err})
 		return
 	}
+	if err := w.restoreDeadLetters(); err != nil { // the breaker remembers across claims
+		if w.ctx.Err() == nil {
+			w.cfg.failed(w, &PartitionError{Topic: w.topic, Partition: w.partition, Err: err})
+		}
+		return
+	}
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -20,6 +20,14 @@ import (
 // dead-letter sink with a breaker of 20% over 100 records, in batches of 10.
 func breakerPipeline(t *testing.T, n int, poison func(i int) bool) (*pipeline, *running) {
 	p := newPipeline(t, 1)
+	cfg := breakerConfig(t, p)
+	produceAmounts(t, p, 0, n, poison)
+	return p, startSink(t, cfg)
+}
+
+// breakerConfig creates the amounts table of p and returns the dead-letter sink's config
+// with a breaker of 20% over 100 records, in batches of 10.
+func breakerConfig(t *testing.T, p *pipeline) sink.Config {
 	db := testbed.Pool(t, p.Env)
 	if _, err := db.Exec(context.Background(), "CREATE TABLE "+pgx.Identifier{p.Schema, "amounts"}.Sanitize()+` (id bigint NOT NULL, amount integer NOT NULL)`); err != nil {
 		t.Fatal(err)
@@ -29,8 +37,16 @@ func breakerPipeline(t *testing.T, n int, poison func(i int) bool) (*pipeline, *
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := pluginConfig(t, p, pl, sink.DeadLetter)
+	cfg.MaxBatchRecords, cfg.DeadLetterWindow, cfg.MaxDeadLetterRatio = 10, 100, 0.2
+	return cfg
+}
+
+// produceAmounts produces the records with ids from .. from+n-1 to partition 0; those with
+// poison(id) lack the amount.
+func produceAmounts(t *testing.T, p *pipeline, from, n int, poison func(i int) bool) {
 	var msgs []testbed.Msg
-	for i := range n {
+	for i := from; i < from+n; i++ {
 		v := fmt.Sprintf(`{"id": %d, "amount": %d}`, i, i)
 		if poison(i) {
 			v = fmt.Sprintf(`{"id": %d}`, i) // a schema drift: amount is NOT NULL
@@ -38,9 +54,6 @@ func breakerPipeline(t *testing.T, n int, poison func(i int) bool) (*pipeline, *
 		msgs = append(msgs, testbed.Msg{Partition: 0, Value: []byte(v)})
 	}
 	testbed.Produce(t, p.Env, p.Topic, msgs)
-	cfg := pluginConfig(t, p, pl, sink.DeadLetter)
-	cfg.MaxBatchRecords, cfg.DeadLetterWindow, cfg.MaxDeadLetterRatio = 10, 100, 0.2
-	return p, startSink(t, cfg)
 }
 
 func (p *pipeline) deadLetterCount(t *testing.T) int {
@@ -105,5 +118,58 @@ func TestDeadLetterBreakerLetsSparsePoisonThrough(t *testing.T) {
 	}
 	if rows := strs(t, testbed.Pool(t, p.Env), "SELECT id::text FROM "+pgx.Identifier{p.Schema, "amounts"}.Sanitize()); len(rows) != 300-want {
 		t.Fatalf("%d rows applied, want %d", len(rows), 300-want)
+	}
+}
+
+// TestDeadLetterBreakerRemembersAcrossRestarts: 15 records are dead-lettered (under the limit
+// of 20 in 100) and the sink stops; 15 more poison records follow and a new sink claims the
+// partition. Its breaker counts the 15 already in the dead_letters table among the last 100
+// offsets, so the batch 15..24 (25 dead letters) trips it: the partition stops at 15 with
+// 15 dead letters. A window kept only in memory started empty and let all 30 through.
+func TestDeadLetterBreakerRemembersAcrossRestarts(t *testing.T) {
+	t.Parallel()
+	all := func(int) bool { return true }
+	p := newPipeline(t, 1)
+	cfg := breakerConfig(t, p)
+	db := testbed.Pool(t, p.Env) // one pool for the polls (a connection per poll runs out)
+	state := func() (next int64, dead int) {
+		_ = db.QueryRow(context.Background(), `SELECT coalesce((SELECT next_offset FROM `+p.offsetsTable()+
+			` WHERE pipeline = $1 AND topic = $2 AND partition = 0), 0), (SELECT count(*) FROM `+pgx.Identifier{p.OffsetsSchema, "dead_letters"}.Sanitize()+`)`,
+			p.Group, p.Topic).Scan(&next, &dead)
+		return next, dead
+	}
+	produceAmounts(t, p, 0, 15, all)
+	r := startSink(t, cfg)
+	testbed.Eventually(t, 60*time.Second, "the first 15 records dead-lettered", func() (bool, string) {
+		n, _ := state()
+		return n == 15, fmt.Sprintf("stored %d/15 %v", n, r.s.PartitionErrors())
+	})
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if n := p.deadLetterCount(t); n != 15 || len(r.s.PartitionErrors()) != 0 {
+		t.Fatalf("first run: %d dead letters (want 15), partition errors %v", n, r.s.PartitionErrors())
+	}
+
+	produceAmounts(t, p, 15, 15, all)
+	r = startSink(t, cfg)
+	testbed.Eventually(t, 60*time.Second, "the restarted sink's breaker to trip", func() (bool, string) {
+		n, dead := state()
+		if n == 30 && len(r.s.PartitionErrors()) == 0 {
+			t.Fatalf("the restarted sink never tripped: all 30 records dead-lettered (%d dead letters, stored next %d): its window started empty", dead, n)
+		}
+		return len(r.s.PartitionErrors()) == 1, fmt.Sprintf("stored %d, %d dead letters, errors %v", n, dead, r.s.PartitionErrors())
+	})
+	var tm *sink.TooManyDeadLettersError
+	if err := r.s.PartitionErrors()[0]; !errors.As(err, &tm) {
+		t.Fatalf("partition error %v: want a *TooManyDeadLettersError", err)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	next, _ := p.storedOrZero(t, 0)
+	if n := p.deadLetterCount(t); n != 15 || next != 15 || tm.FirstOffset != 15 || tm.DeadLetters != 25 {
+		t.Fatalf("after the restart: %d dead letters, stored next %d, refused batch at %d with %d dead letters in the window: want 15, 15, 15, 25",
+			n, next, tm.FirstOffset, tm.DeadLetters)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -73,12 +74,14 @@ type workload struct {
 	pkChangeBig bool
 	big         map[string]map[int64]bool
 	added       map[string]bool // tables with the column extra
+	// touched counts the updates of other columns of rows holding a TOASTed value, per table.
+	touched map[string]int
 }
 
 func newWorkload(c *pgx.Conn, seed uint64, tables []table, maxBig int, pkChangeBig bool) *workload {
 	return &workload{c: c, r: rand.New(rand.NewPCG(seed, 22)), tables: tables, ids: map[string][]int64{},
 		edges: map[string]int{}, bigs: map[string]int{}, maxBig: maxBig, pkChangeBig: pkChangeBig,
-		big: map[string]map[int64]bool{}, added: map[string]bool{}}
+		big: map[string]map[int64]bool{}, added: map[string]bool{}, touched: map[string]int{}}
 }
 
 func (w *workload) value(tb table) string {
@@ -142,11 +145,16 @@ func (w *workload) op(ctx context.Context, tx pgx.Tx, tb table) error {
 	var err error
 	switch {
 	case k < 60: // some columns only: v unchanged
+		if w.big[tb.name][id] {
+			w.touched[tb.name]++
+		}
 		_, err = tx.Exec(ctx, fmt.Sprintf("UPDATE fid.%s SET %s, version = version + 1 WHERE id = $1", tb.name, set), id, "u"+word(w.r))
 	case k < 72:
 		v := w.value(tb)
 		if w.big[tb.name][id] && w.r.IntN(2) == 0 {
 			v = big(tb.typ, w.r)
+		} else {
+			delete(w.big[tb.name], id)
 		}
 		_, err = tx.Exec(ctx, fmt.Sprintf("UPDATE fid.%s SET v = %s, version = version + 1 WHERE id = $1", tb.name, v), id)
 	case k < 82: // primary key change
@@ -169,6 +177,9 @@ func (w *workload) op(ctx context.Context, tx pgx.Tx, tb table) error {
 		_, err = tx.Exec(ctx, fmt.Sprintf("UPDATE fid.%s SET %s, version = version + 1 WHERE id = $1", tb.name, set), nid, "iu"+word(w.r))
 		return err
 	default:
+		if w.big[tb.name][id] && w.r.IntN(4) != 0 {
+			return nil // keep most TOASTed rows for later updates
+		}
 		_, err = tx.Exec(ctx, fmt.Sprintf("DELETE FROM fid.%s WHERE id = $1", tb.name), id)
 		if err == nil {
 			ids := w.ids[tb.name]
@@ -193,6 +204,24 @@ func (w *workload) step(ctx context.Context, ops int) error {
 		}
 	}
 	return tx.Commit(ctx)
+}
+
+// touchBig updates the note of every row holding a TOASTed value, in one transaction per
+// table, so that each streaming phase has such updates (under DEFAULT, Debezium sends the
+// unchanged TOASTed column as its placeholder).
+func (w *workload) touchBig(ctx context.Context) error {
+	for _, tb := range w.tables {
+		for id := range w.big[tb.name] {
+			if !slices.Contains(w.ids[tb.name], id) {
+				continue
+			}
+			if _, err := w.c.Exec(ctx, fmt.Sprintf("UPDATE fid.%s SET note = $2, version = version + 1 WHERE id = $1", tb.name), id, "touched"); err != nil {
+				return err
+			}
+			w.touched[tb.name]++
+		}
+	}
+	return nil
 }
 
 // fill inserts n rows into every table, in transactions of up to 20 rows.

@@ -146,7 +146,9 @@ var types = []colType{
 		edge: []string{"'1900-01-01 00:00:00.000001'", "'1969-12-31 23:59:59.999999'", "'2038-01-19 03:14:08'", "'2262-04-11 23:47:16.854776'", "'4000-06-01 12:00:00.5'"}},
 	{name: "timestamp(3)", slug: "ts3", sql: "timestamp(3)", gen: func(r *rand.Rand) string { return lit(tsIn(r, 1900, 2200, "2006-01-02 15:04:05.999")) },
 		edge: []string{"'1960-05-05 05:05:05.005'", "'2100-01-01 00:00:00.001'"}},
-	{name: "timestamp ±infinity", slug: "ts_inf", sql: "timestamp", gen: func(r *rand.Rand) string { return lit([]string{"infinity", "-infinity", "2000-01-01 00:00:00"}[r.IntN(3)]) }},
+	{name: "timestamp ±infinity", slug: "ts_inf", sql: "timestamp", gen: func(r *rand.Rand) string {
+		return lit([]string{"infinity", "-infinity", "2000-01-01 00:00:00"}[r.IntN(3)])
+	}},
 	{name: "timestamptz", slug: "tstz", sql: "timestamptz", gen: func(r *rand.Rand) string {
 		return lit(tsIn(r, 1900, 2200, "2006-01-02 15:04:05.999999") + []string{"+00", "+05:30", "-08"}[r.IntN(3)])
 	}, edge: []string{"'1901-12-13 20:45:52+00'", "'1969-12-31 23:59:59.999999-01'", "'2038-01-19 03:14:08+00'", "'2500-01-01 00:00:00+14'"}},

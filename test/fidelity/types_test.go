@@ -105,7 +105,7 @@ func textArray(r *rand.Rand) string {
 var types = []colType{
 	{name: "smallint", slug: "int2", sql: "smallint", gen: intIn(-32768, 32767), edge: []string{"-32768", "32767", "0"}},
 	{name: "integer", slug: "int4", sql: "integer", gen: intIn(-2147483648, 2147483647), edge: []string{"-2147483648", "2147483647"}},
-	{name: "bigint", slug: "int8", sql: "bigint", gen: intIn(-1<<62, 1<<62), edge: []string{"-9223372036854775808", "9223372036854775807"}},
+	{name: "bigint", slug: "int8", sql: "bigint", gen: func(r *rand.Rand) string { return fmt.Sprint(int64(r.Uint64())) }, edge: []string{"-9223372036854775808", "9223372036854775807"}},
 	{name: "real", slug: "float4", sql: "real", gen: func(r *rand.Rand) string { return fmt.Sprint(float32(r.NormFloat64() * 1e4)) },
 		edge: []string{"1.17549435e-38", "3.4028235e+38", "-0.1"}},
 	{name: "double", slug: "float8", sql: "double precision", gen: func(r *rand.Rand) string { return fmt.Sprint(r.NormFloat64() * 1e9) },

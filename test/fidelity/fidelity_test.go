@@ -179,7 +179,8 @@ func runVariant(t *testing.T, f form, v variant, seed uint64) ([]cell, []string)
 		names = append(names, "fid."+tb.name)
 	}
 	d := testbed.RunDebezium(t, testbed.DebeziumOptions{Brokers: e.Brokers, SourceURL: srcURL, Tables: []string{`fid\..*`},
-		TopicPrefix: testbed.Name(t, "fid"), Converter: v.conv, RegistryURL: registryURL, DecimalHandling: v.decimal, Connector: conn})
+		TopicPrefix: testbed.Name(t, "fid"), Converter: v.conv, RegistryURL: registryURL, DecimalHandling: v.decimal, Connector: conn,
+		StartTimeout: 8 * time.Minute}) // two connectors start at once on a loaded machine
 	t.Logf("Debezium (%s) running after %s", v.name, d.StartedIn.Round(time.Millisecond))
 	var topics []string
 	for _, n := range names {

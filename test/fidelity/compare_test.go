@@ -3,6 +3,7 @@ package fidelity
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -170,13 +171,25 @@ func refusals(ctx context.Context, db querier, rp *replica, topicTable func(stri
 	return out, err
 }
 
-// versions returns every replica row as table:id → version.
+// versions returns every replica row as table:id → version. A replica made by create: true
+// has no table yet for a source table none of whose events was applied.
 func versions(ctx context.Context, db querier, schema string, tables []table) (map[string]int64, error) {
-	var parts []string
+	rs, err := db.Query(ctx, "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1", schema)
+	if err != nil {
+		return nil, err
+	}
+	have, err := pgx.CollectRows(rs, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	parts := []string{"SELECT ''::text, 0::bigint, 0::integer WHERE false"}
 	for _, tb := range tables {
+		if !slices.Contains(have, tb.name) {
+			continue
+		}
 		parts = append(parts, fmt.Sprintf("SELECT %s, id, version FROM %s", lit(tb.name), pgx.Identifier{schema, tb.name}.Sanitize()))
 	}
-	rs, err := db.Query(ctx, strings.Join(parts, " UNION ALL "))
+	rs, err = db.Query(ctx, strings.Join(parts, " UNION ALL "))
 	if err != nil {
 		return nil, err
 	}

@@ -49,6 +49,27 @@ func chooseForm(t *testing.T) form {
 	}
 }
 
+// narrow keeps the variants and types named in FIDELITY_VARIANTS and FIDELITY_TYPES (comma
+// separated names and slugs), when set: to rerun part of the matrix.
+func narrow(f form) form {
+	if s := os.Getenv("FIDELITY_VARIANTS"); s != "" {
+		var vs []variant
+		for _, v := range f.variants {
+			if slices.Contains(strings.Split(s, ","), v.name) {
+				vs = append(vs, v)
+			}
+		}
+		f.variants = vs
+	}
+	if s := os.Getenv("FIDELITY_TYPES"); s != "" {
+		f.types = nil
+		for _, slug := range strings.Split(s, ",") {
+			f.types = append(f.types, typeBySlug(slug))
+		}
+	}
+	return f
+}
+
 // TestFidelity is the replica fidelity suite: for each converter variant, a randomized
 // workload on a real source database (a table per type and replica identity), the real
 // Debezium connector, `eosink run` with the cdc plugin into a replica made from the source's
@@ -59,7 +80,7 @@ func chooseForm(t *testing.T) form {
 // refusal, stale expected-lossy entry or backwards move. FIDELITY=full (make fidelity) runs
 // the whole matrix; the default is the short form (expect_test.go says which cells).
 func TestFidelity(t *testing.T) {
-	f := chooseForm(t)
+	f := narrow(chooseForm(t))
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("FIDELITY_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
@@ -178,14 +199,16 @@ func runVariant(t *testing.T, f form, v variant, seed uint64) ([]cell, []string)
 	for _, tb := range tables {
 		names = append(names, "fid."+tb.name)
 	}
-	d := testbed.RunDebezium(t, testbed.DebeziumOptions{Brokers: e.Brokers, SourceURL: srcURL, Tables: []string{`fid\..*`},
-		TopicPrefix: testbed.Name(t, "fid"), Converter: v.conv, RegistryURL: registryURL, DecimalHandling: v.decimal, Connector: conn,
-		StartTimeout: 8 * time.Minute}) // two connectors start at once on a loaded machine
-	t.Logf("Debezium (%s) running after %s", v.name, d.StartedIn.Round(time.Millisecond))
+	prefix := testbed.Name(t, "fid")
 	var topics []string
 	for _, n := range names {
-		topics = append(topics, d.Topic(n))
+		topics = append(topics, prefix+"."+n)
 	}
+	createTopics(t, e.Brokers, topics) // at once: Connect creating 80 topics one by one takes minutes here
+	d := testbed.RunDebezium(t, testbed.DebeziumOptions{Brokers: e.Brokers, SourceURL: srcURL, Tables: []string{`fid\..*`},
+		TopicPrefix: prefix, Converter: v.conv, RegistryURL: registryURL, DecimalHandling: v.decimal, Connector: conn,
+		StartTimeout: 8 * time.Minute}) // two connectors start at once on a loaded machine
+	t.Logf("Debezium (%s) running after %s", v.name, d.StartedIn.Round(time.Millisecond))
 	waitTopics(t, e.Brokers, topics)
 	topicTable := func(topic string) string { return strings.TrimPrefix(topic, d.Topic("fid.")) }
 	for _, rp := range reps {

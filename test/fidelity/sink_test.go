@@ -178,6 +178,31 @@ func cli(t *testing.T, args ...string) string {
 	return string(out)
 }
 
+// createTopics creates the topics (one partition each) and deletes them when the test ends.
+func createTopics(t *testing.T, brokers string, topics []string) {
+	t.Helper()
+	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": brokers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var specs []kafka.TopicSpecification
+	for _, tp := range topics {
+		specs = append(specs, kafka.TopicSpecification{Topic: tp, NumPartitions: 1, ReplicationFactor: 1})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := a.CreateTopics(ctx, specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Error.Code() != kafka.ErrNoError && r.Error.Code() != kafka.ErrTopicAlreadyExists {
+			t.Fatalf("create topic %s: %v", r.Topic, r.Error)
+		}
+	}
+}
+
 func waitTopics(t *testing.T, brokers string, topics []string) {
 	t.Helper()
 	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": brokers})
@@ -185,7 +210,7 @@ func waitTopics(t *testing.T, brokers string, topics []string) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	testbed.Eventually(t, 3*time.Minute, "Debezium's topics", func() (bool, string) {
+	testbed.Eventually(t, 10*time.Minute, "Debezium's topics", func() (bool, string) {
 		md, err := a.GetMetadata(nil, true, 5000)
 		if err != nil {
 			return false, err.Error()

@@ -14,8 +14,8 @@ type colType struct {
 	name string // as printed in the cell lines
 	slug string // table name part
 	sql  string // the source column's type
-	// gen returns a value as an SQL literal expression; edge values are inserted first (some
-	// in the snapshot, some streamed).
+	// gen returns a value as an SQL literal expression; edge values are inserted first, so
+	// every table holds each of them (the snapshot reads them; updates stream others).
 	gen  func(r *rand.Rand) string
 	edge []string
 	// toast: one value per table (three in the full form) is 20 KB or more of incompressible

@@ -86,7 +86,7 @@ func newWorkload(c *pgx.Conn, seed uint64, tables []table, maxBig int, pkChangeB
 
 func (w *workload) value(tb table) string {
 	t := tb.typ
-	if i := w.edges[tb.name]; i < len(t.edge) && w.r.IntN(2) == 0 {
+	if i := w.edges[tb.name]; i < len(t.edge) { // every edge value, first: the snapshot reads them
 		w.edges[tb.name]++
 		return t.edge[i]
 	}

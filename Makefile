@@ -69,6 +69,10 @@ test: lint helm-test ## Check the Helm chart, start the services if needed, then
 test-unit: ## Unit tests only (no services)
 	$(GO) test $(TEST_TAGS) -race -count=1 ./internal/failpoint ./internal/pgerr ./internal/names ./sink
 
+.PHONY: fidelity
+fidelity: ## Replica fidelity suite, full form: every type x converter x replica identity through real Debezium into eosink run, every row compared (test/fidelity; make test runs the short form)
+	. test/services/use.sh && FIDELITY=full $(GO) test $(TEST_TAGS) -count=1 -v -timeout 3h -run TestFidelity ./test/fidelity
+
 # make chaos: every fault scenario with a longer fault phase; make chaos DURATION=30m: a soak.
 CHAOS_SECONDS ?= 60
 DURATION ?=

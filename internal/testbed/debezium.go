@@ -66,6 +66,8 @@ type DebeziumOptions struct {
 	Java        string        // java binary. Default: EOSINK_DEBEZIUM_JAVA, else java on PATH (17+)
 	Heap        string        // JVM -Xmx. Default: 512m
 	StopTimeout time.Duration // wait after SIGTERM before SIGKILL. Default: 30s
+	// StartTimeout bounds RunDebezium's start (StartDebezium's ctx). Default: 3 minutes.
+	StartTimeout time.Duration
 }
 
 // Debezium is a running Kafka Connect standalone worker with one Debezium PostgreSQL source
@@ -343,13 +345,17 @@ func writeProperties(path string, m map[string]string) error {
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
-// RunDebezium starts Debezium for a test (StartDebezium, at most 3 minutes) and stops it,
+// RunDebezium starts Debezium for a test (StartDebezium, at most StartTimeout) and stops it,
 // dropping its slot, when the test ends. Register it after the source database's cleanup, so
 // that it runs first. The worker's log is shown when the test failed; its folder is removed
 // when the test passed, unless EOSINK_DEBEZIUM_KEEP is set.
 func RunDebezium(t testing.TB, o DebeziumOptions) *Debezium {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	timeout := o.StartTimeout
+	if timeout <= 0 {
+		timeout = 3 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	d, err := StartDebezium(ctx, o)
 	if err != nil {

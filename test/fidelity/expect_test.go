@@ -18,9 +18,10 @@ type variant struct {
 
 var variants = []variant{
 	{name: "json", conv: testbed.JSONWithSchemas, create: true},
-	{name: "json-plain/precise", conv: testbed.JSONPlain, decimal: "precise"},
-	{name: "json-plain/string", conv: testbed.JSONPlain, decimal: "string", connector: map[string]string{"interval.handling.mode": "string"}},
-	{name: "json-plain/double", conv: testbed.JSONPlain, decimal: "double"},
+	{name: "json-plain/precise", conv: testbed.JSONPlain, decimal: "precise", sink: "  decimal_handling: precise\n"},
+	{name: "json-plain/string", conv: testbed.JSONPlain, decimal: "string", connector: map[string]string{"interval.handling.mode": "string"},
+		sink: "  decimal_handling: string\n"},
+	{name: "json-plain/double", conv: testbed.JSONPlain, decimal: "double", sink: "  decimal_handling: double\n"},
 	{name: "avro", conv: testbed.Avro, create: true, connector: map[string]string{"interval.handling.mode": "string"}},
 }
 

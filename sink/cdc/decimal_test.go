@@ -204,11 +204,11 @@ func TestDecimalThreeByteValues(t *testing.T) {
 }
 
 func TestDecimalHandlingConfig(t *testing.T) {
-	if _, err := New(Config{DecimalHandling: "exact"}); err == nil || !strings.Contains(err.Error(), "decimal_handling") {
+	if _, err := New(Config{Table: "replica.${source.table}", DecimalHandling: "exact"}); err == nil || !strings.Contains(err.Error(), "decimal_handling") {
 		t.Errorf("decimal_handling: exact: %v", err)
 	}
 	for _, m := range []string{"", DecimalPrecise, DecimalString, DecimalDouble} {
-		if _, err := New(Config{DecimalHandling: m}); err != nil {
+		if _, err := New(Config{Table: "replica.${source.table}", DecimalHandling: m}); err != nil {
 			t.Errorf("decimal_handling: %q: %v", m, err)
 		}
 	}

@@ -66,7 +66,7 @@ func (m mark) before(commit, lsn int64) bool {
 }
 
 func (m *mark) advance(s seen) {
-	if !m.set || m.before(s.commit, s.lsn) {
+	if !m.set || (mark{commit: s.commit, lsn: s.lsn}).before(m.commit, m.lsn) {
 		m.commit, m.lsn = s.commit, s.lsn
 	}
 	if !m.set || s.ts > m.ts {

@@ -3,6 +3,8 @@ package cdc
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/eosink/eosink/sink"
 )
 
 // TestRewoundResentNeverStops: a partition's stream, applied in order, then sent again from
@@ -66,5 +68,35 @@ func TestRewound(t *testing.T) {
 	}
 	if rewound(mark{}, seen{op: "u", commit: 1, lsn: 1, ts: 1 << 50}) {
 		t.Error("a partition without a mark counted a change as rewound")
+	}
+}
+
+// TestMarkAdvance: a mark is the largest position applied and the latest commit time seen,
+// whatever the order of the changes (the mark once kept the smallest position of a batch,
+// so that a source rewound into the middle of the last batch went unnoticed).
+func TestMarkAdvance(t *testing.T) {
+	var m mark
+	for _, s := range []seen{
+		{op: "r", lsn: 900, ts: 10},
+		{op: "u", commit: 1000, lsn: 1010, ts: 30},
+		{op: "u", commit: 1000, lsn: 1020, ts: 20},
+		{op: "u", commit: 1100, lsn: 1105, ts: 25},
+		{op: "u", commit: 1000, lsn: 1500, ts: 5}, // re-sent: below (1100, 1105)
+	} {
+		m.advance(s)
+	}
+	if want := (mark{commit: 1100, lsn: 1105, ts: 30, set: true}); m != want {
+		t.Fatalf("mark = %+v, want %+v", m, want)
+	}
+	var w watch
+	for i, s := range []seen{{op: "u", commit: 50376896, lsn: 50377160}, {op: "c", commit: 50388288, lsn: 50389744}, {op: "c", commit: 50388288, lsn: 50388300}} {
+		w.see(&sink.Record{Offset: int64(i)}, &event{op: s.op, commit: s.commit, lsn: s.lsn, ts: 1})
+	}
+	if w.max.commit != 50388288 || w.max.lsn != 50389744 {
+		t.Fatalf("batch mark = %+v, want (50388288, 50389744)", w.max)
+	}
+	// The promoted standby's snapshot, read at an LSN inside the last batch's range.
+	if !rewound(w.max, seen{op: "r", lsn: 50388336, ts: 5000}) {
+		t.Fatal("a snapshot below the batch's largest position, read later, is not counted rewound")
 	}
 }

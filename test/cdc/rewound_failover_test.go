@@ -119,8 +119,13 @@ func TestCDCSourceRewoundPromotedStandby(t *testing.T) {
 			}
 		}
 		diff := diffRows(rowsText(t, newSrc, "public.items"), rowsText(t, db, replicaTable))
-		return rewound == 2, fmt.Sprintf("stopped partitions: %v; the replica differs from the new source in %d rows, lag: %s; first: %s",
-			got, len(diff), lagText(t, e, offsets, pipeline), strings.Join(diff[:min(3, len(diff))], "; "))
+		var marks []string
+		mr, err := db.Query(ctx, `SELECT format('%s[%s] (%s, %s) ts %s', topic, partition, commit_lsn, lsn, ts_ms) FROM `+pgx.Identifier{offsets, "cdc_source_marks"}.Sanitize())
+		if err == nil {
+			marks, _ = pgx.CollectRows(mr, pgx.RowTo[string])
+		}
+		return rewound == 2, fmt.Sprintf("stopped partitions: %v; the replica differs from the new source in %d rows, lag: %s; marks: %v (%v); first: %s",
+			got, len(diff), lagText(t, e, offsets, pipeline), marks, err, strings.Join(diff[:min(3, len(diff))], "; "))
 	})
 	stopped := stoppedReasons(t, httpAddr)
 	t.Logf("stopped partitions: %v", stopped)

@@ -253,10 +253,22 @@ func (p *CDC) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 	pending := map[string]*stagedTable{}
 	var order []string
 	flush := func() error {
+		if len(order) == 0 {
+			return nil
+		}
+		reads, err := w.resnapshot(ctx, tx, p, b)
+		if err != nil {
+			return err
+		}
 		for _, name := range order {
-			if err := pending[name].apply(ctx, tx); err != nil {
+			if err := pending[name].apply(ctx, tx, reads); err != nil {
 				if ue := (*errUnavailable)(nil); errors.As(err, &ue) && ue.ord/2 < len(b.Records) {
 					return sink.Poison(&b.Records[ue.ord/2], ue)
+				}
+				if sd := (*errSnapshotDiffers)(nil); errors.As(err, &sd) && sd.ord/2 < len(b.Records) {
+					r := &b.Records[sd.ord/2]
+					s := w.at(r.Offset)
+					return sd.rewoundAt(r, s.lsn, s.ts)
 				}
 				return err
 			}

@@ -76,6 +76,8 @@ won AS (INSERT INTO %[6]s AS p (target, pk, commit_lsn, lsn, deleted)
 DELETE FROM %[1]s s WHERE NOT EXISTS (SELECT 1 FROM last l JOIN won ON won.pk = l.eosink_pk WHERE l.%[5]s = s.%[5]s)`,
 		t.stage, keys, colCommit, colLSN, colOrd, positions, colDel, t.pkExpr(""))
 
+	t.snapSQL = t.snapshotCheckSQL(positions)
+
 	conflict, upd := "DO NOTHING", fmt.Sprintf(`SELECT a.%s FROM a JOIN %s t ON %s WHERE NOT a.%s`, colOrd, t.name, strings.Join(join, " AND "), colDel)
 	if len(set) > 0 {
 		conflict = "DO UPDATE SET " + strings.Join(set, ", ")
@@ -121,4 +123,41 @@ func (t *target) truncate(ctx context.Context, tx pgx.Tx, ev *event) error {
 		return fmt.Errorf("cdc: truncate %s: %w", t.name, err)
 	}
 	return br.Close()
+}
+
+// snapshotCheckSQL returns the staged snapshot reads (op r, commit 0) that contradict the
+// replica: the key's stored position is a streamed change (commit > 0) at an LSN below the
+// snapshot's, yet the replica's row is missing, deleted, or differs from the read (compared
+// as text). A snapshot of a healthy source is taken after every change streamed before it,
+// so its row equals what those changes left; a source that went back in time (a promoted
+// standby that lagged, a restore from a backup) and was snapshotted again reads what its
+// new timeline wrote. Only reads that are the key's last staged change count (a streamed
+// change later in the batch supersedes the read). It runs only for batches that stage
+// snapshot reads (stagedTable.reads), in the merge's round trip.
+func (t *target) snapshotCheckSQL(positions string) string {
+	var sameKey, tKey, cmpT, cmpS []string
+	for _, k := range t.keys {
+		q := pgx.Identifier{k}.Sanitize()
+		sameKey = append(sameKey, fmt.Sprintf("o.%s = s.%s", q, q))
+		tKey = append(tKey, fmt.Sprintf("t.%s = s.%s", q, q))
+	}
+	for _, c := range t.cols {
+		if !contains(t.keys, c) {
+			q := pgx.Identifier{c}.Sanitize()
+			cmpT, cmpS = append(cmpT, "t."+q), append(cmpS, "s."+q)
+		}
+	}
+	differs := "false"
+	if len(cmpT) > 0 {
+		differs = fmt.Sprintf("ROW(%s)::text IS DISTINCT FROM ROW(%s)::text", strings.Join(cmpT, ", "), strings.Join(cmpS, ", "))
+	}
+	return fmt.Sprintf(`SELECT s.%[1]s, p.commit_lsn, p.lsn, p.deleted, t.%[2]s IS NOT NULL, %[3]s::text
+FROM %[4]s s JOIN %[5]s p ON p.target = $1 AND p.pk = %[3]s
+LEFT JOIN %[6]s t ON %[7]s
+WHERE s.%[8]s = 0 AND NOT s.%[9]s AND p.commit_lsn > 0 AND p.lsn < s.%[10]s
+  AND NOT EXISTS (SELECT 1 FROM %[4]s o WHERE %[11]s AND o.%[8]s > 0)
+  AND (p.deleted OR t.%[2]s IS NULL OR %[12]s)
+ORDER BY s.%[1]s LIMIT 1`,
+		colOrd, pgx.Identifier{t.keys[0]}.Sanitize(), t.pkExpr("s."), t.stage, positions, t.name, strings.Join(tKey, " AND "),
+		colCommit, colDel, colLSN, strings.Join(sameKey, " AND "), differs)
 }

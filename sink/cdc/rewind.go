@@ -50,14 +50,60 @@ type seen struct {
 
 // watch collects a batch's changes for the rewind check (checkRewind).
 type watch struct {
-	seen []seen
-	max  mark // the batch's largest position and latest commit time
+	seen   []seen
+	max    mark  // the batch's largest position and latest commit time
+	reads  bool  // seen holds snapshot reads
+	stored *mark // the partition's mark before this batch, once read (resnapshot)
 }
 
 func (w *watch) see(r *sink.Record, ev *event) {
 	s := seen{offset: r.Offset, op: ev.op, commit: ev.commit, lsn: ev.lsn, ts: ev.ts}
 	w.seen = append(w.seen, s)
 	w.max.advance(s)
+	w.reads = w.reads || s.op == "r"
+}
+
+// resnapshot reports whether the batch so far holds a snapshot read that is new to a
+// partition with streamed history: the source was snapshotted again (a read sent again
+// by a replay is as old as the mark). The merge then checks such reads against the
+// replica (snapshotCheckSQL). It reads the partition's mark once per batch, and only for
+// batches with snapshot reads.
+func (w *watch) resnapshot(ctx context.Context, tx pgx.Tx, p *CDC, b sink.Batch) (bool, error) {
+	if !w.reads {
+		return false, nil
+	}
+	if w.stored == nil {
+		var m mark
+		err := tx.QueryRow(ctx, `SELECT commit_lsn, lsn, ts_ms FROM `+p.marks+` WHERE pipeline = $1 AND topic = $2 AND partition = $3`,
+			p.pipeline, b.Topic, b.Partition).Scan(&m.commit, &m.lsn, &m.ts)
+		switch {
+		case err == nil:
+			m.set = true
+		case !errors.Is(err, pgx.ErrNoRows):
+			return false, fmt.Errorf("cdc: source mark of %s[%d]: %w", b.Topic, b.Partition, err)
+		}
+		w.stored = &m
+	}
+	m := *w.stored
+	if !m.set || m.commit == 0 {
+		return false, nil
+	}
+	for _, s := range w.seen {
+		if s.op == "r" && s.ts > m.ts+rewindSlack {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// at returns what the watch saw of the record at offset (zero if none).
+func (w *watch) at(offset int64) seen {
+	for _, s := range w.seen {
+		if s.offset == offset {
+			return s
+		}
+	}
+	return seen{}
 }
 
 // before reports whether the position (commit, lsn) is below m's.
@@ -110,9 +156,26 @@ type RewoundError struct {
 	// ByPartition is set when the position was applied by another partition of the topic
 	// (a new snapshot read below what the other partition applied); nil: this partition.
 	ByPartition *int32
+	// Key is set when a snapshot read of this key contradicts the replica although the
+	// key's stored change (AppliedCommit, AppliedLSN) is older than the snapshot: the
+	// replica's row is missing (Deleted: its stored change is a delete) or differs from
+	// the read (snapshotCheckSQL). Table is the target.
+	Key, Table string
+	Deleted    bool
 }
 
 func (e *RewoundError) Error() string {
+	if e.Key != "" {
+		what := "differs from the replica's row"
+		if e.Deleted {
+			what = "holds a row the replica deleted"
+		}
+		return fmt.Sprintf("cdc: source rewound: %s[%d]@%d: the snapshot read (source LSN %d) of key %s in %s %s, although the "+
+			"key's last applied change, at source position (%d, %d), is older than the snapshot: a snapshot of the same history "+
+			"would equal it, so the source failed over to a standby that lagged or was restored from a backup (or the replica "+
+			"was changed by hand, or changes were lost before this snapshot); resync the replica (docs/cdc.md, \"A source that fails over\")",
+			e.Topic, e.Partition, e.Offset, e.LSN, e.Key, e.Table, what, e.AppliedCommit, e.AppliedLSN)
+	}
 	by := "this partition"
 	if e.ByPartition != nil {
 		by = fmt.Sprintf("partition %d of the topic", *e.ByPartition)
@@ -153,6 +216,10 @@ func (w *watch) check(ctx context.Context, tx pgx.Tx, p *CDC, b sink.Batch) erro
 		m.set = true
 	case !errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("cdc: source mark of %s[%d]: %w", b.Topic, b.Partition, err)
+	}
+	if w.stored == nil {
+		stored := m // the mark before this batch, for the merge's resnapshot check
+		w.stored = &stored
 	}
 	resnapshot := -1 // the first snapshot read of the batch after streamed changes, if any
 	for i, s := range w.seen {
@@ -196,4 +263,23 @@ ORDER BY greatest(commit_lsn, lsn) DESC LIMIT 1`, p.pipeline, b.Topic, b.Partiti
 	}
 	return &RewoundError{Topic: b.Topic, Partition: b.Partition, Offset: s.offset, Op: s.op,
 		Commit: s.commit, LSN: s.lsn, TsMs: s.ts, AppliedCommit: o.commit, AppliedLSN: o.lsn, AppliedTsMs: o.ts, ByPartition: &part}
+}
+
+// errSnapshotDiffers is a staged snapshot read that contradicts the replica
+// (snapshotCheckSQL); Write makes it a *RewoundError for its record.
+type errSnapshotDiffers struct {
+	ord             int // the staged row (record index × 2 + 1)
+	commit, lsn     int64
+	deleted, stored bool
+	key, table      string
+}
+
+func (e *errSnapshotDiffers) Error() string {
+	return fmt.Sprintf("cdc: %s: snapshot read of key %s contradicts the replica (stored change at (%d, %d))", e.table, e.key, e.commit, e.lsn)
+}
+
+// rewoundAt makes e the *RewoundError of record r (the read at source LSN lsn).
+func (e *errSnapshotDiffers) rewoundAt(r *sink.Record, lsn, ts int64) *RewoundError {
+	return &RewoundError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Op: "r", LSN: lsn, TsMs: ts,
+		AppliedCommit: e.commit, AppliedLSN: e.lsn, Key: e.key, Table: e.table, Deleted: e.deleted || !e.stored}
 }

@@ -3,6 +3,7 @@ package cdc
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -17,6 +18,7 @@ type stagedTable struct {
 	t      *target
 	buf    []byte
 	priors map[string][]prior // by key (keyString): the changes staged for it, for fill
+	reads  int                // snapshot reads staged (op r): the merge then checks them (snapshotCheckSQL)
 }
 
 // add stages the rows of one change: an upsert of after for c, r and u (and, for a u that
@@ -45,6 +47,9 @@ func (s *stagedTable) add(ev *event, ord int) error {
 					return err
 				}
 			}
+		}
+		if ev.op == "r" {
+			s.reads++
 		}
 		return s.append(row, unavail, ev, ord+1, false)
 	case "d":
@@ -85,8 +90,10 @@ func (s *stagedTable) append(row []any, unavail []int, ev *event, ord int, del b
 // apply copies the staged rows and merges them (merge.go): under the target's shared merge
 // lock, the positions first, then the target rows, each in a statement of its own, in one
 // round trip. An upsert left with unavailable values and no row to keep them from is
-// *errUnavailable.
-func (s *stagedTable) apply(ctx context.Context, tx pgx.Tx) error {
+// *errUnavailable. With checkReads (a new snapshot of a source with streamed history:
+// watch.resnapshot), staged snapshot reads are first checked against the replica, and the
+// first that contradicts it is *errSnapshotDiffers.
+func (s *stagedTable) apply(ctx context.Context, tx pgx.Tx, checkReads bool) error {
 	if len(s.buf) == 0 {
 		return nil
 	}
@@ -99,12 +106,26 @@ func (s *stagedTable) apply(ctx context.Context, tx pgx.Tx) error {
 	}
 	b := &pgx.Batch{}
 	b.Queue(t.lockSQL, t.name)
+	checkReads = checkReads && s.reads > 0
+	if checkReads {
+		b.Queue(t.snapSQL, t.name)
+	}
 	b.Queue(t.positionsSQL, t.name)
 	b.Queue(t.applySQL)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
 		return fmt.Errorf("cdc: merge lock of %s: %w", t.name, err)
+	}
+	if checkReads {
+		var d errSnapshotDiffers
+		switch err := br.QueryRow().Scan(&d.ord, &d.commit, &d.lsn, &d.deleted, &d.stored, &d.key); {
+		case err == nil:
+			d.table = t.name
+			return &d
+		case !errors.Is(err, pgx.ErrNoRows):
+			return fmt.Errorf("cdc: snapshot check of %s: %w", t.name, err)
+		}
 	}
 	if _, err := br.Exec(); err != nil {
 		return fmt.Errorf("cdc: merge positions of %s: %w", t.name, err)

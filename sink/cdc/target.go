@@ -35,6 +35,7 @@ type target struct {
 	stage                           string
 	stageSQL, copySQL               string
 	lockSQL, positionsSQL, applySQL string // merge.go
+	snapSQL                         string // merge.go: snapshotCheckSQL
 	truncLockSQL, truncSQL          string
 }
 

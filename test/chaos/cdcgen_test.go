@@ -16,6 +16,13 @@ import (
 // running Debezium. The generator keeps a source database in memory and changes it one
 // source transaction at a time; every change gets a source position as Debezium gives one
 // (source.lsn increasing, source.sequence = [last commit LSN, lsn]), keyed by primary key.
+//
+// Scenario 18 sends each table's events on its own topic, as Debezium does. Scenario 22
+// (fanout > 1) sends each change event of a table on one of fanout topics picked at random,
+// <prefix>.public.<table>_p<N>, as from the partitions of a partitioned source table whose
+// rows move between partitions: one key's changes reach the target through different topics
+// and partitions, in an order that is not the source's, and only the source position says
+// which is the newest.
 
 // cdcKind is how a column travels in a change event.
 type cdcKind int
@@ -174,6 +181,7 @@ func (c cdcCol) schema() map[string]any {
 // cdcEvent is one generated record: a change event, or the tombstone after a delete.
 type cdcEvent struct {
 	table int
+	topic int    // index of its topic: table*fanout + the part it was sent on
 	key   string // the primary key's values as text, joined by |
 	op    string // c, r, u, d; "" for a tombstone
 	after []any  // the new row (c, r, u)
@@ -184,23 +192,30 @@ type cdcEvent struct {
 type cdcGen struct {
 	rng    *rand.Rand
 	prefix string // Debezium's topic.prefix
+	tables []*cdcTable
+	fanout int      // topics per table (1: Debezium's one topic per table)
+	doomed []string // fanout > 1: keys of table 0 inserted to be deleted soon (short-lived rows)
 	rows   []map[string][]any
 	keys   [][]string // the live keys of each table, to pick from
 	serial []int64    // the next new key of each table; keys are never used again
 	lsn    int64
 	commit int64 // the last commit LSN
 	txID   int64
-	events []cdcEvent // everything generated, in order
-	schema []map[string]any
-	keySch []map[string]any
+	events []cdcEvent       // everything generated, in order
+	schema []map[string]any // per topic
+	keySch []map[string]any // per topic
 }
 
-func newCDCGen(rng *rand.Rand, prefix string) *cdcGen {
-	g := &cdcGen{rng: rng, prefix: prefix, lsn: 0x3000000 + rng.Int64N(1<<20)*8, txID: 700 + rng.Int64N(1000)}
-	for _, t := range cdcTables {
+// newCDCGen returns a generator of tables, each sent on fanout topics.
+func newCDCGen(rng *rand.Rand, prefix string, tables []*cdcTable, fanout int) *cdcGen {
+	g := &cdcGen{rng: rng, prefix: prefix, tables: tables, fanout: fanout, lsn: 0x3000000 + rng.Int64N(1<<20)*8, txID: 700 + rng.Int64N(1000)}
+	for range tables {
 		g.rows = append(g.rows, map[string][]any{})
 		g.keys = append(g.keys, nil)
 		g.serial = append(g.serial, 1)
+	}
+	for topic := range len(tables) * fanout {
+		t := tables[topic/fanout]
 		var fields, keyFields []any
 		for i, c := range t.cols {
 			fields = append(fields, c.schema())
@@ -208,7 +223,7 @@ func newCDCGen(rng *rand.Rand, prefix string) *cdcGen {
 				keyFields = append(keyFields, c.schema())
 			}
 		}
-		name := prefix + ".public." + t.name
+		name := prefix + ".public." + g.sourceTable(topic)
 		value := map[string]any{"type": "struct", "name": name + ".Value", "optional": true, "fields": fields}
 		before, after := map[string]any{}, map[string]any{}
 		for k, v := range value {
@@ -226,6 +241,25 @@ func newCDCGen(rng *rand.Rand, prefix string) *cdcGen {
 		g.keySch = append(g.keySch, map[string]any{"type": "struct", "name": name + ".Key", "optional": false, "fields": keyFields})
 	}
 	return g
+}
+
+// sourceTable is the source table of the events on topic: the table, or with fanout > 1
+// the partition <table>_p<N>.
+func (g *cdcGen) sourceTable(topic int) string {
+	t := g.tables[topic/g.fanout]
+	if g.fanout == 1 {
+		return t.name
+	}
+	return fmt.Sprintf("%s_p%d", t.name, topic%g.fanout)
+}
+
+// topics returns the names of the generator's topics, in the order of their indexes.
+func (g *cdcGen) topics() []string {
+	var out []string
+	for topic := range len(g.tables) * g.fanout {
+		out = append(out, g.prefix+".public."+g.sourceTable(topic))
+	}
+	return out
 }
 
 var sourceSchema = map[string]any{"type": "struct", "name": "io.debezium.connector.postgresql.Source", "optional": false, "field": "source",
@@ -253,7 +287,7 @@ var cdcWords = []string{"plain", "O'Brien", `back\slash`, "tab\there", "new\nlin
 func (g *cdcGen) newKey(ti int) []any {
 	n := g.serial[ti]
 	g.serial[ti]++
-	switch cdcTables[ti].name {
+	switch g.tables[ti].name {
 	case "accounts":
 		return []any{int64(1_000_000_000_000 + n)}
 	case "order_lines":
@@ -276,7 +310,7 @@ func (g *cdcGen) fill(ti int, key []any, version int64) []any {
 		}
 		return v
 	}
-	switch cdcTables[ti].name {
+	switch g.tables[ti].name {
 	case "accounts":
 		// jsonb prints keys shorter first: write them so.
 		row = append(row, word(), g.rng.Int64N(2_000_000)-1_000_000, version,
@@ -290,18 +324,17 @@ func (g *cdcGen) fill(ti int, key []any, version int64) []any {
 	return row
 }
 
-func keyText(ti int, row []any) string {
+func keyText(t *cdcTable, row []any) string {
 	var s []string
-	for i := 0; i < cdcTables[ti].nkeys; i++ {
-		s = append(s, cdcTables[ti].cols[i].kind.text(row[i]))
+	for i := 0; i < t.nkeys; i++ {
+		s = append(s, t.cols[i].kind.text(row[i]))
 	}
 	return strings.Join(s, "|")
 }
 
 // image is a row as a JSON object; keyOnly: the key columns, the others null (the before
 // image of a delete without REPLICA IDENTITY FULL).
-func image(ti int, row []any, keyOnly bool) map[string]any {
-	t := cdcTables[ti]
+func image(t *cdcTable, row []any, keyOnly bool) map[string]any {
 	m := map[string]any{}
 	for i, c := range t.cols {
 		if keyOnly && i >= t.nkeys {
@@ -314,15 +347,19 @@ func image(ti int, row []any, keyOnly bool) map[string]any {
 }
 
 // emit adds a change event (op "" for a tombstone) of row (the new one for c, r, u; the
-// old one for d) with before (or nil).
+// old one for d) with before (or nil), on one of the table's topics.
 func (g *cdcGen) emit(ti int, op string, row, before []any, snapshot string, lsn int64) {
-	t := cdcTables[ti]
+	t := g.tables[ti]
+	topic := ti * g.fanout
+	if g.fanout > 1 {
+		topic += g.rng.IntN(g.fanout)
+	}
 	keyPayload := map[string]any{}
 	for i := 0; i < t.nkeys; i++ {
 		keyPayload[t.cols[i].name] = t.cols[i].kind.payload(row[i])
 	}
-	k := mustJSON(map[string]any{"schema": g.keySch[ti], "payload": keyPayload})
-	ev := cdcEvent{table: ti, key: keyText(ti, row), op: op, k: k}
+	k := mustJSON(map[string]any{"schema": g.keySch[topic], "payload": keyPayload})
+	ev := cdcEvent{table: ti, topic: topic, key: keyText(t, row), op: op, k: k}
 	if op == "" {
 		g.events = append(g.events, ev)
 		return
@@ -335,21 +372,21 @@ func (g *cdcGen) emit(ti int, op string, row, before []any, snapshot string, lsn
 	}
 	ts := time.Now().UnixMilli()
 	src := map[string]any{"version": "3.1.2.Final", "connector": "postgresql", "name": g.prefix, "ts_ms": ts, "snapshot": snapshot,
-		"db": "source", "sequence": seq, "ts_us": ts * 1000, "ts_ns": ts * 1_000_000, "schema": "public", "table": t.name,
+		"db": "source", "sequence": seq, "ts_us": ts * 1000, "ts_ns": ts * 1_000_000, "schema": "public", "table": g.sourceTable(topic),
 		"txId": g.txID, "lsn": lsn, "xmin": nil}
 	payload := map[string]any{"before": nil, "after": nil, "source": src, "op": op, "ts_ms": ts,
 		"transaction": nil}
 	switch op {
 	case "d":
-		payload["before"] = image(ti, row, !t.full)
+		payload["before"] = image(t, row, !t.full)
 	default:
-		payload["after"] = image(ti, row, false)
+		payload["after"] = image(t, row, false)
 		ev.after = row
 		if before != nil {
-			payload["before"] = image(ti, before, false)
+			payload["before"] = image(t, before, false)
 		}
 	}
-	ev.v = mustJSON(map[string]any{"schema": g.schema[ti], "payload": payload})
+	ev.v = mustJSON(map[string]any{"schema": g.schema[topic], "payload": payload})
 	g.events = append(g.events, ev)
 }
 
@@ -362,7 +399,7 @@ func mustJSON(v any) []byte {
 }
 
 func (g *cdcGen) put(ti int, row []any) {
-	k := keyText(ti, row)
+	k := keyText(g.tables[ti], row)
 	if _, ok := g.rows[ti][k]; !ok {
 		g.keys[ti] = append(g.keys[ti], k)
 	}
@@ -383,7 +420,7 @@ func (g *cdcGen) remove(ti int, k string) {
 // snapshot reads n new rows per table (op r), as Debezium's initial snapshot does: every
 // read has the snapshot's LSN.
 func (g *cdcGen) snapshot(n int) {
-	for ti := range cdcTables {
+	for ti := range g.tables {
 		for i := 0; i < n; i++ {
 			row := g.fill(ti, g.newKey(ti), g.lsn)
 			g.put(ti, row)
@@ -399,22 +436,37 @@ func (g *cdcGen) snapshot(n int) {
 
 // tx runs one source transaction of one to three changes: inserts, updates, primary key
 // changes (Debezium: a delete of the old key, its tombstone, a create of the new key, all
-// at the update's LSN) and deletes (with their tombstone).
+// at the update's LSN) and deletes (with their tombstone). With fanout > 1, a third of the
+// inserts are of short-lived rows, deleted in one of the next transactions: the insert and
+// the delete of one key then often travel on different topics at nearly the same time.
 func (g *cdcGen) tx() {
 	g.txID++
 	for n := 1 + g.rng.IntN(3); n > 0; n-- {
 		g.lsn += 8 * (1 + g.rng.Int64N(40))
-		ti := g.rng.IntN(len(cdcTables))
-		t := cdcTables[ti]
+		ti := g.rng.IntN(len(g.tables))
+		t := g.tables[ti]
 		p := g.rng.IntN(100)
 		if len(g.keys[ti]) < 20 {
 			p = 0
+		}
+		if ti == 0 && len(g.doomed) > 0 && g.rng.IntN(2) == 0 {
+			k := g.doomed[0]
+			g.doomed = g.doomed[1:]
+			if old, ok := g.rows[ti][k]; ok {
+				g.remove(ti, k)
+				g.emit(ti, "d", old, nil, "false", g.lsn)
+				g.emit(ti, "", old, nil, "", 0)
+				continue
+			}
 		}
 		switch {
 		case p < 30: // insert
 			row := g.fill(ti, g.newKey(ti), g.lsn)
 			g.put(ti, row)
 			g.emit(ti, "c", row, nil, "false", g.lsn)
+			if g.fanout > 1 && ti == 0 && g.rng.IntN(3) == 0 {
+				g.doomed = append(g.doomed, keyText(t, row))
+			}
 		case p < 75: // update
 			k := g.keys[ti][g.rng.IntN(len(g.keys[ti]))]
 			old := g.rows[ti][k]
@@ -449,15 +501,15 @@ func (g *cdcGen) tx() {
 // cdcModel is the expected replica: the generated events applied in order, per key (c, r
 // and u write the new row, d deletes, tombstones do nothing). It shares nothing with the
 // generator's own state or with the plugin: each table's rows as text, by key.
-func cdcModel(events []cdcEvent) []map[string][]string {
-	m := make([]map[string][]string, len(cdcTables))
+func cdcModel(tables []*cdcTable, events []cdcEvent) []map[string][]string {
+	m := make([]map[string][]string, len(tables))
 	for i := range m {
 		m[i] = map[string][]string{}
 	}
 	for _, ev := range events {
 		switch ev.op {
 		case "c", "r", "u":
-			t := cdcTables[ev.table]
+			t := tables[ev.table]
 			row := make([]string, len(t.cols))
 			for i, c := range t.cols {
 				row[i] = c.kind.text(ev.after[i])

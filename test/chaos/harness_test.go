@@ -1,7 +1,7 @@
 // Package chaos is eosink's fault-injection suite. Each scenario runs sink processes
-// (examples/points; scenario 18 runs cmd/eosink with the cdc plugin) against the real broker
-// and database, injects one kind of fault, and checks the outcome with an independent
-// verifier (verify_test.go; scenario 18's in scenarios_cdc_test.go). `make test` runs a short
+// (examples/points; scenarios 18 and 22 run cmd/eosink with the cdc plugin) against the real
+// broker and database, injects one kind of fault, and checks the outcome with an independent
+// verifier (verify_test.go; that of 18 and 22 in scenarios_cdc_test.go). `make test` runs a short
 // version of every scenario; `make chaos` runs longer ones and prints a table, also written
 // as JSON to $CHAOS_REPORT.
 //

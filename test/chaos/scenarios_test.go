@@ -57,6 +57,7 @@ func TestChaos(t *testing.T) {
 	t.Run("19-relay-kills", scenarioRelayKills)
 	t.Run("20-relay-zombie-sigstop", scenarioRelayZombie)
 	t.Run("21-relay-race", scenarioRelayRace)
+	t.Run("22-cdc-multi-topic-one-target", scenarioCDCMultiTopicOneTarget)
 }
 
 // 1. SIGKILL at every commit boundary through failpoints, and at random times.

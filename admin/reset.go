@@ -13,6 +13,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/eosink/eosink/migrations"
 	"github.com/eosink/eosink/rebalance"
 )
 
@@ -188,8 +189,10 @@ func (c *Client) Plan(ctx context.Context, sel Selector, target Target) ([]Chang
 // position each partition really had: it locks each row (waiting for a running sink's batch
 // in flight, at most 10s) and moves it from wherever it is then. Each epoch is bumped so
 // that the current owner is fenced; a change with a TopicID stores it as the topic's id; a
-// recorded stop (stopped_*) is cleared; one audit row is written per change;
-// rebalance.NotifyChannel is notified. A row created by a sink between Plan and Apply is
+// recorded stop (stopped_*) is cleared; rebalance.NotifyChannel is notified. The audit row of
+// each change is written by the offsets table's trigger (migration 7), with operator and
+// reason as this transaction declares them (see declareAudit) and the session's role and
+// address as the server knows them; Apply refuses a schema older than that migration. A row created by a sink between Plan and Apply is
 // moved like any other (From is where the sink created it). Apply returns ErrMoved when a
 // row that Plan saw was deleted, or when a row Plan did not see is created by a sink between
 // Apply's read and its insert.
@@ -203,14 +206,16 @@ func (c *Client) Apply(ctx context.Context, changes []Change, operator, reason s
 		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '10s'"); err != nil {
 			return err
 		}
+		if err := c.declareAudit(ctx, tx, operator, reason); err != nil {
+			return err
+		}
 		pipelines := map[string]bool{}
 		for i := range out {
 			ch := &out[i]
 			var from int64
 			var owner string
-			var fromID *string
-			err := tx.QueryRow(ctx, `SELECT next_offset, coalesce(owner, ''), topic_id FROM `+c.table("offsets")+`
-				WHERE pipeline = $1 AND topic = $2 AND partition = $3 FOR UPDATE`, ch.Pipeline, ch.Topic, ch.Partition).Scan(&from, &owner, &fromID)
+			err := tx.QueryRow(ctx, `SELECT next_offset, coalesce(owner, '') FROM `+c.table("offsets")+`
+				WHERE pipeline = $1 AND topic = $2 AND partition = $3 FOR UPDATE`, ch.Pipeline, ch.Topic, ch.Partition).Scan(&from, &owner)
 			switch {
 			case errors.Is(err, pgx.ErrNoRows):
 				if ch.From != nil {
@@ -237,12 +242,6 @@ func (c *Client) Apply(ctx context.Context, changes []Change, operator, reason s
 					return err
 				}
 			}
-			if _, err := tx.Exec(ctx, `INSERT INTO `+c.table("offsets_audit")+
-				` (operator, reason, pipeline, topic, partition, from_offset, to_offset, from_topic_id, to_topic_id, db_user, client_addr)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULLIF($9, ''), session_user, inet_client_addr())`,
-				operator, reason, ch.Pipeline, ch.Topic, ch.Partition, ch.From, ch.To, fromID, ch.TopicID); err != nil {
-				return err
-			}
 			pipelines[ch.Pipeline] = true
 		}
 		for p := range pipelines {
@@ -256,6 +255,26 @@ func (c *Client) Apply(ctx context.Context, changes []Change, operator, reason s
 		return nil, err
 	}
 	return out, nil
+}
+
+// auditVersion is the framework migration whose trigger writes offsets_audit.
+const auditVersion = 7
+
+// declareAudit names, for the offsets table's audit trigger, the operator and the reason of
+// the changes tx makes (transaction-local settings eosink.operator and eosink.reason). It
+// fails when eosink's schema is older than auditVersion, whose trigger would not see them:
+// the moves would then go unaudited.
+func (c *Client) declareAudit(ctx context.Context, tx pgx.Tx, operator, reason string) error {
+	var version int64
+	if err := tx.QueryRow(ctx, "SELECT version FROM "+c.table(migrations.Table)+" LIMIT 1").Scan(&version); err != nil {
+		return fmt.Errorf("read the schema version of %q: %w", c.schema, err)
+	}
+	if version < auditVersion {
+		return fmt.Errorf("eosink schema %q is at version %d; moving positions needs version %d or later, whose trigger writes the audit: run `eosink migrate up`",
+			c.schema, version, auditVersion)
+	}
+	_, err := tx.Exec(ctx, "SELECT set_config('eosink.operator', $1, true), set_config('eosink.reason', $2, true)", operator, reason)
+	return err
 }
 
 func (c *Client) partitions(topic string) ([]int32, error) {

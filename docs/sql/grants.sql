@@ -18,11 +18,13 @@ GRANT SELECT, INSERT, UPDATE ON :"schema".instances TO :"run_role";
 -- dead letters, in the batch's transaction (INSERT ... ON CONFLICT DO UPDATE)
 GRANT SELECT, INSERT, UPDATE ON :"schema".dead_letters TO :"run_role";
 GRANT USAGE ON SEQUENCE :"schema".dead_letters_id_seq TO :"run_role";
--- offsets_audit is written by operators (`eosink offsets set`), not by the sink: no grant.
+-- offsets_audit is written by the offsets table's trigger (migration 7), as its owner: no
+-- grant. pipeline_roles (migration 7) is readable by every role, each its own mappings.
 -- The plugins' tables in eosink's schema, when their migrations made them: the inbox's event
--- ids (DELETE for retention) and the cdc plugin's positions (the never-backwards guard).
+-- ids (DELETE for retention), the cdc plugin's positions (the never-backwards guard) and its
+-- source marks (a source that went back in time).
 SELECT format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.%I TO %I', :'schema', t, :'run_role')
-  FROM unnest(ARRAY['inbox', 'cdc_positions']) AS t
+  FROM unnest(ARRAY['inbox', 'cdc_positions', 'cdc_source_marks']) AS t
  WHERE to_regclass(format('%I.%I', :'schema', t)) IS NOT NULL
 \gexec
 -- The outbox (the outbox plugin and outbox.Add), when its migration made it: the sink only

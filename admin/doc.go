@@ -51,8 +51,9 @@
 // and a Target (Earliest, Latest, Offset, Time, or ParseTarget's text) without writing
 // anything, and refuses a target outside a partition's log. Apply makes planned moves in one
 // transaction: it locks each row, bumps its epoch, which fences the owner's next commit,
-// writes one row per move to the offsets_audit table with the operator and the reason (and,
-// recorded by the server, the session's database role and client address), and
+// has the offsets table's trigger (migration 7) write one row per move to the offsets_audit
+// table with the operator and the reason (and, recorded by the server, the session's
+// database role and client address), and
 // notifies the running sinks, which claim the partition again at its new position without a
 // restart. A row that a sink created after Plan is moved like any other. Reset is Plan then
 // Apply, planning again on ErrMoved (a planned row was deleted, or a sink created one while

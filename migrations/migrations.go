@@ -1,6 +1,8 @@
 // Package migrations holds the framework's own schema: the offsets table, its audit (with
 // the session's role and client address since migration 6), the dead letters, the stop
-// columns and the instances' heartbeats. The files are embedded and applied with
+// columns and the instances' heartbeats; since migration 7, the pipeline_roles table whose
+// row-level security policies confine a role to its pipelines' rows, and the triggers that
+// write the audit (docs/security.md, "One role per pipeline" and "The audit"). The files are embedded and applied with
 // golang-migrate (iofs source, pgx5 driver) by github.com/eosink/eosink/sink.Migrate or by
 // `eosink migrate`.
 package migrations

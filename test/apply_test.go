@@ -74,8 +74,8 @@ func TestApplyRefusesARowDeletedAfterPlan(t *testing.T) {
 	}
 	var rows, audits int
 	err = pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM "+p.offsetsTable()+" WHERE pipeline = $1), (SELECT count(*) FROM "+
-		pgx.Identifier{p.OffsetsSchema, "offsets_audit"}.Sanitize()+" WHERE pipeline = $1)", p.Group).Scan(&rows, &audits)
+		pgx.Identifier{p.OffsetsSchema, "offsets_audit"}.Sanitize()+" WHERE pipeline = $1 AND operator = 'test-operator')", p.Group).Scan(&rows, &audits)
 	if err != nil || rows != 0 || audits != 0 {
-		t.Fatalf("after the refused Apply: %d offsets rows, %d audit rows (%v), want none", rows, audits, err)
+		t.Fatalf("after the refused Apply: %d offsets rows, %d audit rows of the operator (%v), want none", rows, audits, err)
 	}
 }

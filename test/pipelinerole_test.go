@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eosink/eosink/admin"
+	"github.com/eosink/eosink/internal/migrator"
 	"github.com/eosink/eosink/internal/testbed"
 	"github.com/eosink/eosink/rebalance"
 	"github.com/eosink/eosink/sink"
@@ -333,6 +334,22 @@ func TestAuditRecordsEpochChangesAndBackwardMoves(t *testing.T) {
 			}
 		}
 	}
+	// A row moved to another key: its old key loses the position, the new key gets it.
+	if _, err := opsPool.Exec(ctx, `INSERT INTO `+tbl+` (pipeline, topic, partition, next_offset) VALUES ('P', 't', 3, 30)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := opsPool.Exec(ctx, `UPDATE `+tbl+` SET partition = 4 WHERE pipeline = 'P' AND partition = 3`); err != nil {
+		t.Fatal(err)
+	}
+	var renamed []string
+	if err := owner.QueryRow(ctx, `SELECT array_agg(concat_ws(',', change, partition, from_offset, to_offset, reason, db_user) ORDER BY id) FROM `+
+		pgx.Identifier{schema, "offsets_audit"}.Sanitize()+` WHERE pipeline = 'P' AND partition IN (3, 4)`).Scan(&renamed); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"insert,3,30,created," + ops, "delete,3,30,renamed to P/t/4," + ops, "insert,4,30,renamed from P/t/3," + ops}
+	if strings.Join(renamed, " ") != strings.Join(want, " ") {
+		t.Errorf("audit of a row created, then moved to another key: %q; want %q", renamed, want)
+	}
 }
 
 // TestAuditRowCannotClaimAnotherRole: an operator holding INSERT on offsets_audit cannot write
@@ -468,4 +485,63 @@ func TestRoleSeparatedPipelineEndToEnd(t *testing.T) {
 func owner0(t *testing.T, p *pipeline, owner *string) error {
 	return connect(t, p).QueryRow(context.Background(), `SELECT coalesce(owner, '') FROM `+p.offsetsTable()+
 		` WHERE pipeline = $1 AND topic = $2 AND partition = 0`, p.Group, p.Topic).Scan(owner)
+}
+
+// TestRolePluginTablesIsolated: docs/sql/pipeline_role.sql gives the plugins' tables keyed by
+// pipeline (the cdc plugin's cdc_source_marks, the inbox keyed by subscriber) the policy of
+// eosink's own, when their migrations made them: A's role cannot change or add B's rows there.
+func TestRolePluginTablesIsolated(t *testing.T) {
+	t.Parallel()
+	e := testbed.Require(t)
+	ctx := context.Background()
+	schema, target := isolatedSchema(t, e)
+	for _, set := range []struct{ dir, table string }{{"cdc", "eosink_cdc_schema_migrations"}, {"inbox", "eosink_inbox_schema_migrations"}} {
+		m, err := migrator.Open(ctx, e.DatabaseURL, migrator.Set{FS: os.DirFS(filepath.Join("..", "sink", set.dir, "migrations")), Schema: schema, Table: set.table})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = m.Up()
+		_ = m.Close()
+		if err != nil {
+			t.Fatalf("%s migrations: %v", set.dir, err)
+		}
+	}
+	roleA, roleB := dbRole(t, e, "ra"), dbRole(t, e, "rb")
+	for _, r := range []string{roleA, roleB} {
+		grantRun(t, e, r, schema, target)
+	}
+	confine(t, e, "A", roleA, schema)
+	confine(t, e, "B", roleB, schema)
+	confine(t, e, "B", roleB, schema) // again: the script can be rerun
+	s := pgx.Identifier{schema}.Sanitize()
+	if _, err := testbed.Pool(t, e).Exec(ctx, fmt.Sprintf(`INSERT INTO %[1]s.cdc_source_marks VALUES ('A', 't', 0, 1, 1, 1), ('B', 't', 0, 2, 2, 2);
+		INSERT INTO %[1]s.inbox (subscriber, event_id, payload_hash, topic, partition, "offset") VALUES ('A', 'e1', '\x00', 't', 0, 1), ('B', 'e1', '\x00', 't', 0, 1)`, s)); err != nil {
+		t.Fatal(err)
+	}
+	a := rolePool(t, e, roleA)
+	for _, q := range []string{
+		`UPDATE ` + s + `.cdc_source_marks SET commit_lsn = 0, lsn = 0 WHERE pipeline = 'B'`,
+		`UPDATE ` + s + `.inbox SET duplicates = 99 WHERE subscriber = 'B'`,
+		`DELETE FROM ` + s + `.inbox WHERE subscriber = 'B'`,
+	} {
+		if tag, err := a.Exec(ctx, q); err != nil || tag.RowsAffected() != 0 {
+			t.Errorf("%s as A's role: %d rows, %v; want 0 rows", q, tag.RowsAffected(), err)
+		}
+	}
+	for _, q := range []string{
+		`INSERT INTO ` + s + `.cdc_source_marks VALUES ('B', 't', 1, 0, 0, 0)`,
+		`INSERT INTO ` + s + `.inbox (subscriber, event_id, payload_hash, topic, partition, "offset") VALUES ('B', 'e2', '\x00', 't', 0, 2)`,
+	} {
+		if _, err := a.Exec(ctx, q); !isInsufficientPrivilege(err) {
+			t.Errorf("%s as A's role: %v; want a row-level security violation (SQLSTATE 42501)", q, err)
+		}
+	}
+	if tag, err := a.Exec(ctx, `UPDATE `+s+`.cdc_source_marks SET ts_ms = 5 WHERE pipeline = 'A'`); err != nil || tag.RowsAffected() != 1 {
+		t.Errorf("A's role on its own source mark: %d rows, %v", tag.RowsAffected(), err)
+	}
+	var marks, dups int64
+	if err := testbed.Pool(t, e).QueryRow(ctx, `SELECT (SELECT commit_lsn FROM `+s+`.cdc_source_marks WHERE pipeline = 'B' AND partition = 0),
+		(SELECT count(*) FROM `+s+`.inbox WHERE subscriber = 'B' AND duplicates = 0)`).Scan(&marks, &dups); err != nil || marks != 2 || dups != 1 {
+		t.Errorf("B's rows after A's attempts: source mark %d, inbox rows %d (%v); want 2 and 1", marks, dups, err)
+	}
 }

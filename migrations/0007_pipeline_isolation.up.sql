@@ -113,6 +113,10 @@ BEGIN
     RETURN NULL;
 END
 $$;
+-- A trigger fires without EXECUTE on its function; without it nobody else can attach the
+-- function (which runs as the owner) to a table of their own.
+REVOKE ALL ON FUNCTION offsets_audit_change() FROM PUBLIC;
+REVOKE ALL ON FUNCTION offsets_audit_stamp() FROM PUBLIC;
 CREATE TRIGGER audit_insert AFTER INSERT ON offsets FOR EACH ROW EXECUTE FUNCTION offsets_audit_change();
 CREATE TRIGGER audit_delete AFTER DELETE ON offsets FOR EACH ROW EXECUTE FUNCTION offsets_audit_change();
 -- The WHEN clause keeps the commit path free: a forward advance under the same epoch, topic

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"testing"
 
-
 	"github.com/eosink/eosink/internal/testbed"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/cdc"

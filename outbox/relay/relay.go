@@ -23,6 +23,15 @@
 // retry never guesses what was committed. A relay fenced later (another took the shard)
 // stops that shard with ErrFenced.
 //
+// # A database that went back
+//
+// A restore or a failover to a standby that lagged gives the database transaction ids the
+// relay's position has passed. Before each Kafka transaction that needs one, the relay
+// commits a generation row in the database and stores the generation with the position;
+// every read checks that the database still holds it, and a database that does not stops
+// the shard with ErrDatabaseRewound, before anything is skipped or deleted. Resync is the
+// remedy. See generation.go and docs/outbox.md.
+//
 // # Cleanup, metrics, drain
 //
 // Published rows are deleted in bulk by a background loop once older than Retention, and

@@ -77,13 +77,16 @@ func (b *bed) logged() (relay.Config, *syncBuffer) {
 
 // expectRewoundStop waits for the relay's Run to end with ErrDatabaseRewound, named in an
 // ERROR line with reason database_rewound and the remedy.
-func expectRewoundStop(t *testing.T, done <-chan error, logs *syncBuffer) {
+func (b *bed) expectRewoundStop(done <-chan error, logs *syncBuffer) {
+	t := b.t
 	t.Helper()
 	var err error
 	select {
 	case err = <-done:
 	case <-time.After(60 * time.Second):
-		t.Fatalf("the relay did not stop within 60s of the database going back:\n%s", logs.String())
+		counts, _ := b.published()
+		t.Fatalf("the relay did not stop within 60s of the database going back; %d of the 20 rows written since are in the outbox, "+
+			"%d of them in Kafka (%d distinct events in Kafka)", b.rows("c"), countPrefix(counts, "c"), len(counts))
 	}
 	var se *relay.ShardError
 	if !errors.Is(err, relay.ErrDatabaseRewound) || !errors.As(err, &se) || se.Shard != 0 {
@@ -123,6 +126,16 @@ func (b *bed) resync(url string, phantoms []string) {
 	if p.Contains("phantom event c-") || p.Contains("phantom event d-") {
 		b.t.Errorf("eosink relay -resync lists an event the database holds as a phantom")
 	}
+}
+
+func countPrefix(counts map[string]int, prefix string) int {
+	n := 0
+	for id := range counts {
+		if strings.HasPrefix(id, prefix+"-") {
+			n++
+		}
+	}
+	return n
 }
 
 func ids(prefix string, n int) []string {
@@ -183,7 +196,7 @@ func TestRelayDatabaseRestoredFromBackup(t *testing.T) {
 	b.connect(pg.URL("postgres"))
 	b.commit("c", 0, 20)
 
-	expectRewoundStop(t, done, logs)
+	b.expectRewoundStop(done, logs)
 	if n := b.rows("c"); n != 20 {
 		t.Errorf("%d of the 20 rows written after the restore are in the outbox, want all: nothing may be deleted", n)
 	}
@@ -240,7 +253,7 @@ func TestRelayFailoverToLaggingStandby(t *testing.T) {
 	b.connect(standby.URL("postgres"))
 	b.commit("c", 0, 20)
 
-	expectRewoundStop(t, done, logs)
+	b.expectRewoundStop(done, logs)
 	if n := b.rows("c"); n != 20 {
 		t.Errorf("%d of the 20 rows written after the failover are in the outbox, want all: nothing may be deleted", n)
 	}

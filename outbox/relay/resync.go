@@ -204,7 +204,7 @@ FROM `+r.table+` o WHERE o.shard = $1 AND (o.xid, o.id) > ($2::text::xid8, $3) A
 	if !since.IsZero() {
 		since = since.Add(-ResyncClockMargin)
 	}
-	inKafka, err := eventIDsSince(kctx, r.c.Kafka, topics, since)
+	inKafka, err := eventIDsSince(ctx, r.c.Kafka, topics, since) // as long as the topics take to read
 	if err != nil {
 		return rep, err
 	}

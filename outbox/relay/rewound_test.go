@@ -100,9 +100,8 @@ func (b *bed) expectRewoundStop(done <-chan error, logs *syncBuffer) {
 	}
 }
 
-// resync runs the documented remedy, `eosink relay -config FILE -resync`, against url, and
-// checks its report: rewound, the phantom events listed.
-func (b *bed) resync(url string, phantoms []string) {
+// resyncFile writes a relay config file for the remedy, with the database at url.
+func (b *bed) resyncFile(url string) string {
 	b.t.Helper()
 	path := filepath.Join(b.t.TempDir(), "relay.yaml")
 	text := fmt.Sprintf("database: {url: %q, schema: %s}\nkafka: {brokers: %q}\nrelay: {name: %s, position_topic: %s, transaction_timeout: 10s}\n",
@@ -110,6 +109,14 @@ func (b *bed) resync(url string, phantoms []string) {
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		b.t.Fatal(err)
 	}
+	return path
+}
+
+// resync runs the documented remedy, `eosink relay -config FILE -resync`, against url, and
+// checks its report: rewound, the phantom events listed.
+func (b *bed) resync(url string, phantoms []string) {
+	b.t.Helper()
+	path := b.resyncFile(url)
 	p := testbed.StartProcess(b.t, eosinkBin, "relay -resync", []string{"relay", "-config", path, "-resync"})
 	if err := p.Wait(120 * time.Second); err != nil {
 		b.t.Fatalf("eosink relay -resync: %v\n%s", err, p.Output())
@@ -136,6 +143,17 @@ func countPrefix(counts map[string]int, prefix string) int {
 		}
 	}
 	return n
+}
+
+// resyncAgain runs the remedy a second time: the database holds the new position's
+// generation, and nothing is done.
+func (b *bed) resyncAgain(url string) {
+	b.t.Helper()
+	path := b.resyncFile(url)
+	p := testbed.StartProcess(b.t, eosinkBin, "relay -resync (again)", []string{"relay", "-config", path, "-resync"})
+	if err := p.Wait(120 * time.Second); err != nil || !p.Contains("shard 0: the database holds the generation of the Kafka position") {
+		b.t.Fatalf("eosink relay -resync a second time: %v, want nothing to do\n%s", err, p.Output())
+	}
 }
 
 func ids(prefix string, n int) []string {
@@ -204,6 +222,7 @@ func TestRelayDatabaseRestoredFromBackup(t *testing.T) {
 		t.Errorf("%d distinct events in Kafka after the stop, want 40 (a and b)", len(counts))
 	}
 	b.resync(pg.URL("postgres"), ids("b", 20))
+	b.resyncAgain(pg.URL("postgres"))
 	b.afterRemedy()
 }
 

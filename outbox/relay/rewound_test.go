@@ -114,7 +114,7 @@ func (b *bed) resyncFile(url string) string {
 
 // resync runs the documented remedy, `eosink relay -config FILE -resync`, against url, and
 // checks its report: rewound, the phantom events listed.
-func (b *bed) resync(url string, phantoms []string) {
+func (b *bed) resync(url string, phantoms, notPhantoms []string, inKafka int) {
 	b.t.Helper()
 	path := b.resyncFile(url)
 	p := testbed.StartProcess(b.t, eosinkBin, "relay -resync", []string{"relay", "-config", path, "-resync"})
@@ -129,6 +129,14 @@ func (b *bed) resync(url string, phantoms []string) {
 		if !p.Contains("shard 0: phantom event " + id + "\n") {
 			b.t.Errorf("eosink relay -resync does not list the phantom event %s", id)
 		}
+	}
+	for _, id := range notPhantoms {
+		if p.Contains("shard 0: phantom event " + id + "\n") {
+			b.t.Errorf("eosink relay -resync lists %s as a phantom, but the database holds it", id)
+		}
+	}
+	if want := fmt.Sprintf(" %d of them already in Kafka,", inKafka); !p.Contains(want) {
+		b.t.Errorf("eosink relay -resync does not say%s", want)
 	}
 	if p.Contains("phantom event c-") || p.Contains("phantom event d-") {
 		b.t.Errorf("eosink relay -resync lists an event the database holds as a phantom")
@@ -187,7 +195,8 @@ func (b *bed) afterRemedy() {
 // lost. The relay stops the shard with ErrDatabaseRewound (an ERROR line with reason
 // database_rewound) instead of skipping them, nothing is deleted, and after the documented
 // remedy (`eosink relay -resync`, which lists the lost events as phantoms) every event is
-// in Kafka once.
+// in Kafka once, including those written again with the same event ids after the restore
+// (found in Kafka, not published twice).
 func TestRelayDatabaseRestoredFromBackup(t *testing.T) {
 	root := testbed.ClusterRoot(t, "relay-restore-")
 	pg := testbed.NewPrimary(t, root, "pg")
@@ -213,15 +222,21 @@ func TestRelayDatabaseRestoredFromBackup(t *testing.T) {
 	pg.Start()
 	b.connect(pg.URL("postgres"))
 	b.commit("c", 0, 20)
+	b.commit("b", 0, 10) // the same work done again (a sink replaying from its restored offsets): the same event ids
 
 	b.expectRewoundStop(done, logs)
 	if n := b.rows("c"); n != 20 {
 		t.Errorf("%d of the 20 rows written after the restore are in the outbox, want all: nothing may be deleted", n)
 	}
+	if n := b.rows("b"); n != 10 {
+		t.Errorf("%d of the 10 rows redone after the restore are in the outbox, want all: nothing may be deleted", n)
+	}
 	if counts, _ := b.published(); len(counts) != 40 {
 		t.Errorf("%d distinct events in Kafka after the stop, want 40 (a and b)", len(counts))
 	}
-	b.resync(pg.URL("postgres"), ids("b", 20))
+	// b-0..9 are in the database again and already in Kafka: not published again, not
+	// phantoms; b-10..19 are phantoms.
+	b.resync(pg.URL("postgres"), ids("b", 20)[10:], ids("b", 10), 10)
 	b.resyncAgain(pg.URL("postgres"))
 	b.afterRemedy()
 }
@@ -280,6 +295,6 @@ func TestRelayFailoverToLaggingStandby(t *testing.T) {
 		t.Errorf("%d distinct events in Kafka after the stop, want 40 (a and b)", len(counts))
 	}
 	b.env.DatabaseURL = url
-	b.resync(url, ids("b", 20))
+	b.resync(url, ids("b", 20), nil, 0)
 	b.afterRemedy()
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/eosink/eosink/internal/failpoint"
 	"github.com/eosink/eosink/internal/pgerr"
 )
 
@@ -92,6 +93,9 @@ func (b *Balancer) assign(c *kafka.Consumer, parts []kafka.TopicPartition, coope
 	b.log.Info("partitions assigned", "count", len(parts), "partitions", describe(parts), "cooperative", cooperative)
 	var toAssign []kafka.TopicPartition
 	if b.err == nil {
+		if len(parts) > 0 {
+			failpoint.Eval(failpoint.InAssign)
+		}
 		ids := b.topicIDs(c, parts)
 		for _, p := range parts {
 			claim, err := b.claim(c, p, ids[*p.Topic])
@@ -134,6 +138,9 @@ func (b *Balancer) assign(c *kafka.Consumer, parts []kafka.TopicPartition, coope
 	}
 	for _, p := range toAssign {
 		b.assigned[partitionKey{*p.Topic, p.Partition}] = true
+	}
+	if len(parts) > 0 {
+		failpoint.Eval(failpoint.AfterAssign)
 	}
 	return b.err
 }

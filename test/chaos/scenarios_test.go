@@ -57,6 +57,9 @@ func TestChaos(t *testing.T) {
 	t.Run("19-relay-kills", scenarioRelayKills)
 	t.Run("20-relay-zombie-sigstop", scenarioRelayZombie)
 	t.Run("21-relay-race", scenarioRelayRace)
+	for _, p := range staleClaimProtocols {
+		t.Run("22-stale-claim-"+p.name, scenarioStaleClaim(p.args))
+	}
 }
 
 // 1. SIGKILL at every commit boundary through failpoints, and at random times.

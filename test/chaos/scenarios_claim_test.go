@@ -101,14 +101,14 @@ func scenarioStaleClaim(protocol []string) func(t *testing.T) {
 				if !exited || !testbed.KilledBySIGKILL(err) || !stale.Contains("failpoint fired: after-assign kill") {
 					t.Fatalf("the stale member did not die at the end of its stale callback: %v (exited %v)", err, exited)
 				}
-				r.fault("assign callback stalled past the rebalance timeout while the others took over; member killed after it")
+				r.fault("assign callback stalled past the rebalance timeout while the others took over; member killed after it" + abandoned(stale))
 			} else {
 				testbed.Eventually(t, 60*time.Second, "the stale member to lose its stale assignment", func() (bool, string) {
 					return stale.Contains(`msg="partitions revoked"`), "not yet"
 				})
-				r.fault("assign callback stalled past the rebalance timeout while the others took over")
 				r.produceNow(200)
 				stale.StopClean(60 * time.Second)
+				r.fault("assign callback stalled past the rebalance timeout while the others took over" + abandoned(stale))
 			}
 		}
 		r.endFaults(stop, wait)
@@ -197,4 +197,12 @@ func (r *run) waitRows(conn *pgx.Conn, partitions int, live map[string]bool) {
 		}
 		return len(rows) == partitions, fmt.Sprint(rows)
 	})
+}
+
+// abandoned says, for a fault's evidence, whether the stale member abandoned its claims.
+func abandoned(stale *testbed.Process) string {
+	if stale.Contains("claim abandoned") {
+		return "; its claims abandoned"
+	}
+	return ""
 }

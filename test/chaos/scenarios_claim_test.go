@@ -71,7 +71,7 @@ func scenarioStaleClaim(protocol []string) func(t *testing.T) {
 			r.waitRows(conn, partitions, live)
 			before := r.epochs(conn)
 			kill := round%2 == 0
-			fp := "EOSINK_FAILPOINTS=in-assign=sleep(20s)@1"
+			fp := "EOSINK_FAILPOINTS=in-assign=sleep(30s)@1"
 			if kill {
 				fp += ",after-assign=kill@1"
 			}
@@ -84,7 +84,7 @@ func scenarioStaleClaim(protocol []string) func(t *testing.T) {
 			joinerID := instance()
 			procs = append(procs, r.sink(flags("-instance", joinerID)))
 			live[joinerID] = true
-			testbed.Eventually(t, 19*time.Second, fmt.Sprintf("the others to claim the stalled member's partitions %v", held), func() (bool, string) {
+			testbed.Eventually(t, 28*time.Second, fmt.Sprintf("the others to claim the stalled member's partitions %v", held), func() (bool, string) {
 				now := r.epochs(conn)
 				for _, p := range held {
 					if !live[now[p].owner] || now[p].epoch <= before[p].epoch {
@@ -113,6 +113,9 @@ func scenarioStaleClaim(protocol []string) func(t *testing.T) {
 		}
 		r.endFaults(stop, wait)
 		r.finish(120*time.Second, func(verdict) string {
+			if n := countAll(procs, "the claim that took it went nowhere"); n > 0 {
+				r.note(fmt.Sprintf("partitions claimed again after a stale claim took them x%d", n))
+			}
 			var stopped int
 			err := conn.QueryRow(context.Background(), `SELECT count(*) FROM `+pgx.Identifier{r.p.OffsetsSchema, "offsets"}.Sanitize()+
 				` WHERE pipeline = $1 AND topic = $2 AND stopped_reason IS NOT NULL`, r.p.Group, r.p.Topic).Scan(&stopped)

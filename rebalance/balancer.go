@@ -107,13 +107,11 @@ func (b *Balancer) assign(c *kafka.Consumer, parts []kafka.TopicPartition, coope
 		epochs, err := b.epochs(parts)
 		if err != nil {
 			b.err = err
+			parts = nil // claim nothing: the sink closes the consumer
 		}
 		failpoint.Eval(failpoint.InAssign)
 		ids := b.topicIDs(c, parts)
 		for _, p := range parts {
-			if b.err != nil {
-				break
-			}
 			expect, found := epochs[*p.Topic][p.Partition]
 			claim, err := b.claim(c, p, ids[*p.Topic], expect, found)
 			if errors.Is(err, ErrClaimTaken) {
@@ -164,7 +162,7 @@ func (b *Balancer) assign(c *kafka.Consumer, parts []kafka.TopicPartition, coope
 	for _, p := range toAssign {
 		b.assigned[partitionKey{*p.Topic, p.Partition}] = true
 	}
-	if len(parts) > 0 {
+	if b.err == nil && len(parts) > 0 {
 		failpoint.Eval(failpoint.AfterAssign)
 	}
 	return b.err

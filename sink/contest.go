@@ -21,7 +21,8 @@ import (
 // the assignment, and stops.
 //
 // So a partition whose claim was abandoned (Lifecycle.Contested), or whose worker was fenced
-// by another instance's claim, is contested: it stays assigned here, paused, consuming
+// by another instance's claim (at a commit, or, for an idle partition, seen by checkEpochs
+// with the heartbeat), is contested: it stays assigned here, paused, consuming
 // nothing. After contestGrace, if it is still assigned here (no revoke or loss came) and the
 // row's epoch has not moved since, this instance claims it again on the condition that the
 // epoch is still the one read (rebalance.Store.ClaimIf) and consumes it from the stored
@@ -91,6 +92,34 @@ func (s *Sink) contest(ctx context.Context, k partitionKey, w *worker, pos rebal
 	if s.restartWorker(k, cl) {
 		s.log.Info("partition claimed again: the claim that took it went nowhere while it stayed assigned here",
 			"topic", k.topic, "partition", k.partition, "epoch", cl.Epoch, "next_offset", cl.NextOffset, "was_owner", pos.Owner)
+	}
+}
+
+// checkEpochs compares the epochs of the running workers' rows with their own, and asks the
+// poll goroutine to look at each row another claim took (reclaimIfReset, then contest): an
+// idle partition has no commit to be fenced by, so a stale claim of it would otherwise go
+// unseen until its next record. The persister calls it with every heartbeat; a failed read
+// is left to the next one.
+func (s *Sink) checkEpochs(ctx context.Context) {
+	ws := s.liveWorkers()
+	if len(ws) == 0 || s.store == nil {
+		return
+	}
+	topics := make([]string, len(ws))
+	partitions := make([]int32, len(ws))
+	for i, w := range ws {
+		topics[i], partitions[i] = w.topic, w.partition
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	epochs, err := s.store.Epochs(ctx, topics, partitions)
+	if err != nil {
+		return
+	}
+	for _, w := range ws {
+		if e, ok := epochs[w.topic][w.partition]; ok && e != w.epoch {
+			s.requestRecheck(partitionKey{w.topic, w.partition})
+		}
 	}
 }
 

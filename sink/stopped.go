@@ -178,6 +178,7 @@ func (s *Sink) persister(ctx context.Context) {
 	for {
 		s.flushStops(context.Background())
 		s.heartbeat(context.Background(), false)
+		s.checkEpochs(context.Background())
 		select {
 		case <-ctx.Done():
 			s.flushStops(context.Background())

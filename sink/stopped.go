@@ -63,7 +63,8 @@ func StopReason(err error) string {
 func StopRemedy(reason string) string {
 	switch reason {
 	case StopFenced:
-		return "another claim owns the partition; nothing to do if its owner is alive (eosink status), otherwise restart this instance"
+		return "another claim owns the partition; while Kafka still assigns it here, this instance claims it again after session.timeout.ms " +
+			"(a stale claim); if it stays stopped, check its owner with eosink status and restart this instance"
 	case StopOutOfRange:
 		return "records not yet applied were deleted or the log was truncated; choose where to go on with " +
 			"`eosink offsets set -pipeline P -topic T -partition N -to earliest|OFFSET -reason TEXT`"
@@ -184,6 +185,7 @@ func (s *Sink) persister(ctx context.Context) {
 	for {
 		s.flushStops(context.Background())
 		s.heartbeat(context.Background(), false)
+		s.checkEpochs(context.Background())
 		select {
 		case <-ctx.Done():
 			s.flushStops(context.Background())

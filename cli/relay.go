@@ -156,14 +156,15 @@ func mappingValue(doc *yaml.Node, key string) *yaml.Node {
 	return nil
 }
 
-// relayCmd: eosink relay -config FILE [-migrate] [-validate].
+// relayCmd: eosink relay -config FILE [-migrate] [-validate] [-resync].
 func relayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("eosink relay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	config := fs.String("config", "", "relay config file (YAML; see docs/outbox.md)")
 	migrate := fs.Bool("migrate", false, "apply the outbox migrations to the file's schema first")
 	validate := fs.Bool("validate", false, "check the file and exit")
-	h := help{usage: "eosink relay -config FILE [-migrate] [-validate]",
+	resync := fs.Bool("resync", false, "after a shard stopped with database_rewound (a restore or a failover): publish what the database holds and Kafka lacks, report the phantom events, set new positions, and exit (docs/outbox.md)")
+	h := help{usage: "eosink relay -config FILE [-migrate] [-validate] [-resync]",
 		desc: "Publish the transactional outbox to Kafka exactly once until SIGTERM or SIGINT, then finish the Kafka transactions under way and exit 0."}
 	fs.Usage = func() { h.print(fs.Output(), fs) }
 	if err := fs.Parse(args); err != nil {
@@ -205,6 +206,24 @@ func relayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err := outbox.Migrate(ctx, c.DatabaseURL, c.Schema); err != nil {
 			return errors.New(redact(err.Error()))
 		}
+	}
+	if *resync {
+		reps, err := relay.Resync(ctx, c)
+		for _, rep := range reps {
+			if !rep.Rewound {
+				fmt.Fprintf(stdout, "shard %d: the database holds the generation of the Kafka position %s: nothing to do\n", rep.Shard, rep.To)
+				continue
+			}
+			fmt.Fprintf(stdout, "shard %d: rewound; from %s to %s: %d rows in doubt, %d of them already in Kafka, %d published; %d phantom events\n",
+				rep.Shard, rep.From, rep.To, rep.InDoubt, rep.InKafka, rep.Published, len(rep.Phantoms))
+			for _, id := range rep.Phantoms {
+				fmt.Fprintf(stdout, "shard %d: phantom event %s\n", rep.Shard, redact(id))
+			}
+		}
+		if err != nil {
+			return errors.New(redact(err.Error()))
+		}
+		return nil
 	}
 	if web.listen != "" {
 		ln, err := net.Listen("tcp", web.listen)

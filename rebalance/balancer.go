@@ -9,6 +9,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/eosink/eosink/internal/failpoint"
 	"github.com/eosink/eosink/internal/pgerr"
 )
 
@@ -23,6 +24,13 @@ type Lifecycle interface {
 	// they are unassigned in Kafka. It returns when the partitions' in-flight batches have
 	// committed (revoke) or been rolled back (lost). A lost partition must never commit.
 	Stop(partitions []kafka.TopicPartition, lost bool)
+	// Contested is called for a partition whose claim was abandoned: its row's epoch moved
+	// since the assignment began (Store.ClaimAt), so another instance, or an operator, came
+	// first and this callback may be one that ran past the group's timeouts. c holds the row
+	// as read after the refusal (c.Epoch is not this instance's). The partition is assigned
+	// in Kafka at c.NextOffset, but it must not be consumed under c.Epoch; the lifecycle may
+	// claim it later with Store.ClaimIf if this instance still holds it then.
+	Contested(c Claim)
 	// Failed is called for a partition that was claimed but cannot be consumed (stored
 	// offset out of range, topic recreated, no stored position). It is not assigned in Kafka.
 	// The Balancer logs the refusal at Info only: Failed reports it (the sink logs an ERROR
@@ -91,10 +99,29 @@ func (b *Balancer) OnRebalance(c *kafka.Consumer, ev kafka.Event) error {
 func (b *Balancer) assign(c *kafka.Consumer, parts []kafka.TopicPartition, cooperative bool) error {
 	b.log.Info("partitions assigned", "count", len(parts), "partitions", describe(parts), "cooperative", cooperative)
 	var toAssign []kafka.TopicPartition
-	if b.err == nil {
+	if b.err == nil && len(parts) > 0 {
+		// The rows as they are when the assignment begins: each claim below is made only if
+		// its row is still so. A callback that outlasts the group's timeouts (a slow broker
+		// query, a stalled process) cannot learn that the partitions moved on meanwhile, but
+		// the next owner's claim shows in the row, and this claim then gives way to it.
+		epochs, err := b.epochs(parts)
+		if err != nil {
+			b.err = err
+			parts = nil // claim nothing: the sink closes the consumer
+		}
+		failpoint.Eval(failpoint.InAssign)
 		ids := b.topicIDs(c, parts)
 		for _, p := range parts {
-			claim, err := b.claim(c, p, ids[*p.Topic])
+			expect, found := epochs[*p.Topic][p.Partition]
+			claim, err := b.claim(c, p, ids[*p.Topic], expect, found)
+			if errors.Is(err, ErrClaimTaken) {
+				claim, err = b.contested(p, expect, found)
+				if err == nil {
+					b.lifecycle.Contested(claim)
+					toAssign = append(toAssign, kafka.TopicPartition{Topic: p.Topic, Partition: p.Partition, Offset: kafka.Offset(claim.NextOffset)})
+					continue
+				}
+			}
 			if err != nil {
 				var perr *PartitionError
 				if errors.As(err, &perr) {
@@ -135,6 +162,9 @@ func (b *Balancer) assign(c *kafka.Consumer, parts []kafka.TopicPartition, coope
 	for _, p := range toAssign {
 		b.assigned[partitionKey{*p.Topic, p.Partition}] = true
 	}
+	if b.err == nil && len(parts) > 0 {
+		failpoint.Eval(failpoint.AfterAssign)
+	}
 	return b.err
 }
 
@@ -158,9 +188,57 @@ func (b *Balancer) revoke(c *kafka.Consumer, parts []kafka.TopicPartition, coope
 	return c.IncrementalUnassign(ours)
 }
 
-// claim claims one partition, retrying transient database errors. A *PartitionError means
-// this partition cannot be consumed; any other error means the sink cannot go on.
-func (b *Balancer) claim(c *kafka.Consumer, p kafka.TopicPartition, topicID string) (Claim, error) {
+// epochs reads the epochs of parts' rows (Store.Epochs), retrying transient errors for up
+// to ClaimTimeout.
+func (b *Balancer) epochs(parts []kafka.TopicPartition) (map[string]map[int32]int64, error) {
+	topics := make([]string, len(parts))
+	partitions := make([]int32, len(parts))
+	for i, p := range parts {
+		topics[i], partitions[i] = *p.Topic, p.Partition
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.ClaimTimeout)
+	defer cancel()
+	backoff := 100 * time.Millisecond
+	for {
+		epochs, err := b.store.Epochs(ctx, topics, partitions)
+		if err == nil || !retryable(err) || ctx.Err() != nil {
+			return epochs, err
+		}
+		b.log.Warn("reading the epochs of the assigned partitions failed, retrying", "err", err, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("gave up after %s: %w", b.ClaimTimeout, err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// contested reads the row of a partition whose claim was abandoned (ErrClaimTaken) for
+// Lifecycle.Contested, and logs the abandonment. When the row cannot be read (or is gone)
+// it returns a *PartitionError: the partition is then stopped here as refused at claim.
+func (b *Balancer) contested(p kafka.TopicPartition, expect int64, found bool) (Claim, error) {
+	cl := Claim{Topic: *p.Topic, Partition: p.Partition}
+	ctx, cancel := context.WithTimeout(context.Background(), b.BrokerTimeout)
+	defer cancel()
+	pos, ok, err := b.store.Peek(ctx, cl.Topic, cl.Partition)
+	if err == nil && !ok {
+		err = errors.New("the row is gone")
+	}
+	if err != nil {
+		return Claim{}, &PartitionError{Topic: cl.Topic, Partition: cl.Partition, Err: fmt.Errorf("%w; reading its row failed: %w", ErrClaimTaken, err)}
+	}
+	cl.Epoch, cl.NextOffset = pos.Epoch, pos.NextOffset
+	b.log.Warn("claim abandoned: the partition was claimed by another instance after this assignment began",
+		"topic", cl.Topic, "partition", cl.Partition, "expected_epoch", expect, "expected_row", found, "epoch", pos.Epoch, "owner", pos.Owner)
+	return cl, nil
+}
+
+// claim claims one partition at the epoch read when the assignment began (expect, or no row
+// when found is false; Store.ClaimAt), retrying transient database errors. An error matching
+// ErrClaimTaken means another claim came first; a *PartitionError means this partition
+// cannot be consumed; any other error means the sink cannot go on.
+func (b *Balancer) claim(c *kafka.Consumer, p kafka.TopicPartition, topicID string, expect int64, found bool) (Claim, error) {
 	topic, part := *p.Topic, p.Partition
 	timeoutMs := int(b.BrokerTimeout.Milliseconds())
 	var low, high int64 = -1, -1
@@ -202,8 +280,12 @@ func (b *Balancer) claim(c *kafka.Consumer, p kafka.TopicPartition, topicID stri
 	ctx, cancel := context.WithTimeout(context.Background(), b.ClaimTimeout)
 	defer cancel()
 	backoff := 100 * time.Millisecond
-	for {
-		cl, err := b.store.Claim(ctx, topic, part, topicID, initial)
+	for retried := false; ; retried = true {
+		cl, err := b.store.ClaimAt(ctx, topic, part, topicID, expect, found, initial)
+		if errors.Is(err, ErrClaimTaken) && retried {
+			// The last try's COMMIT may have taken effect although its connection failed.
+			cl, err = b.ownBump(ctx, topic, part, expect, found, err)
+		}
 		if err == nil {
 			cl, err = b.check(cl, topicID, watermarks, &low, &high)
 			if err == nil {
@@ -222,6 +304,19 @@ func (b *Balancer) claim(c *kafka.Consumer, p kafka.TopicPartition, topicID stri
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
+}
+
+// ownBump returns the row as a claim when it shows this instance's own claim of the epoch
+// after expect (a retried claim whose earlier COMMIT took effect unseen); otherwise taken.
+func (b *Balancer) ownBump(ctx context.Context, topic string, part int32, expect int64, found bool, taken error) (Claim, error) {
+	if !found {
+		expect = 0
+	}
+	pos, ok, err := b.store.Peek(ctx, topic, part)
+	if err != nil || !ok || pos.Owner != b.store.owner || pos.Epoch != expect+1 {
+		return Claim{}, taken
+	}
+	return Claim{Topic: topic, Partition: part, Epoch: pos.Epoch, NextOffset: pos.NextOffset, Created: pos.Epoch == 1}, nil
 }
 
 // retryable reports whether a claim that failed with err may be tried again: transient

@@ -85,10 +85,8 @@ func (s *Store) Claim(ctx context.Context, topic string, partition int32, topicI
 	if start < 0 {
 		return Claim{}, fmt.Errorf("initial position for %s[%d] resolved to %d", topic, partition, start)
 	}
-	_, err = s.pool.Exec(ctx, `INSERT INTO `+s.table+` (pipeline, topic, partition, next_offset, topic_id)
-		VALUES ($1, $2, $3, $4, NULLIF($5, '')) ON CONFLICT DO NOTHING`, s.pipeline, topic, partition, start, topicID)
-	if err != nil {
-		return Claim{}, fmt.Errorf("create offset row for %s[%d]: %w", topic, partition, err)
+	if err := s.create(ctx, topic, partition, topicID, start); err != nil {
+		return Claim{}, err
 	}
 	c, found, err = s.bump(ctx, topic, partition, topicID, -1)
 	if err == nil && !found {
@@ -96,6 +94,83 @@ func (s *Store) Claim(ctx context.Context, topic string, partition int32, topicI
 	}
 	c.Created = c.Epoch == 1
 	return c, err
+}
+
+// Epochs returns the stored epoch of each of the partitions of topics[i], partitions[i] that
+// has a row, without waiting for locks: the last committed claims. The Balancer reads them
+// when an assignment begins, so that each claim it makes for that assignment can be made on
+// the condition that no other claim came meanwhile (ClaimAt). Partitions with no row are
+// missing from the map.
+func (s *Store) Epochs(ctx context.Context, topics []string, partitions []int32) (map[string]map[int32]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT o.topic, o.partition, o.epoch FROM `+s.table+` o
+		JOIN unnest($2::text[], $3::int[]) AS a(topic, partition) ON a.topic = o.topic AND a.partition = o.partition
+		WHERE o.pipeline = $1`, s.pipeline, topics, partitions)
+	if err != nil {
+		return nil, fmt.Errorf("read the epochs of the assigned partitions: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]map[int32]int64{}
+	for rows.Next() {
+		var topic string
+		var partition int32
+		var epoch int64
+		if err := rows.Scan(&topic, &partition, &epoch); err != nil {
+			return nil, fmt.Errorf("read the epochs of the assigned partitions: %w", err)
+		}
+		if out[topic] == nil {
+			out[topic] = map[int32]int64{}
+		}
+		out[topic][partition] = epoch
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the epochs of the assigned partitions: %w", err)
+	}
+	return out, nil
+}
+
+// ClaimAt is Claim on the condition that the row is as Epochs read it when the assignment
+// began: epoch expect if found, or no row (or one created and never claimed, epoch 0) if not.
+// When another claim or an operator's change came in between, it claims nothing and returns
+// an error matching ErrClaimTaken: the claim was made for an assignment this instance may no
+// longer hold (its rebalance callback ran past the group's timeouts while the partition
+// moved on), and taking the partition would fence its rightful owner.
+func (s *Store) ClaimAt(ctx context.Context, topic string, partition int32, topicID string, expect int64, found bool, initial func() (int64, error)) (Claim, error) {
+	if !found {
+		expect = 0 // the default epoch of a new row
+	}
+	c, ok, err := s.bump(ctx, topic, partition, topicID, expect)
+	if err != nil || ok {
+		return c, err
+	}
+	if found {
+		return Claim{}, fmt.Errorf("claim %s[%d] at epoch %d: %w", topic, partition, expect, ErrClaimTaken)
+	}
+	start, err := initial()
+	if err != nil {
+		return Claim{}, err
+	}
+	if start < 0 {
+		return Claim{}, fmt.Errorf("initial position for %s[%d] resolved to %d", topic, partition, start)
+	}
+	if err := s.create(ctx, topic, partition, topicID, start); err != nil {
+		return Claim{}, err
+	}
+	c, ok, err = s.bump(ctx, topic, partition, topicID, 0)
+	if err == nil && !ok {
+		err = fmt.Errorf("claim new row %s[%d]: %w", topic, partition, ErrClaimTaken)
+	}
+	c.Created = c.Epoch == 1
+	return c, err
+}
+
+// create inserts a missing row at next offset start (epoch 0); an existing row is kept.
+func (s *Store) create(ctx context.Context, topic string, partition int32, topicID string, start int64) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.table+` (pipeline, topic, partition, next_offset, topic_id)
+		VALUES ($1, $2, $3, $4, NULLIF($5, '')) ON CONFLICT DO NOTHING`, s.pipeline, topic, partition, start, topicID)
+	if err != nil {
+		return fmt.Errorf("create offset row for %s[%d]: %w", topic, partition, err)
+	}
+	return nil
 }
 
 // ClaimIf claims a partition again only if its row still has epoch expect: a compare-and-set

@@ -59,6 +59,7 @@ func (s *Sink) stopWorkers(parts []kafka.TopicPartition, abort bool, timeout tim
 			paused = append(paused, kafka.TopicPartition{Topic: p.Topic, Partition: p.Partition})
 			delete(s.paused, k)
 		}
+		delete(s.contested, k)
 		w := s.workers[k]
 		if w == nil {
 			continue

@@ -36,6 +36,13 @@ var (
 	// return errors that match it; the partition stops with reason source_rewound.
 	ErrSourceRewound = errors.New("eosink: the source went back in time")
 
+	// ErrDecimalAmbiguous: a decimal value reads as two different numbers under the encodings
+	// its producer may have used, and the configuration does not say which (the cdc plugin's
+	// decimal_handling unset, JSON without schemas). Plugins return errors that match it
+	// rather than guess; the partition stops with reason decimal_ambiguous, whatever the
+	// poison policy says: every later record could be misread too.
+	ErrDecimalAmbiguous = errors.New("eosink: a decimal value is ambiguous under the configured encoding")
+
 	// ErrClosed is returned by Run when called on a Sink that has already run.
 	ErrClosed = errors.New("eosink: sink already ran; create a new one")
 	// ErrTxOwned is returned by the Tx given to a Handler when it tries to Commit or Roll back:

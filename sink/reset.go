@@ -21,8 +21,9 @@ import (
 // sink learns of it in two ways: a worker whose commit is fenced, and a notification (for
 // partitions with no traffic). Either way the poll goroutine reads the row; only when it
 // names this sink's InstanceID as the fenced owner does it claim the partition again and
-// seek to the new position. A fence by another instance (a zombie's case) leaves the
-// partition stopped. Partitions stopped when they were claimed (out of range, topic
+// seek to the new position. A fence by another instance's claim stops the partition here;
+// if this instance still holds it in Kafka a grace period later, that claim went nowhere
+// and this instance claims it again (contest.go). Partitions stopped when they were claimed (out of range, topic
 // recreated) were never assigned; they take a new position at their next assignment.
 
 // ErrReclaimFailed: after an operator's reset, claiming the partition again kept failing
@@ -81,8 +82,22 @@ func (s *Sink) reclaimIfReset(k partitionKey) {
 		time.AfterFunc(s.cfg.MaxRetryBackoff, func() { s.requestRecheck(k) })
 		return
 	}
+	if found && pos.Epoch != w.epoch && !s.resetOfMine(pos, w) {
+		// Another instance's claim fenced this worker (contest.go). Nothing it holds can
+		// commit under the epoch it had: stop it, if it has not stopped yet.
+		if !w.dead.Load() {
+			w.cancel()
+			select {
+			case <-w.done:
+			case <-time.After(5 * time.Second):
+				s.log.Error("a handler ignored cancellation; leaving it behind (its commits will be fenced)", "topic", k.topic, "partition", k.partition)
+			}
+		}
+		s.contest(ctx, k, w, pos)
+		return
+	}
 	if !found || !s.resetOfMine(pos, w) {
-		return // still ours, or taken by another instance: nothing to do here
+		return // still ours: nothing to do here
 	}
 	// Abort the old worker: whatever it has in flight is fenced by the new epoch anyway. A
 	// handler that ignores cancellation is left behind after a grace period.
@@ -94,18 +109,31 @@ func (s *Sink) reclaimIfReset(k partitionKey) {
 	}
 	cl, pos, err := s.reclaim(ctx, k, w, pos)
 	if errors.Is(err, rebalance.ErrClaimTaken) {
-		// Another instance claimed it between our read and our claim: it is theirs.
+		// Another instance claimed it between our read and our claim: it is theirs, unless
+		// this instance still holds the partition after the grace period (contest.go).
 		s.log.Warn("partition claimed by another instance before this one could claim it again after an operator reset; stopped here",
 			"topic", k.topic, "partition", k.partition, "owner", pos.Owner, "epoch", pos.Epoch)
 		s.recordFailure(k.topic, k.partition, &FencedError{Pipeline: s.cfg.Pipeline, Topic: k.topic, Partition: k.partition,
 			Epoch: w.epoch, Start: w.next.Load()})
+		s.contest(ctx, k, w, pos)
 		return
 	}
 	if err != nil {
 		s.reclaimFailed(k, err)
 		return
 	}
+	if s.restartWorker(k, cl) {
+		s.log.Info("partition claimed again after an operator reset", "topic", k.topic, "partition", k.partition,
+			"from_offset", w.next.Load(), "to_offset", cl.NextOffset, "epoch", cl.Epoch, "by", pos.Owner)
+	}
+}
+
+// restartWorker starts a new worker for k, assigned in Kafka and claimed again as cl (poll
+// goroutine), in place of the one that stopped, and seeks the consumer to cl's offset. It
+// reports false, with the partition stopped, when the seek failed.
+func (s *Sink) restartWorker(k partitionKey, cl rebalance.Claim) bool {
 	s.m.claims.add(1)
+	delete(s.contested, k)
 	nw := newWorker(s.wcfg, k.topic, k.partition, cl.Epoch, cl.NextOffset)
 	s.workers[k] = nw
 	s.setLive(k, nw)
@@ -126,14 +154,13 @@ func (s *Sink) reclaimIfReset(k partitionKey) {
 		err = res[0].Error
 	}
 	if err != nil {
-		s.log.Error("seek after an operator reset failed; stopping the partition", "topic", k.topic, "partition", k.partition, "err", err)
+		s.log.Error("seek after claiming a partition again failed; stopping the partition", "topic", k.topic, "partition", k.partition, "err", err)
 		nw.cancel()
 		<-nw.done
 		s.recordFailure(k.topic, k.partition, err)
-		return
+		return false
 	}
-	s.log.Info("partition claimed again after an operator reset", "topic", k.topic, "partition", k.partition,
-		"from_offset", w.next.Load(), "to_offset", cl.NextOffset, "epoch", cl.Epoch, "by", pos.Owner)
+	return true
 }
 
 // resetOfMine reports whether pos is an operator's change that fenced this instance's worker

@@ -34,6 +34,9 @@ type Sink struct {
 	workers  map[partitionKey]*worker
 	paused   map[partitionKey]*worker
 	kcommit  *kafkaCommitter
+	// contested are the partitions assigned here whose rows another instance's claim holds,
+	// waiting for their grace period (contest.go).
+	contested map[partitionKey]contest
 
 	ranges       rangeChecker      // range checks while running (ranges.go)
 	recheck      chan partitionKey // partitions whose row to read again (fenced, see reset.go)
@@ -89,8 +92,10 @@ func New(cfg Config) (*Sink, error) {
 		log:     errorLogger(c.Logger, c.RedactErrorValues).With("pipeline", c.Pipeline),
 		workers: map[partitionKey]*worker{},
 		paused:  map[partitionKey]*worker{},
-		failed:  map[partitionKey]error{},
-		stops:   map[partitionKey]stopInfo{},
+
+		contested: map[partitionKey]contest{},
+		failed:    map[partitionKey]error{},
+		stops:     map[partitionKey]stopInfo{},
 
 		pendingStops: map[partitionKey]pendingStop{},
 		persistWake:  make(chan struct{}, 1),

@@ -29,6 +29,7 @@ const (
 	StopPoison         = "poison"
 	StopHandler        = "handler"
 	StopSourceRewound  = "source_rewound"
+	StopDecimal        = "decimal_ambiguous"
 	StopOther          = "error"
 )
 
@@ -50,6 +51,8 @@ func StopReason(err error) string {
 		return StopPoison
 	case errors.Is(err, ErrSourceRewound):
 		return StopSourceRewound
+	case errors.Is(err, ErrDecimalAmbiguous):
+		return StopDecimal
 	case errors.As(err, &herr):
 		return StopHandler
 	}
@@ -60,7 +63,8 @@ func StopReason(err error) string {
 func StopRemedy(reason string) string {
 	switch reason {
 	case StopFenced:
-		return "another claim owns the partition; nothing to do if its owner is alive (eosink status), otherwise restart this instance"
+		return "another claim owns the partition; while Kafka still assigns it here, this instance claims it again after session.timeout.ms " +
+			"(a stale claim); if it stays stopped, check its owner with eosink status and restart this instance"
 	case StopOutOfRange:
 		return "records not yet applied were deleted or the log was truncated; choose where to go on with " +
 			"`eosink offsets set -pipeline P -topic T -partition N -to earliest|OFFSET -reason TEXT`"
@@ -78,6 +82,10 @@ func StopRemedy(reason string) string {
 		return "the source database went back in time (failover to a standby that lagged, restore from a backup): " +
 			"its changes would be refused by positions of the old timeline. Resync the replica from the new source " +
 			"(re-snapshot after resetting its positions), as docs/cdc.md \"A source that fails over\" says, then restart the sink"
+	case StopDecimal:
+		return "a decimal value reads as two numbers and the config does not say which encoding the connector uses; " +
+			"set the cdc sink's decimal_handling to the connector's decimal.handling.mode (precise, string or double), " +
+			"then restart the sink: it resumes at the stored offset, nothing was written or skipped"
 	case StopHandler:
 		return "the plugin failed on a batch; fix the cause shown, then restart the instance"
 	}
@@ -177,6 +185,7 @@ func (s *Sink) persister(ctx context.Context) {
 	for {
 		s.flushStops(context.Background())
 		s.heartbeat(context.Background(), false)
+		s.checkEpochs(context.Background())
 		select {
 		case <-ctx.Done():
 			s.flushStops(context.Background())

@@ -218,3 +218,64 @@ func TestHandlerErrorStopsPartition(t *testing.T) {
 		t.Fatalf("ledger %d rows up to %d, want 50 up to 49", n, hi)
 	}
 }
+
+// TestStaleClaimAtIsAbandoned: the claim a rebalance callback makes (Store.ClaimAt) is
+// conditional on the epochs read when the callback began. A callback that read the rows,
+// stalled, and claims after the next owner did takes nothing: ErrClaimTaken, the next
+// owner's epoch and commits intact. A missing row read at the start counts as epoch 0.
+func TestStaleClaimAtIsAbandoned(t *testing.T) {
+	t.Parallel()
+	e := testbed.Require(t)
+	schema := testbed.Schema(t, e)
+	ctx := context.Background()
+	if err := sink.Migrate(ctx, e.DatabaseURL, schema); err != nil {
+		t.Fatal(err)
+	}
+	pool := testbed.Pool(t, e)
+	stale := rebalance.NewStore(pool, schema, "pipe", "stale", time.Second)
+	heir := rebalance.NewStore(pool, schema, "pipe", "heir", time.Second)
+	start := func() (int64, error) { return 0, nil }
+
+	// Both read the missing row (no epoch); the heir creates and claims it first.
+	read, err := stale.Epochs(ctx, []string{"orders", "orders"}, []int32{1, 2})
+	if err != nil || len(read) != 0 {
+		t.Fatalf("epochs of missing rows: %v %v", read, err)
+	}
+	if c, err := heir.ClaimAt(ctx, "orders", 1, "", 0, false, start); err != nil || c.Epoch != 1 || !c.Created {
+		t.Fatalf("heir's first claim: %+v %v", c, err)
+	}
+	if _, err := stale.ClaimAt(ctx, "orders", 1, "", 0, false, start); !errors.Is(err, rebalance.ErrClaimTaken) {
+		t.Fatalf("stale claim of a row created meanwhile: want ErrClaimTaken, got %v", err)
+	}
+	if c, err := stale.ClaimAt(ctx, "orders", 2, "", 0, false, start); err != nil || c.Epoch != 1 {
+		t.Fatalf("claim of a row nobody took: %+v %v", c, err)
+	}
+
+	// The stale callback reads epoch 1 of partition 1, stalls; the heir claims it again and commits.
+	read, err = stale.Epochs(ctx, []string{"orders"}, []int32{1})
+	if err != nil || read["orders"][1] != 1 {
+		t.Fatalf("epochs: %v %v", read, err)
+	}
+	hc, err := heir.ClaimAt(ctx, "orders", 1, "", 1, true, start)
+	if err != nil || hc.Epoch != 2 {
+		t.Fatalf("heir's claim: %+v %v", hc, err)
+	}
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return heir.Advance(ctx, tx, rebalance.Range{Topic: "orders", Partition: 1, Epoch: hc.Epoch, Start: 0, End: 5})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stale.ClaimAt(ctx, "orders", 1, "", read["orders"][1], true, start); !errors.Is(err, rebalance.ErrClaimTaken) {
+		t.Fatalf("stale claim: want ErrClaimTaken, got %v", err)
+	}
+	pos, _, err := heir.Peek(ctx, "orders", 1)
+	if err != nil || pos.Epoch != 2 || pos.Owner != "heir" || pos.NextOffset != 5 {
+		t.Fatalf("after the stale claim the row must be the heir's: %+v %v", pos, err)
+	}
+	// The heir goes on committing under its epoch.
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return heir.Advance(ctx, tx, rebalance.Range{Topic: "orders", Partition: 1, Epoch: hc.Epoch, Start: 5, End: 9})
+	}); err != nil {
+		t.Fatalf("heir fenced by an abandoned claim: %v", err)
+	}
+}

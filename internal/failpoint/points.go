@@ -10,6 +10,12 @@ const (
 	MidWrite          = "mid-write"           // for handlers in this module: between two of their writes
 )
 
+// The points the rebalance callback evaluates, in an assign callback with partitions.
+const (
+	InAssign    = "in-assign"    // the rows' epochs read, before the claims
+	AfterAssign = "after-assign" // claims made and partitions assigned in Kafka, before the callback returns
+)
+
 // The points the outbox relay (outbox/relay) evaluates, in the order a Kafka transaction passes them.
 const (
 	RelayAfterRead      = "relay-after-read"      // outbox rows read, before BeginTransaction

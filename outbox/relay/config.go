@@ -200,6 +200,15 @@ var ErrPositionLost = errors.New("relay: the Kafka position is behind the last p
 // to start; see docs/outbox.md for the remedy.
 var ErrPositionAhead = errors.New("relay: the Kafka position is ahead of the database's transaction ids")
 
+// ErrDatabaseRewound: the database does not hold the generation the shard's Kafka position
+// carries, so it is not the history the position came from: it was restored from a backup,
+// or a standby that lagged was promoted, and its transaction ids went back. Rows written now
+// could sort at or below the position and never be published, and events published from
+// commits the database no longer has are in Kafka. The relay stops the shard (reason
+// database_rewound) before it reads, publishes or deletes anything; Resync is the remedy
+// (docs/outbox.md, "After a restore or a failover").
+var ErrDatabaseRewound = errors.New("relay: the database is not the history of the Kafka position (database_rewound)")
+
 // ShardError says which shard stopped and why.
 type ShardError struct {
 	Shard int

@@ -16,6 +16,8 @@ type metrics struct {
 	up           *prometheus.GaugeVec   // eosink_outbox_shard_publishing{shard}
 	latency      prometheus.Histogram   // eosink_outbox_publish_latency_seconds
 	cleaned      prometheus.Counter     // eosink_outbox_cleaned_total
+	generations  prometheus.Counter     // eosink_outbox_generations_total
+	stopped      *prometheus.GaugeVec   // eosink_outbox_shard_stopped{shard,reason}
 
 	nPublished, nCommitted, nAborted atomic.Int64 // for Stats
 }
@@ -39,9 +41,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
 		cleaned: prometheus.NewCounter(prometheus.CounterOpts{Name: "eosink_outbox_cleaned_total",
 			Help: "Published outbox rows deleted by cleanup."}),
+		generations: prometheus.NewCounter(prometheus.CounterOpts{Name: "eosink_outbox_generations_total",
+			Help: "Generations committed in the database before a Kafka transaction (docs/outbox.md, \"Rewound databases\")."}),
+		stopped: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eosink_outbox_shard_stopped",
+			Help: "1 when this relay stopped the shard, by reason: database_rewound, fenced, position_lost, position_ahead, error."}, []string{"shard", "reason"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.published, m.transactions, m.depth, m.oldest, m.horizon, m.up, m.latency, m.cleaned)
+		reg.MustRegister(m.published, m.transactions, m.depth, m.oldest, m.horizon, m.up, m.latency, m.cleaned, m.generations, m.stopped)
 	}
 	return m
 }

@@ -28,6 +28,9 @@ type positionRecord struct {
 	Shards int       `json:"shards"`
 	Owner  string    `json:"owner"`
 	At     time.Time `json:"at"`
+	// Generation names the outbox_generations row the relay committed in the database before
+	// this transaction (see generation.go). Positions written before migration 3 have none.
+	Generation string `json:"generation,omitempty"`
 }
 
 func (p position) less(q position) bool {
@@ -38,20 +41,23 @@ func (p position) String() string { return fmt.Sprintf("(xid %d, id %d)", p.Xid,
 
 func (p position) xidText() string { return strconv.FormatUint(p.Xid, 10) }
 
-func encodePosition(p position, relay string, shard, shards int, owner string) ([]byte, error) {
-	return json.Marshal(positionRecord{Xid: p.xidText(), ID: p.ID, Relay: relay, Shard: shard, Shards: shards, Owner: owner, At: time.Now().UTC()})
+func encodePosition(p position, gen, relay string, shard, shards int, owner string) ([]byte, error) {
+	return json.Marshal(positionRecord{Xid: p.xidText(), ID: p.ID, Relay: relay, Shard: shard, Shards: shards, Owner: owner,
+		At: time.Now().UTC(), Generation: gen})
 }
 
-func decodePosition(b []byte) (position, error) {
+// decodePosition returns a position record's position and generation ("" in a record an
+// older relay wrote).
+func decodePosition(b []byte) (position, string, error) {
 	var r positionRecord
 	if err := json.Unmarshal(b, &r); err != nil {
-		return position{}, err
+		return position{}, "", err
 	}
 	x, err := strconv.ParseUint(r.Xid, 10, 64)
 	if err != nil {
-		return position{}, fmt.Errorf("xid %q: %w", r.Xid, err)
+		return position{}, "", fmt.Errorf("xid %q: %w", r.Xid, err)
 	}
-	return position{Xid: x, ID: r.ID}, nil
+	return position{Xid: x, ID: r.ID}, r.Generation, nil
 }
 
 // ensurePositionTopic creates the compacted position topic when it is missing.
@@ -80,7 +86,7 @@ func clientConfig(kcfg kafka.ConfigMap) *kafka.ConfigMap {
 }
 
 // readPosition reads the position topic with read_committed from its start up to its end as
-// it is now, and returns the last position stored under key. Call it only after the shard's
+// it is now, and returns the last position stored under key, with its generation. Call it only after the shard's
 // producer has initialised its transactions: that fences any earlier producer with the same
 // transactional.id and ends its open transaction, so no older transaction of ours can
 // commit after the read. found is false when the topic holds none.
@@ -88,7 +94,7 @@ func clientConfig(kcfg kafka.ConfigMap) *kafka.ConfigMap {
 // The end is the high watermark read after that, not the partition's EOF: under
 // read_committed EOF comes at the last stable offset, which another relay's open
 // transaction holds back, and a committed position of ours may lie past it.
-func readPosition(ctx context.Context, kcfg kafka.ConfigMap, topic, key string) (pos position, found bool, err error) {
+func readPosition(ctx context.Context, kcfg kafka.ConfigMap, topic, key string) (pos position, gen string, found bool, err error) {
 	cc := clientConfig(kcfg)
 	for k, v := range map[string]kafka.ConfigValue{"group.id": "eosink-relay-position-reader", "enable.auto.commit": false,
 		"isolation.level": "read_committed", "enable.partition.eof": true, "auto.offset.reset": "earliest"} {
@@ -99,23 +105,23 @@ func readPosition(ctx context.Context, kcfg kafka.ConfigMap, topic, key string) 
 	}
 	c, err := kafka.NewConsumer(cc)
 	if err != nil {
-		return pos, false, fmt.Errorf("relay: position reader: %w", err)
+		return pos, "", false, fmt.Errorf("relay: position reader: %w", err)
 	}
 	defer c.Close()
 	md, err := c.GetMetadata(&topic, false, 10000)
 	if err != nil {
-		return pos, false, fmt.Errorf("relay: position topic %s metadata: %w", topic, err)
+		return pos, "", false, fmt.Errorf("relay: position topic %s metadata: %w", topic, err)
 	}
 	tm, ok := md.Topics[topic]
 	if !ok || tm.Error.Code() != kafka.ErrNoError {
-		return pos, false, fmt.Errorf("relay: position topic %s: %v", topic, tm.Error)
+		return pos, "", false, fmt.Errorf("relay: position topic %s: %v", topic, tm.Error)
 	}
 	ends := map[int32]int64{}
 	var tps []kafka.TopicPartition
 	for _, p := range tm.Partitions {
 		_, high, err := c.QueryWatermarkOffsets(topic, p.ID, 10000)
 		if err != nil {
-			return pos, false, fmt.Errorf("relay: position topic %s[%d] watermarks: %w", topic, p.ID, err)
+			return pos, "", false, fmt.Errorf("relay: position topic %s[%d] watermarks: %w", topic, p.ID, err)
 		}
 		if high > 0 {
 			ends[p.ID] = high
@@ -123,21 +129,21 @@ func readPosition(ctx context.Context, kcfg kafka.ConfigMap, topic, key string) 
 		}
 	}
 	if len(tps) == 0 {
-		return pos, false, nil
+		return pos, "", false, nil
 	}
 	if err := c.Assign(tps); err != nil {
-		return pos, false, fmt.Errorf("relay: position topic %s: assign: %w", topic, err)
+		return pos, "", false, fmt.Errorf("relay: position topic %s: assign: %w", topic, err)
 	}
 	for len(ends) > 0 {
 		if err := ctx.Err(); err != nil {
-			return pos, false, fmt.Errorf("relay: reading position topic %s (a transaction still open on it holds read_committed back): %w", topic, err)
+			return pos, "", false, fmt.Errorf("relay: reading position topic %s (a transaction still open on it holds read_committed back): %w", topic, err)
 		}
 		switch e := c.Poll(200).(type) {
 		case *kafka.Message:
 			p := e.TopicPartition.Partition
 			if string(e.Key) == key {
-				if pos, err = decodePosition(e.Value); err != nil {
-					return pos, false, fmt.Errorf("relay: position topic %s[%d]@%d: %w", topic, p, e.TopicPartition.Offset, err)
+				if pos, gen, err = decodePosition(e.Value); err != nil {
+					return pos, "", false, fmt.Errorf("relay: position topic %s[%d]@%d: %w", topic, p, e.TopicPartition.Offset, err)
 				}
 				found = true
 			}
@@ -150,11 +156,11 @@ func readPosition(ctx context.Context, kcfg kafka.ConfigMap, topic, key string) 
 			}
 		case kafka.Error:
 			if e.IsFatal() {
-				return pos, false, fmt.Errorf("relay: position topic %s: %w", topic, e)
+				return pos, "", false, fmt.Errorf("relay: position topic %s: %w", topic, e)
 			}
 		}
 	}
-	return pos, found, nil
+	return pos, gen, found, nil
 }
 
 // isFenced reports whether err says a newer producer took our transactional.id.

@@ -23,6 +23,15 @@
 // retry never guesses what was committed. A relay fenced later (another took the shard)
 // stops that shard with ErrFenced.
 //
+// # A database that went back
+//
+// A restore or a failover to a standby that lagged gives the database transaction ids the
+// relay's position has passed. Before each Kafka transaction that needs one, the relay
+// commits a generation row in the database and stores the generation with the position;
+// every read checks that the database still holds it, and a database that does not stops
+// the shard with ErrDatabaseRewound, before anything is skipped or deleted. Resync is the
+// remedy. See generation.go and docs/outbox.md.
+//
 // # Cleanup, metrics, drain
 //
 // Published rows are deleted in bulk by a background loop once older than Retention, and
@@ -55,6 +64,7 @@ type Relay struct {
 	table   string // quoted schema.outbox
 	relays  string // quoted schema.outbox_relays
 	claims  string // quoted schema.outbox_shard_claims
+	gens    string // quoted schema.outbox_generations
 	mu      sync.Mutex
 	shards  map[int]*shardState
 	running sync.WaitGroup
@@ -63,6 +73,7 @@ type Relay struct {
 // shardState is what the shard goroutine shares with the stats and cleanup loops.
 type shardState struct {
 	pos       position // committed to Kafka
+	gen       string   // the generation pos carries in Kafka ("" for none)
 	ready     bool     // pos was read from Kafka
 	published int64
 	written   position // last position written to outbox_relays
@@ -82,7 +93,8 @@ func New(c Config) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{c: c, m: newMetrics(c.Registerer), table: pgx.Identifier{c.Schema, "outbox"}.Sanitize(),
-		relays: pgx.Identifier{c.Schema, "outbox_relays"}.Sanitize(), claims: pgx.Identifier{c.Schema, "outbox_shard_claims"}.Sanitize(), shards: map[int]*shardState{}}
+		relays: pgx.Identifier{c.Schema, "outbox_relays"}.Sanitize(), claims: pgx.Identifier{c.Schema, "outbox_shard_claims"}.Sanitize(),
+		gens: pgx.Identifier{c.Schema, "outbox_generations"}.Sanitize(), shards: map[int]*shardState{}}
 	for _, s := range c.Own {
 		r.shards[s] = &shardState{}
 	}
@@ -96,20 +108,13 @@ func (r *Relay) Stats() Stats { return r.m.stats() }
 // and returns nil. It returns an error when it cannot start (database or broker unreachable,
 // outbox not migrated, rows of a shard beyond Config.Shards, ErrPositionLost), or when
 // every shard has stopped: each stop is a *ShardError (errors.Is ErrFenced when another
-// relay took the shard).
+// relay took the shard, ErrDatabaseRewound when the database is not the history of the
+// shard's position).
 func (r *Relay) Run(ctx context.Context) error {
 	log := r.c.Logger
-	pcfg, err := pgxpool.ParseConfig(r.c.DatabaseURL)
+	pool, err := r.connect(ctx)
 	if err != nil {
-		return fmt.Errorf("relay: database URL: %w", err)
-	}
-	if _, ok := pcfg.ConnConfig.RuntimeParams["application_name"]; !ok {
-		pcfg.ConnConfig.RuntimeParams["application_name"] = "eosink-relay:" + r.c.Name
-	}
-	pcfg.MaxConns = int32(len(r.c.Own) + 3)
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return fmt.Errorf("relay: %w", err)
+		return err
 	}
 	defer pool.Close()
 	r.pool = pool
@@ -136,7 +141,9 @@ func (r *Relay) Run(ctx context.Context) error {
 			err := r.runShard(ctx, s)
 			r.m.up.WithLabelValues(strconv.Itoa(s)).Set(0)
 			if err != nil {
-				log.Error("relay shard stopped", "shard", s, "err", err)
+				reason := stopReason(err)
+				r.m.stopped.WithLabelValues(strconv.Itoa(s), reason).Set(1)
+				log.Error("relay shard stopped", "shard", s, "reason", reason, "err", err)
 				err = &ShardError{Shard: s, Err: err}
 			}
 			errs <- err
@@ -157,6 +164,23 @@ func (r *Relay) Run(ctx context.Context) error {
 		return nil
 	}
 	return errors.Join(all...)
+}
+
+// connect opens the relay's pool.
+func (r *Relay) connect(ctx context.Context) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(r.c.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("relay: database URL: %w", err)
+	}
+	if _, ok := pcfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		pcfg.ConnConfig.RuntimeParams["application_name"] = "eosink-relay:" + r.c.Name
+	}
+	pcfg.MaxConns = int32(len(r.c.Own) + 3)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("relay: %w", err)
+	}
+	return pool, nil
 }
 
 // checkTable makes sure the outbox exists and that no row lies in a shard beyond Shards
@@ -185,40 +209,12 @@ type row struct {
 	created time.Time
 }
 
-// fetch returns up to BatchSize rows of shard after pos, in (xid, id) order, from
-// transactions that ended before every transaction still in flight.
-func (r *Relay) fetch(ctx context.Context, shard int, pos position) ([]row, error) {
-	// The xid goes out as text (pgx has no xid8 type) under another name: ORDER BY xid would
-	// sort by an output column called xid, as text, where 1000 comes before 999.
-	rows, err := r.pool.Query(ctx, `SELECT o.xid::text AS xid_text, o.id, o.topic, o.key, o.value, o.header_keys, o.header_values, o.event_id, o.created_at
-FROM `+r.table+` o
-WHERE o.shard = $1 AND (o.xid, o.id) > ($2::text::xid8, $3) AND o.xid < pg_snapshot_xmin(pg_current_snapshot())
-ORDER BY o.xid, o.id LIMIT $4`, shard, pos.xidText(), pos.ID, r.c.BatchSize)
-	if err != nil {
-		return nil, err
-	}
-	var out []row
-	var xid string
-	var w row
-	_, err = pgx.ForEachRow(rows, []any{&xid, &w.pos.ID, &w.topic, &w.key, &w.value, &w.hkeys, &w.hvalues, &w.eventID, &w.created}, func() error {
-		x, err := strconv.ParseUint(xid, 10, 64)
-		if err != nil {
-			return err
-		}
-		w.pos.Xid = x
-		out = append(out, w)
-		w = row{}
-		return nil
-	})
-	return out, err
-}
-
 // errProducer: the producer could not be created (its configuration); not retried.
 var errProducer = errors.New("kafka producer")
 
 // runShard publishes one shard until ctx is cancelled (nil) or it cannot go on: fenced by
-// another relay (ErrFenced), ErrPositionLost, ErrPositionAhead, or a producer that cannot be
-// created. Any other failure, such as a fatal producer error after a broker restart, ends the session:
+// another relay (ErrFenced), ErrPositionLost, ErrPositionAhead, ErrDatabaseRewound, or a
+// producer that cannot be created. Any other failure, such as a fatal producer error after a broker restart, ends the session:
 // a new producer with the same transactional.id initialises its transactions (which
 // aborts the old one's) and reads the position from Kafka again.
 func (r *Relay) runShard(ctx context.Context, shard int) error {
@@ -241,7 +237,8 @@ func (r *Relay) runShard(ctx context.Context, shard int) error {
 			}
 			r.c.Logger.Warn("a stale relay fenced this shard's producer; this relay holds the current claim and starts a new producer",
 				"shard", shard, "epoch", epoch)
-		} else if err == nil || errors.Is(err, ErrPositionLost) || errors.Is(err, ErrPositionAhead) || errors.Is(err, errProducer) {
+		} else if err == nil || errors.Is(err, ErrPositionLost) || errors.Is(err, ErrPositionAhead) || errors.Is(err, ErrDatabaseRewound) ||
+			errors.Is(err, errProducer) {
 			return err
 		}
 		if ctx.Err() != nil {
@@ -264,14 +261,9 @@ func (r *Relay) session(ctx context.Context, shard int, epoch int64) error {
 	log := r.c.Logger.With("shard", shard)
 	label := strconv.Itoa(shard)
 	tid := r.c.Name + "-" + label
-	pcfg := clientConfig(r.c.Kafka)
-	for k, v := range map[string]kafka.ConfigValue{"transactional.id": tid, "enable.idempotence": true,
-		"transaction.timeout.ms": int(r.c.TransactionTimeout / time.Millisecond), "go.delivery.reports": false} {
-		(*pcfg)[k] = v
-	}
-	p, err := kafka.NewProducer(pcfg)
+	p, err := r.newProducer(tid)
 	if err != nil {
-		return fmt.Errorf("%w: %w", errProducer, err)
+		return err
 	}
 	defer p.Close()
 	// Kafka calls run on a context drain does not cancel, each bounded by the transaction
@@ -288,27 +280,39 @@ func (r *Relay) session(ctx context.Context, shard int, epoch int64) error {
 		return err
 	}
 	var pos position
+	var genName string
 	var found bool
 	if err := r.retry(ctx, log, "read position", func() error {
 		c, cancel := context.WithTimeout(kctx, 2*r.c.TransactionTimeout)
 		defer cancel()
-		pos, found, err = readPosition(c, r.c.Kafka, r.c.PositionTopic, tid)
+		pos, genName, found, err = readPosition(c, r.c.Kafka, r.c.PositionTopic, tid)
 		return err
 	}); err != nil {
 		return err
+	}
+	gen, err := r.holdsGeneration(ctx, shard, pos, genName)
+	if err != nil {
+		return err
+	}
+	if found && genName == "" {
+		log.Warn("the Kafka position carries no generation (an older relay wrote it): the check that the database is the "+
+			"position's history starts with this relay's first transaction", "position", pos.String())
 	}
 	if err := r.checkRecorded(ctx, shard, pos, found); err != nil {
 		return err
 	}
 	r.mu.Lock()
-	r.shards[shard].pos, r.shards[shard].ready, r.shards[shard].written = pos, true, pos
+	r.shards[shard].pos, r.shards[shard].gen, r.shards[shard].ready, r.shards[shard].written = pos, genName, true, pos
 	r.mu.Unlock()
 	r.m.up.WithLabelValues(label).Set(1)
-	log.Info("relay shard publishing", "transactional_id", tid, "position", pos.String(), "position_found", found)
+	log.Info("relay shard publishing", "transactional_id", tid, "position", pos.String(), "generation", genName, "position_found", found)
 
 	backoff := r.c.PollInterval
 	for ctx.Err() == nil {
-		rows, err := r.fetch(ctx, shard, pos)
+		rows, next, err := r.read(ctx, shard, pos, gen)
+		if errors.Is(err, ErrDatabaseRewound) {
+			return err
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				break
@@ -324,7 +328,7 @@ func (r *Relay) session(ctx context.Context, shard int, epoch int64) error {
 			sleep(ctx, r.c.PollInterval)
 			continue
 		}
-		next, err := r.publish(kctx, p, tid, shard, rows)
+		end, err := r.publish(kctx, p, tid, shard, next.name, rows, rows[len(rows)-1].pos)
 		if isFenced(err) {
 			return ErrFenced
 		}
@@ -335,7 +339,7 @@ func (r *Relay) session(ctx context.Context, shard int, epoch int64) error {
 			r.m.nAborted.Add(1)
 			return fmt.Errorf("kafka transaction after %s not committed: %w", pos, err)
 		}
-		pos = next
+		pos, gen = end, next
 		now := time.Now()
 		r.m.transactions.WithLabelValues(label, "committed").Inc()
 		r.m.published.WithLabelValues(label).Add(float64(len(rows)))
@@ -345,7 +349,7 @@ func (r *Relay) session(ctx context.Context, shard int, epoch int64) error {
 			r.m.latency.Observe(now.Sub(rows[i].created).Seconds())
 		}
 		r.mu.Lock()
-		r.shards[shard].pos = pos
+		r.shards[shard].pos, r.shards[shard].gen = pos, gen.name
 		r.shards[shard].published += int64(len(rows))
 		r.mu.Unlock()
 		failpoint.Eval(failpoint.RelayAfterCommit)
@@ -355,9 +359,24 @@ func (r *Relay) session(ctx context.Context, shard int, epoch int64) error {
 	return nil
 }
 
-// publish sends rows and the position after them in one Kafka transaction, aborting it on
-// any error. It returns the new position once the transaction committed.
-func (r *Relay) publish(ctx context.Context, p *kafka.Producer, tid string, shard int, rows []row) (position, error) {
+// newProducer returns a transactional producer with transactional.id tid.
+func (r *Relay) newProducer(tid string) (*kafka.Producer, error) {
+	pcfg := clientConfig(r.c.Kafka)
+	for k, v := range map[string]kafka.ConfigValue{"transactional.id": tid, "enable.idempotence": true,
+		"transaction.timeout.ms": int(r.c.TransactionTimeout / time.Millisecond), "go.delivery.reports": false} {
+		(*pcfg)[k] = v
+	}
+	p, err := kafka.NewProducer(pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errProducer, err)
+	}
+	return p, nil
+}
+
+// publish sends rows and the position next (the last row's, or past it), with generation
+// gen, in one Kafka transaction, aborting it on any error. It returns next once the
+// transaction committed.
+func (r *Relay) publish(ctx context.Context, p *kafka.Producer, tid string, shard int, gen string, rows []row, next position) (position, error) {
 	if err := p.BeginTransaction(); err != nil {
 		return position{}, err
 	}
@@ -381,8 +400,7 @@ func (r *Relay) publish(ctx context.Context, p *kafka.Producer, tid string, shar
 			return abort(err)
 		}
 	}
-	next := rows[len(rows)-1].pos
-	val, err := encodePosition(next, r.c.Name, shard, r.c.Shards, r.c.InstanceID)
+	val, err := encodePosition(next, gen, r.c.Name, shard, r.c.Shards, r.c.InstanceID)
 	if err != nil {
 		return abort(err)
 	}

@@ -110,22 +110,24 @@ WHERE backend_xid IS NOT NULL ORDER BY age(backend_xid) DESC LIMIT 1`).Scan(&pid
 }
 
 // writeStatus records each shard's committed position in outbox_relays, never moving a
-// row backwards (a fenced relay may write late).
+// row backwards (a fenced relay may write late), and only into a database that holds the
+// position's generation (not into a rewound one).
 func (r *Relay) writeStatus(ctx context.Context) {
 	for _, s := range r.c.Own {
 		r.mu.Lock()
 		st := r.shards[s]
-		pos, ready, published, written := st.pos, st.ready, st.published, st.written
+		pos, gen, ready, published, written := st.pos, st.gen, st.ready, st.published, st.written
 		r.mu.Unlock()
 		if !ready || (!written.less(pos) && pos != (position{})) {
 			continue
 		}
 		c, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := r.pool.Exec(c, `INSERT INTO `+r.relays+` AS r (relay, shard, last_xid, last_id, published, owner, updated_at)
-VALUES ($1, $2, $3::text::xid8, $4, $5, $6, now())
+SELECT $1, $2, $3::text::xid8, $4, $5, $6, now()
+WHERE $7 = '' OR EXISTS (SELECT 1 FROM `+r.gens+` WHERE relay = $1 AND shard = $2 AND generation = $7)
 ON CONFLICT (relay, shard) DO UPDATE SET last_xid = EXCLUDED.last_xid, last_id = EXCLUDED.last_id, published = EXCLUDED.published,
   owner = EXCLUDED.owner, updated_at = now()
-WHERE (r.last_xid, r.last_id) <= (EXCLUDED.last_xid, EXCLUDED.last_id)`, r.c.Name, s, pos.xidText(), pos.ID, published, r.c.InstanceID)
+WHERE (r.last_xid, r.last_id) <= (EXCLUDED.last_xid, EXCLUDED.last_id)`, r.c.Name, s, pos.xidText(), pos.ID, published, r.c.InstanceID, gen)
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -140,7 +142,10 @@ WHERE (r.last_xid, r.last_id) <= (EXCLUDED.last_xid, EXCLUDED.last_id)`, r.c.Nam
 }
 
 // cleanupLoop deletes published rows older than Retention every CleanupInterval, up to the
-// position each shard committed to Kafka, CleanupBatch rows per statement.
+// position each shard committed to Kafka, CleanupBatch rows per statement. Each statement
+// deletes only when the database holds the position's generation: a rewound database's rows
+// at or below the position were never published, and are kept. A position without a
+// generation (written by an older relay) deletes nothing until the shard's next transaction.
 func (r *Relay) cleanupLoop(ctx context.Context) {
 	t := time.NewTicker(r.c.CleanupInterval)
 	defer t.Stop()
@@ -152,15 +157,17 @@ func (r *Relay) cleanupLoop(ctx context.Context) {
 		}
 		for _, s := range r.c.Own {
 			r.mu.Lock()
-			pos, ready := r.shards[s].pos, r.shards[s].ready
+			pos, gen, ready := r.shards[s].pos, r.shards[s].gen, r.shards[s].ready
 			r.mu.Unlock()
-			if !ready || pos == (position{}) {
+			if !ready || pos == (position{}) || gen == "" {
 				continue
 			}
+			r.cleanGenerations(ctx, s, gen)
 			for ctx.Err() == nil {
 				tag, err := r.pool.Exec(ctx, `DELETE FROM `+r.table+` WHERE id = ANY (ARRAY(SELECT id FROM `+r.table+`
-WHERE shard = $1 AND (xid, id) <= ($2::text::xid8, $3) AND created_at < now() - $4 * interval '1 second' LIMIT $5))`,
-					s, pos.xidText(), pos.ID, r.c.Retention.Seconds(), r.c.CleanupBatch)
+WHERE shard = $1 AND (xid, id) <= ($2::text::xid8, $3) AND created_at < now() - $4 * interval '1 second'
+  AND EXISTS (SELECT 1 FROM `+r.gens+` WHERE relay = $6 AND shard = $1 AND generation = $7) LIMIT $5))`,
+					s, pos.xidText(), pos.ID, r.c.Retention.Seconds(), r.c.CleanupBatch, r.c.Name, gen)
 				if err != nil {
 					if ctx.Err() == nil {
 						r.c.Logger.Warn("outbox cleanup failed; trying again later", "shard", s, "err", err)

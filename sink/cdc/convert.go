@@ -44,8 +44,16 @@ func convert(f value, colType string) (any, error) {
 	if items, ok := v.([]any); ok && isArrayType(colType) {
 		return arrayLiteral(items, f.t, colType)
 	}
-	if !f.t.typed && isNumericType(colType) {
+	if !f.t.typed && (isNumericType(colType) || colType == "money") {
 		return plainDecimal(v, colType, f.t.decimals)
+	}
+	if n, ok := bitsLength(colType); ok {
+		if _, isBool := v.(bool); isBool || f.t.name == dbzBits || !f.t.typed {
+			return bitString(v, n)
+		}
+	}
+	if colType == "point" && (f.t.name == dbzPoint || !f.t.typed) {
+		return pointText(v)
 	}
 	name := f.t.name
 	if !f.t.typed {
@@ -53,11 +61,11 @@ func convert(f value, colType string) (any, error) {
 	}
 	switch name {
 	case dbzMicroTimestamp:
-		return epoch(v, time.UnixMicro)
+		return epoch(v, time.Microsecond)
 	case dbzTimestamp, connectTimestamp:
-		return epoch(v, time.UnixMilli)
+		return epoch(v, time.Millisecond)
 	case dbzNanoTimestamp:
-		return epoch(v, func(n int64) time.Time { return time.Unix(0, n) })
+		return epoch(v, time.Nanosecond)
 	case dbzDate, connectDate:
 		if d, ok := v.(schemaformat.Date); ok {
 			return string(d), nil
@@ -66,7 +74,7 @@ func convert(f value, colType string) (any, error) {
 		if !ok {
 			return nil, fmt.Errorf("%s: want days since 1970-01-01, got %T %v", name, v, v)
 		}
-		return time.Unix(n*86400, 0).UTC().Format(dateLayout), nil
+		return epochDays(n), nil
 	case dbzMicroTime:
 		return clock(v, time.Microsecond)
 	case dbzTime, connectTime:
@@ -154,8 +162,15 @@ func precision(colType string) int {
 	return p
 }
 
-// columnScale returns s of "numeric(p,s)".
+// moneyScale is the scale of a money column's values as Debezium sends them: its
+// money.fraction.digits, 2 unless the connector sets it otherwise.
+const moneyScale = 2
+
+// columnScale returns s of "numeric(p,s)", moneyScale for money.
 func columnScale(colType string) (int, error) {
+	if colType == "money" {
+		return moneyScale, nil
+	}
 	_, after, ok := strings.Cut(colType, ",")
 	if !ok {
 		return 0, fmt.Errorf("column type %s has no scale", colType)
@@ -163,15 +178,17 @@ func columnScale(colType string) (int, error) {
 	return strconv.Atoi(strings.TrimSuffix(after, ")"))
 }
 
-func epoch(v any, from func(int64) time.Time) (any, error) {
+// epoch returns the timestamp that v (an integer of unit since the epoch, or a time.Time)
+// is, as epochTime writes it.
+func epoch(v any, unit time.Duration) (any, error) {
 	if t, ok := v.(time.Time); ok {
-		return t.UTC().Format(tsLayout), nil
+		return schemaformat.FormatTime(t.UTC(), tsLayout), nil
 	}
 	n, ok := asInt64(v)
 	if !ok {
 		return nil, fmt.Errorf("timestamp: want an integer, got %T %v", v, v)
 	}
-	return from(n).UTC().Format(tsLayout), nil
+	return epochTime(n, unit), nil
 }
 
 func clock(v any, unit time.Duration) (any, error) {

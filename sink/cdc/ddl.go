@@ -51,7 +51,8 @@ const (
 )
 
 // pgType returns the column type for a field whose Kafka Connect type is base (int8,
-// int16, int32, int64, float32, float64, boolean, string, bytes, struct, map, array) with
+// int16, int32, int64, float32, float64, boolean, string, bytes, struct, map, array; the
+// JsonConverter's schemas write float32 and float64 as float and double) with
 // the semantic name name. It is the type that convert's text for such a value reads
 // into exactly: decimals are numeric without a declared precision or scale (any value
 // fits, its scale kept); Debezium's Timestamp/MicroTimestamp/NanoTimestamp are a source
@@ -82,6 +83,8 @@ func pgType(base, name string) (string, error) {
 		return "uuid", nil
 	case dbzXML:
 		return "xml", nil
+	case dbzPoint:
+		return "point", nil // pointText's "(x,y)"
 	}
 	switch base {
 	case "int8", "int16":
@@ -90,9 +93,9 @@ func pgType(base, name string) (string, error) {
 		return "integer", nil
 	case "int64":
 		return "bigint", nil
-	case "float32":
+	case "float32", "float": // Kafka Connect's name; the JsonConverter's schema spells it float
 		return "real", nil
-	case "float64":
+	case "float64", "double": // likewise double
 		return "double precision", nil
 	case "boolean":
 		return "boolean", nil

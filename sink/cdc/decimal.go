@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/eosink/eosink/sink"
 )
 
 // Values of Config.DecimalHandling: Debezium's decimal.handling.mode.
@@ -24,13 +26,21 @@ const (
 // AmbiguousDecimalError: a numeric column's value in JSON without schemas reads both as
 // decimal text (decimal.handling.mode=string) and as base64 bytes (precise), and
 // Config.DecimalHandling is not set to say which. The write fails with it and the
-// partition stops, whatever on_poison says: it is the configuration, not the record, that
+// partition stops with reason decimal_ambiguous (it matches ErrDecimalAmbiguous), whatever
+// on_poison says: it is the configuration, not the record, that
 // is missing something, and every later record of the stream could be read wrongly too.
 type AmbiguousDecimalError struct {
 	Value   string // the value as sent
 	Type    string // the column's type (format_type)
 	Precise string // the number it is under decimal.handling.mode=precise
 }
+
+// ErrDecimalAmbiguous matches every *AmbiguousDecimalError; it is sink.ErrDecimalAmbiguous,
+// so the partition stops with reason decimal_ambiguous.
+var ErrDecimalAmbiguous = sink.ErrDecimalAmbiguous
+
+// Is reports whether target is ErrDecimalAmbiguous.
+func (e *AmbiguousDecimalError) Is(target error) bool { return target == sink.ErrDecimalAmbiguous }
 
 func (e *AmbiguousDecimalError) Error() string {
 	return fmt.Sprintf("the %s value %q, in JSON without schemas, is %s under Debezium's decimal.handling.mode=precise "+

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/eosink/eosink/sink"
 )
 
 // plainEvent is a change event of JSON without schemas with one field n whose JSON is raw.
@@ -211,5 +213,26 @@ func TestDecimalHandlingConfig(t *testing.T) {
 		if _, err := New(Config{Table: "replica.${source.table}", DecimalHandling: m}); err != nil {
 			t.Errorf("decimal_handling: %q: %v", m, err)
 		}
+	}
+}
+
+// An ambiguous decimal stops its partition with the named reason decimal_ambiguous and a
+// remedy naming decimal_handling, not the generic handler (it was StopHandler before).
+func TestDecimalAmbiguousStopReason(t *testing.T) {
+	_, err := convertPlain(t, `"0000"`, "numeric(12,2)", "")
+	if !errors.Is(err, ErrDecimalAmbiguous) || !errors.Is(err, sink.ErrDecimalAmbiguous) {
+		t.Fatalf("0000 with decimal_handling unset: %v, want an error matching sink.ErrDecimalAmbiguous", err)
+	}
+	// As the engine sees it: the plugin's Write error (cdc.go wraps it with the record),
+	// inside a HandlerError.
+	stop := &sink.HandlerError{Topic: "t", Partition: 0, FirstOffset: 5, LastOffset: 9, Err: fmt.Errorf("t[0]@7: %w", err)}
+	if r := sink.StopReason(stop); r != "decimal_ambiguous" {
+		t.Errorf("StopReason = %q, want decimal_ambiguous", r)
+	}
+	if rem := sink.StopRemedy(sink.StopDecimal); !strings.Contains(rem, "decimal_handling") {
+		t.Errorf("remedy %q does not name decimal_handling", rem)
+	}
+	if errors.Is(fmt.Errorf("x: %w", errors.New("other")), sink.ErrDecimalAmbiguous) {
+		t.Error("an unrelated error matches ErrDecimalAmbiguous")
 	}
 }

@@ -39,6 +39,19 @@ func itemChange(op string, id, lsn int64, name string) testbed.Msg {
 	return testbed.Msg{Key: []byte(key), Value: []byte(value)}
 }
 
+// itemsReplica makes a replica schema holding an items table (itemFieldsV1's columns) and a
+// positions schema, both dropped when the test ends; table is the quoted replica table.
+func itemsReplica(t *testing.T, e testbed.Env, db *pgxpool.Pool) (replica, positions, table string) {
+	t.Helper()
+	replica, positions = testbed.Schema(t, e), testbed.Schema(t, e)
+	table = pgx.Identifier{replica, "items"}.Sanitize()
+	if _, err := db.Exec(context.Background(), "CREATE SCHEMA "+pgx.Identifier{replica}.Sanitize()+"; CREATE TABLE "+table+
+		" (id bigint PRIMARY KEY, name text, amount numeric(10,2), at timestamp, doc jsonb)"); err != nil {
+		t.Fatal(err)
+	}
+	return replica, positions, table
+}
+
 // interleave runs first's Write in transaction A (partition 0) and leaves it open; then
 // second's Write in transaction B (partition 1), which must either finish or block on a
 // lock of A's; then commits A, waits for B's Write and commits B.
@@ -114,12 +127,7 @@ func TestCDCMergeConcurrentPartitions(t *testing.T) {
 		{"insert before an uncommitted truncate", itemChange("t", 0, 200, ""), itemChange("c", 1, 100, "a"), ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			replica, positions := testbed.Schema(t, e), testbed.Schema(t, e)
-			table := pgx.Identifier{replica, "items"}.Sanitize()
-			if _, err := db.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{replica}.Sanitize()+"; CREATE TABLE "+table+
-				" (id bigint PRIMARY KEY, name text, amount numeric(10,2), at timestamp, doc jsonb)"); err != nil {
-				t.Fatal(err)
-			}
+			replica, positions, table := itemsReplica(t, e, db)
 			p := newPlugin(t, e, replica, positions, cdc.Config{Truncate: true})
 			blocked := interleave(t, ctx, db, p, c.first, c.second)
 			var got string

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/eosink/eosink/internal/testbed"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/cdc"
@@ -72,12 +70,7 @@ func TestCDCResnapshotContradictsReplica(t *testing.T) {
 		{"a replayed snapshot read (as old as the mark)", sourcedChange("r", 1, 0, 90, before-5000, "one"), false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			replica, positions := testbed.Schema(t, e), testbed.Schema(t, e)
-			table := pgx.Identifier{replica, "items"}.Sanitize()
-			if _, err := db.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{replica}.Sanitize()+"; CREATE TABLE "+table+
-				" (id bigint PRIMARY KEY, name text, amount numeric(10,2), at timestamp, doc jsonb)"); err != nil {
-				t.Fatal(err)
-			}
+			replica, positions, table := itemsReplica(t, e, db)
 			p := newPlugin(t, e, replica, positions, cdc.Config{})
 			write := func(b sink.Batch) error {
 				tx, err := db.Begin(ctx)

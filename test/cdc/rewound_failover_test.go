@@ -41,18 +41,18 @@ func TestCDCSourceRewoundPromotedStandby(t *testing.T) {
 func testPromotedStandby(t *testing.T, passed bool) {
 	e := testbed.Require(t)
 	ctx := context.Background()
-	root := clusterRoot(t)
-	primary := newPrimary(t, root, "primary")
-	src := connect(t, primary.url("postgres"))
+	root := testbed.ClusterRoot(t, "cdc-failover-")
+	primary := testbed.NewPrimary(t, root, "primary")
+	src := connect(t, primary.URL("postgres"))
 	execAll(t, src, fmt.Sprintf(itemsDDL, "public.items"),
 		`INSERT INTO public.items SELECT g, 0, 'first' FROM generate_series(1, 40) g`)
-	standby := primary.standby("standby")
+	standby := primary.Standby("standby")
 
 	db := testbed.Pool(t, e)
 	replica, offsets := testbed.Schema(t, e), testbed.Schema(t, e)
 	replicaTable := pgx.Identifier{replica, "items"}.Sanitize()
 	execAll(t, db, "CREATE SCHEMA "+pgx.Identifier{replica}.Sanitize(), fmt.Sprintf(itemsDDL, replicaTable))
-	dbz := testbed.DebeziumOptions{Brokers: e.Brokers, SourceURL: primary.url("postgres"), Tables: []string{"public.items"},
+	dbz := testbed.DebeziumOptions{Brokers: e.Brokers, SourceURL: primary.URL("postgres"), Tables: []string{"public.items"},
 		TopicPrefix: testbed.Name(t, "fo"), Partitions: 2, Dir: t.TempDir()}
 	d := startDebezium(t, dbz)
 	topic := d.Topic("public.items")
@@ -73,13 +73,13 @@ func testPromotedStandby(t *testing.T, passed bool) {
 	}
 	execAll(t, src, `UPDATE public.items SET v = 1, note = 'streamed' WHERE id <= 30`)
 	equalTo("the replica equal to the primary", src)
-	waitReplayed(t, src, standby)
+	testbed.WaitReplayed(t, src, standby)
 
 	// The standby lags from here on: replay paused, then stopped (no more WAL).
-	sby := connect(t, standby.url("postgres"))
+	sby := connect(t, standby.URL("postgres"))
 	execAll(t, sby, `SELECT pg_wal_replay_pause()`)
 	sby.Close(ctx)
-	standby.stop("fast")
+	standby.Stop("fast")
 	for i := range 40 { // enough WAL that the new primary stays behind it
 		execAll(t, src, fmt.Sprintf(`UPDATE public.items SET v = v + 10, note = 'lost %d' WHERE id %% 5 = %d`, i, i%5))
 	}
@@ -90,12 +90,12 @@ func testPromotedStandby(t *testing.T, passed bool) {
 
 	// The primary dies; the lagging standby is promoted and changes the rows again.
 	src.Close(ctx)
-	primary.stop("immediate")
+	primary.Stop("immediate")
 	d.Kill()
-	standby.start()
-	standby.promote()
+	standby.Start()
+	standby.Promote()
 	time.Sleep(1500 * time.Millisecond) // a failover takes longer than rewindSlack (1 s) anyway
-	newSrc := connect(t, standby.url("postgres"))
+	newSrc := connect(t, standby.URL("postgres"))
 	var newLSN string
 	_ = newSrc.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&newLSN)
 	t.Logf("old primary ended at LSN %s; the promoted standby starts at %s", lostLSN, newLSN)
@@ -118,7 +118,7 @@ func testPromotedStandby(t *testing.T, passed bool) {
 	// stream: its offset is not in the new primary's new slot. Its message says to use a
 	// snapshot mode, and with snapshot.mode=when_needed it snapshots the new primary (op r
 	// at the new primary's LSN, behind the positions stored) and streams from there.
-	dbz.SourceURL = standby.url("postgres")
+	dbz.SourceURL = standby.URL("postgres")
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	_, err := testbed.StartDebezium(sctx, dbz)
 	cancel()

@@ -2,10 +2,8 @@ package cdc
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -60,23 +58,6 @@ func execAll(t *testing.T, c interface {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-}
-
-// waitReplayed waits until standby has replayed everything primary wrote so far.
-func waitReplayed(t *testing.T, primary *pgx.Conn, standby *pgCluster) {
-	t.Helper()
-	var target string
-	if err := primary.QueryRow(context.Background(), `SELECT pg_current_wal_lsn()::text`).Scan(&target); err != nil {
-		t.Fatal(err)
-	}
-	s := connect(t, standby.url("postgres"))
-	testbed.Eventually(t, 30*time.Second, "the standby replayed "+target, func() (bool, string) {
-		var ok bool
-		var at string
-		err := s.QueryRow(context.Background(), `SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn, pg_last_wal_replay_lsn()::text`, target).Scan(&ok, &at)
-		return err == nil && ok, fmt.Sprint(at, err)
-	})
-	s.Close(context.Background())
 }
 
 func lagText(t *testing.T, e testbed.Env, schema, pipeline string) string {

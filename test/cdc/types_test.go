@@ -190,6 +190,9 @@ on_poison: dead-letter
 			return err == nil && reason != "", fmt.Sprint(reason, err)
 		})
 		t.Logf("typed stopped: %s: %s", reason, stopErr)
+		if reason != "decimal_ambiguous" { // sink.StopDecimal; it was the generic handler
+			t.Errorf("stopped with reason %q, want decimal_ambiguous", reason)
+		}
 		if !strings.Contains(stopErr, "decimal_handling") || !strings.Contains(stopErr, `"0000"`) || !strings.Contains(stopErr, "-29293.56") {
 			t.Errorf("stop reason %q does not name decimal_handling and the value", stopErr)
 		}

@@ -166,6 +166,16 @@ func (r *run) fault(evidence string) {
 	r.evidence[evidence]++
 }
 
+// note adds evidence of what happened to the report without counting a fault.
+func (r *run) note(evidence string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.evidence == nil {
+		r.evidence = map[string]int{}
+	}
+	r.evidence[evidence]++
+}
+
 // endFaults stops the producer (stop, then wait for it) and marks the end of the faults.
 func (r *run) endFaults(stop context.CancelFunc, wait func()) {
 	stop()
@@ -236,7 +246,6 @@ func (r *run) finishWith(timeout time.Duration, o finishOpts, extra ...func(verd
 		time.Sleep(500 * time.Millisecond)
 	}
 	recovery := time.Since(r.healed).Seconds()
-	res := r.result(v.Records, v.Duplicates, v.Lost, recovery)
 	var problems []string
 	if err != nil {
 		problems = append(problems, "verifier: "+err.Error())
@@ -252,6 +261,7 @@ func (r *run) finishWith(timeout time.Duration, o finishOpts, extra ...func(verd
 			problems = append(problems, p)
 		}
 	}
+	res := r.result(v.Records, v.Duplicates, v.Lost, recovery) // after extra, which may add evidence (note)
 	r.record(res, problems)
 	return v
 }

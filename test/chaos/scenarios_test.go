@@ -58,6 +58,9 @@ func TestChaos(t *testing.T) {
 	t.Run("20-relay-zombie-sigstop", scenarioRelayZombie)
 	t.Run("21-relay-race", scenarioRelayRace)
 	t.Run("22-cdc-multi-topic-one-target", scenarioCDCMultiTopicOneTarget)
+	for _, p := range staleClaimProtocols {
+		t.Run("23-stale-claim-"+p.name, scenarioStaleClaim(p.args))
+	}
 }
 
 // 1. SIGKILL at every commit boundary through failpoints, and at random times.

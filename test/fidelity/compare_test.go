@@ -111,9 +111,12 @@ func compareCell(ctx context.Context, src, db querier, tb table, rp *replica, v 
 		}
 	}
 	c.differ = d
-	setting, isLossy := lossy(tb.typ.name, v.name)
+	entry, isLossy := lossy(tb.typ.name, rp.label, v.name, tb.identity())
+	setting := entry.setting
 	reason, isRefused := refused[tb.name]
 	switch {
+	case isLossy && entry.sometimes && !isRefused && how != "" && (how == "exact" || rp.kind == "create"):
+		c.status, c.ok = how+fmt.Sprintf(" (may be lossy: exact with %s)", setting), true
 	case isRefused && isLossy: // loud, never written wrong: what an encoding that loses information may get
 		c.status = fmt.Sprintf("refused: %s (expected lossy: exact with %s)", reason, setting)
 		c.ok, c.expectedL = true, true

@@ -223,7 +223,7 @@ func runVariant(t *testing.T, f form, v variant, seed uint64) ([]cell, []string)
 		}
 		out := map[*replica]map[string]string{}
 		for _, rp := range reps {
-			out[rp] = rp.settled(t, ctx, db, n, 4*time.Minute)
+			out[rp] = rp.settled(t, ctx, db, n, 10*time.Minute) // a create: true replica of 80 tables under load takes minutes
 		}
 		t.Logf("%s: settled", what)
 		return out
@@ -318,6 +318,11 @@ func runVariant(t *testing.T, f form, v variant, seed uint64) ([]cell, []string)
 				n = 0
 			}
 			fmt.Fprintf(&out, "table %s.%s: source rows %d, replica rows %d, mismatches %d\n", rp.label, c.tb.name, c.source, c.replica, n)
+		}
+		if rp.kind == "ddl" {
+			for _, p := range verifyAgrees(t, ctx, db, rp, srcURL, cells[len(cells)-len(tables):], &out) {
+				t.Error(p)
+			}
 		}
 	}
 	fmt.Print(out.String())

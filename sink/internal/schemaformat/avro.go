@@ -204,9 +204,9 @@ func (r *avroReader) decode(s avro.Schema, depth int) (any, error) {
 		case avro.TimestampMicros:
 			return time.UnixMicro(v).UTC(), nil
 		case avro.LocalTimestampMillis:
-			return LocalTimestamp(time.UnixMilli(v).UTC().Format(localTimestampLayout)), nil
+			return LocalTimestamp(FormatTime(time.UnixMilli(v).UTC(), localTimestampLayout)), nil
 		case avro.LocalTimestampMicros:
-			return LocalTimestamp(time.UnixMicro(v).UTC().Format(localTimestampLayout)), nil
+			return LocalTimestamp(FormatTime(time.UnixMicro(v).UTC(), localTimestampLayout)), nil
 		case avro.TimeMicros:
 			t, ok := timeOfDay(v, time.Microsecond, 6)
 			if !ok {

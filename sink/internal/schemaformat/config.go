@@ -92,6 +92,7 @@ func (c *Config) clientConfig() (*schemaregistry.Config, error) {
 	// The caller retries on a temporary error with its own backoff; the client's sleeps
 	// between retries (up to 20s) would only hold the partition longer.
 	conf.MaxRetries = 0
+	conf.CacheCapacity = clientCacheEntries // bounded: the default keeps every schema it ever fetched
 
 	tlsConf, err := c.TLS.tlsConfig()
 	if err != nil {

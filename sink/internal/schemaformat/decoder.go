@@ -45,8 +45,10 @@ func (f Format) schemaType() string {
 
 // Decoder decodes keys and values in the Confluent wire format with the schemas of one
 // Schema Registry. Each schema is fetched once, on the first record that names its id,
-// and kept with its parsed form for the Decoder's life (ids are immutable in a
-// registry). A Decoder is safe for concurrent use.
+// and kept with its parsed form (ids are immutable in a registry), up to
+// maxCachedSchemaBytes of schema text: past it the cache starts again empty, so producers
+// that register schemas (auto.register.schemas, the serializers' default) cannot grow the
+// process without bound. A Decoder is safe for concurrent use.
 type Decoder struct {
 	client schemaregistry.Client
 	proto  *protobuf.Deserializer
@@ -54,7 +56,19 @@ type Decoder struct {
 
 	mu      sync.RWMutex
 	schemas map[schemaKey]*compiled
+	bytes   int // schema text held by schemas
 }
+
+const (
+	// defaultMaxCachedSchemaBytes bounds the schema text a Decoder keeps parsed (its
+	// parsed forms take a few times more memory).
+	defaultMaxCachedSchemaBytes = 16 << 20
+	// clientCacheEntries bounds each of the registry client's caches (LRU).
+	clientCacheEntries = 256
+)
+
+// maxCachedSchemaBytes is defaultMaxCachedSchemaBytes; tests lower it.
+var maxCachedSchemaBytes = defaultMaxCachedSchemaBytes
 
 type schemaKey struct {
 	format Format
@@ -183,8 +197,17 @@ func (d *Decoder) schema(f Format, id int) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
+	size := len(info.Schema)
+	for _, r := range info.References {
+		size += len(r.Name) + len(r.Subject)
+	}
 	d.mu.Lock()
+	if d.bytes+size > maxCachedSchemaBytes {
+		clear(d.schemas)
+		d.bytes = 0
+	}
 	d.schemas[key] = c
+	d.bytes += size
 	d.mu.Unlock()
 	return c, nil
 }

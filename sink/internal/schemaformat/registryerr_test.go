@@ -2,8 +2,10 @@ package schemaformat
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 )
@@ -30,6 +32,38 @@ func TestSchemaFetchedOncePerID(t *testing.T) {
 	}
 	if n := p.requests.Load(); n != 2 {
 		t.Fatalf("%d requests to the registry for 400 records of 2 schemas, want 2", n)
+	}
+}
+
+// The parsed schemas are bounded in bytes: past the bound the cache starts again, every
+// record still decodes (its schema fetched again), and the cache never holds more than
+// the bound. Before the bound, 40 schemas of 2 KiB each stayed cached forever.
+func TestSchemaCacheBounded(t *testing.T) {
+	c := newClient(t)
+	topic := uniqueTopic("avro-bounded")
+	pad := strings.Repeat("x", 2000)
+	var records [][]byte
+	for i := range 40 {
+		schema := fmt.Sprintf(`{"type":"record","name":"T","doc":"%s %d","fields":[{"name":"id","type":"long"}]}`, pad, i)
+		id := register(t, c, topic+"-value", "AVRO", schema)
+		records = append(records, avroSerialize(t, c, topic, id, map[string]any{"id": int64(i)}))
+	}
+	maxCachedSchemaBytes = 10_000 // about four of them
+	t.Cleanup(func() { maxCachedSchemaBytes = defaultMaxCachedSchemaBytes })
+	p := startProxy(t)
+	d := newDecoder(t, p.url())
+	for round := range 2 {
+		for i, r := range records {
+			if m := decode(t, d, Avro, r); m.Value.(map[string]any)["id"] != int64(i) {
+				t.Fatalf("round %d, record %d: %v", round, i, m.Value)
+			}
+			d.mu.RLock()
+			held, n := d.bytes, len(d.schemas)
+			d.mu.RUnlock()
+			if held > maxCachedSchemaBytes || n > 5 {
+				t.Fatalf("round %d, record %d: the cache holds %d schemas, %d bytes; want at most %d bytes", round, i, n, held, maxCachedSchemaBytes)
+			}
+		}
 	}
 }
 

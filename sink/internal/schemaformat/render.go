@@ -150,7 +150,7 @@ func appendLeaf(dst []byte, v any, asJSON bool) ([]byte, error) {
 	case Decimal:
 		return append(dst, v...), nil
 	case time.Time:
-		return quoted(v.UTC().Format(timestampLayout)), nil
+		return quoted(FormatTime(v.UTC(), timestampLayout)), nil
 	case Date:
 		return quoted(string(v)), nil
 	case TimeOfDay:

@@ -91,7 +91,22 @@ const (
 
 // epochDate returns the date days after 1970-01-01.
 func epochDate(days int64) Date {
-	return Date(time.Unix(days*86400, 0).UTC().Format(dateLayout))
+	return Date(FormatTime(time.Unix(days*86400, 0).UTC(), dateLayout))
+}
+
+// FormatTime formats t with layout, which starts with the year ("2006-"), as PostgreSQL
+// reads it: a year before 1 as its year of the era with " BC" after the text. Go counts
+// years astronomically (year 0 is 1 BC, -43 is 44 BC) and writes them "-0043-03-15", which
+// PostgreSQL refuses or reads as another date; PostgreSQL reads "0044-03-15 BC" and
+// "0044-03-15T12:00:00Z BC".
+func FormatTime(t time.Time, layout string) string {
+	s := t.Format(layout)
+	y := t.Year()
+	if y > 0 {
+		return s
+	}
+	i := strings.IndexByte(s[1:], '-') + 1 // the end of the year: "-0043-03-15", "0000-03-15"
+	return padN(int64(1-y), 4) + s[i:] + " BC"
 }
 
 // timeOfDay returns the time of day that is v units of unit after midnight, with digits

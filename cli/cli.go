@@ -26,9 +26,9 @@
 //
 // # Custom binaries
 //
-// Plugins are compiled in: a plugin package registers itself with sink.Register from an init
-// function. To run a pipeline with a plugin of your own, build an eosink binary that imports
-// it for that side effect:
+// Plugins are compiled in: a plugin package registers itself with sink/plugin.Register from
+// an init function. To run a pipeline with a plugin of your own, build an eosink binary that
+// imports it for that side effect:
 //
 //	package main
 //

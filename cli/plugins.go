@@ -1,6 +1,6 @@
 package cli
 
-// The built-in plugins register themselves with sink.Register when imported. They are
+// The built-in plugins register themselves with sink/plugin.Register when imported. They are
 // imported here, not in cmd/eosink, so that a custom binary built on cli.Main has them too.
 // A new built-in plugin package is added to this list.
 import (

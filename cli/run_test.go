@@ -22,6 +22,7 @@ import (
 	"github.com/eosink/eosink/examples/points/app"
 	"github.com/eosink/eosink/internal/testbed"
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/plugin"
 )
 
 // rowsPlugin ("clitest") writes each record's (topic, partition, offset) to <schema>.cli_rows
@@ -30,7 +31,7 @@ type rowsPlugin struct{ schema string }
 
 func init() {
 	// No options: unknown keys are errors.
-	sink.RegisterConfig("clitest", func(cfg sink.PluginConfig, _ struct{}) (*rowsPlugin, error) {
+	plugin.RegisterConfig("clitest", func(cfg plugin.Config, _ struct{}) (*rowsPlugin, error) {
 		return &rowsPlugin{schema: cfg.Schema}, nil
 	})
 }

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/plugin"
 )
 
 // TestValidateWithoutTheEnvironment: -validate checks a file whose variables are not set,
@@ -191,7 +191,7 @@ func (routedPlugin) RouteSummary() []string {
 }
 
 func init() {
-	sink.RegisterConfig("routedtest", func(cfg sink.PluginConfig, _ struct{}) (*routedPlugin, error) {
+	plugin.RegisterConfig("routedtest", func(cfg plugin.Config, _ struct{}) (*routedPlugin, error) {
 		return &routedPlugin{rowsPlugin{schema: cfg.Schema}}, nil
 	})
 }

@@ -45,10 +45,10 @@
 //
 // A Handler is one function per batch. A Plugin (Config.Plugin) adds a lifecycle per
 // claimed partition (Open, Write, Close), and optionally Preparer (checks at start) and
-// Migrator (its own migrations). Register, or RegisterConfig for a typed config section,
-// makes a plugin available by name to pipeline config files (`eosink run`); the built-in
-// plugins are in sink/table (table, upsert), sink/sql, sink/inbox, sink/multi and sink/cdc.
-// Package sinktest is the conformance suite every plugin should pass. See ExamplePlugin, ExampleRegister and
+// Migrator (its own migrations). Package sink/plugin makes a plugin available by name to
+// pipeline config files (`eosink run`); the built-in plugins are in sink/table (table,
+// upsert), sink/sql, sink/inbox, sink/multi and sink/cdc. Package sinktest is the
+// conformance suite every plugin should pass. See ExamplePlugin, package sink/plugin and
 // docs/plugins.md.
 //
 // # Many topics

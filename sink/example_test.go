@@ -74,7 +74,7 @@ func (p *auditPlugin) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error 
 func (p *auditPlugin) Close(ctx context.Context, part sink.Partition) error { return nil }
 
 // A plugin gives the engine a lifecycle per partition. Set it as Config.Plugin, or register
-// it by name for config files (see ExampleRegister).
+// it by name for config files (see package sink/plugin).
 func ExamplePlugin() {
 	_, err := sink.New(sink.Config{
 		Brokers:     "127.0.0.1:9092",
@@ -86,29 +86,4 @@ func ExamplePlugin() {
 	})
 	fmt.Println(err)
 	// Output: <nil>
-}
-
-// Register makes a plugin available by name to pipeline config files (`sink: {type: ...}`)
-// and to BuildPlugin. Its factory decodes the plugin's section strictly.
-func ExampleRegister() {
-	sink.Register("example-audit", func(cfg sink.PluginConfig) (sink.Plugin, error) {
-		var c struct {
-			Table string `yaml:"table"`
-		}
-		if err := cfg.Decode(&c); err != nil {
-			return nil, err
-		}
-		if c.Table == "" {
-			return nil, &sink.ConfigError{Field: cfg.Path + ".table", Reason: "required"}
-		}
-		return &auditPlugin{table: c.Table}, nil
-	})
-
-	p, err := sink.BuildPlugin(sink.PluginConfig{Path: "sink", Raw: map[string]any{"type": "example-audit", "table": "audit"}})
-	fmt.Printf("%T %v\n", p, err)
-	_, err = sink.BuildPlugin(sink.PluginConfig{Path: "sink", Raw: map[string]any{"type": "example-audit", "tabel": "audit"}})
-	fmt.Println(err)
-	// Output:
-	// *sink_test.auditPlugin <nil>
-	// eosink: config sink.tabel: unknown field
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/eosink/eosink/internal/testbed"
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/plugin"
 	"github.com/eosink/eosink/sink/table"
 )
 
@@ -40,7 +41,7 @@ func TestAvroCreateUpsert(t *testing.T) {
 	tbl := pgx.Identifier{p.Schema, "orders_created"}.Sanitize()
 	pl, err := table.NewUpsert(table.UpsertConfig{Key: []string{"id"}, Config: table.Config{
 		Table: p.Schema + ".orders_created", ValueFormat: "avro", Create: true,
-		SchemaRegistry: &sink.SchemaRegistry{URL: regURL, Timeout: 5 * time.Second},
+		SchemaRegistry: &plugin.SchemaRegistry{URL: regURL, Timeout: 5 * time.Second},
 		Columns: map[string]table.Column{"k": {From: "key"}, "id": {From: "value.id"},
 			"amount": {From: "value.amount"}, "created": {From: "value.created"}, "uid": {From: "value.uid"},
 			"blob": {From: "value.blob"}, "customer": {From: "value.customer"}, "tags": {From: "value.tags"},

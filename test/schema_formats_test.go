@@ -24,8 +24,8 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/eosink/eosink/internal/testbed"
-	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/inbox"
+	"github.com/eosink/eosink/sink/plugin"
 	"github.com/eosink/eosink/sink/table"
 )
 
@@ -143,7 +143,7 @@ func TestProtobufIntoUpsert(t *testing.T) {
  at timestamptz NOT NULL, qty integer[] NOT NULL, detail jsonb NOT NULL, raw bytea NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	reg := &sink.SchemaRegistry{URL: regURL}
+	reg := &plugin.SchemaRegistry{URL: regURL}
 	pl, err := table.NewUpsert(table.UpsertConfig{Key: []string{"id"}, DeleteOnTombstone: true, Config: table.Config{
 		Table: p.Schema + ".items", KeyFormat: "protobuf", ValueFormat: "protobuf", SchemaRegistry: reg,
 		Columns: map[string]table.Column{"id": {From: "key.id"}, "name": {From: "value.name"}, "at": {From: "value.at"},
@@ -240,7 +240,7 @@ func TestJSONSchemaThroughInbox(t *testing.T) {
  tags jsonb NOT NULL, meta_n integer NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	reg := &sink.SchemaRegistry{URL: regURL}
+	reg := &plugin.SchemaRegistry{URL: regURL}
 	inner, err := table.New(table.Config{Table: p.Schema + ".events_js", ValueFormat: "json_schema", SchemaRegistry: reg,
 		Columns: map[string]table.Column{"event_id": {From: "value.event_id"}, "amount": {From: "value.amount"},
 			"tags": {From: "value.tags"}, "meta_n": {From: "value.meta.n"}}})

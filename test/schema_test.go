@@ -25,6 +25,7 @@ import (
 
 	"github.com/eosink/eosink/internal/testbed"
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/plugin"
 	"github.com/eosink/eosink/sink/table"
 )
 
@@ -135,7 +136,7 @@ func (o order) avro(t *testing.T, c schemaregistry.Client, topic string, id int)
 
 // orderTable creates the target table and returns the table plugin mapping the decoded
 // fields into it.
-func orderTable(t *testing.T, p *pipeline, reg *sink.SchemaRegistry) (*table.Table, string) {
+func orderTable(t *testing.T, p *pipeline, reg *plugin.SchemaRegistry) (*table.Table, string) {
 	t.Helper()
 	db := testbed.Pool(t, p.Env)
 	tbl := pgx.Identifier{p.Schema, "orders_avro"}.Sanitize()
@@ -246,7 +247,7 @@ func TestAvroIntoTable(t *testing.T) {
 	}
 	testbed.Produce(t, p.Env, p.Topic, msgs)
 
-	pl, tbl := orderTable(t, p, &sink.SchemaRegistry{URL: regURL, Timeout: 5 * time.Second})
+	pl, tbl := orderTable(t, p, &plugin.SchemaRegistry{URL: regURL, Timeout: 5 * time.Second})
 	r := startSink(t, avroSinkConfig(t, p, pl))
 	ends := p.logEnds(t)
 	waitEnds(t, p, ends)
@@ -293,7 +294,7 @@ func TestAvroRegistryOutage(t *testing.T) {
 	proxy, proxied := testbed.StartTCPProxy(t, regURL)
 	p := newPipeline(t, 2)
 	v1 := registerSchema(t, c, p.Topic+"-value", "AVRO", orderSchemaV1)
-	pl, tbl := orderTable(t, p, &sink.SchemaRegistry{URL: proxied, Timeout: 2 * time.Second})
+	pl, tbl := orderTable(t, p, &plugin.SchemaRegistry{URL: proxied, Timeout: 2 * time.Second})
 	cfg := avroSinkConfig(t, p, pl)
 	metrics := prometheus.NewRegistry()
 	cfg.Registerer = metrics
@@ -408,7 +409,7 @@ func TestAvroRegistryRefusalStopsPartition(t *testing.T) {
 		msgs = append(msgs, testbed.Msg{Partition: 0, Key: []byte(o.keyValue), Value: o.avro(t, c, p.Topic, v1)})
 	}
 	testbed.Produce(t, p.Env, p.Topic, msgs)
-	pl, tbl := orderTable(t, p, &sink.SchemaRegistry{URL: proxied, Timeout: 2 * time.Second})
+	pl, tbl := orderTable(t, p, &plugin.SchemaRegistry{URL: proxied, Timeout: 2 * time.Second})
 	r := startSink(t, avroSinkConfig(t, p, pl))
 	testbed.Eventually(t, 60*time.Second, "the partition to stop", func() (bool, string) {
 		return len(r.s.PartitionErrors()) == 1, fmt.Sprintf("partition errors %v, retries %d", r.s.PartitionErrors(), r.s.Stats().Retries)

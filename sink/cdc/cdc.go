@@ -16,6 +16,7 @@ import (
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/internal/mapping"
 	"github.com/eosink/eosink/sink/internal/schemaformat"
+	"github.com/eosink/eosink/sink/plugin"
 )
 
 //go:embed migrations/*.sql
@@ -25,7 +26,7 @@ var migrationFiles embed.FS
 const MigrationsTable = "eosink_cdc_schema_migrations"
 
 func init() {
-	sink.RegisterConfig("cdc", func(cfg sink.PluginConfig, c Config) (*CDC, error) {
+	plugin.RegisterConfig("cdc", func(cfg plugin.Config, c Config) (*CDC, error) {
 		c.SchemaRegistry = cfg.SchemaRegistry
 		if c.PositionsSchema == "" {
 			c.PositionsSchema = cfg.Schema

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/plugin"
 )
 
 // A JsonConverter event with schemas, shaped as Debezium 3.6 writes it: every semantic
@@ -201,15 +202,15 @@ func TestUnknownOpAndMalformed(t *testing.T) {
 // format: avro takes the pipeline's schema_registry section; the plugin has no registry of
 // its own.
 func TestAvroNeedsPipelineRegistry(t *testing.T) {
-	build := func(raw map[string]any, reg *sink.SchemaRegistry) error {
-		_, err := sink.BuildPlugin(sink.PluginConfig{Path: "sink", Schema: "eosink", Raw: raw, SchemaRegistry: reg})
+	build := func(raw map[string]any, reg *plugin.SchemaRegistry) error {
+		_, err := plugin.Build(plugin.Config{Path: "sink", Schema: "eosink", Raw: raw, SchemaRegistry: reg})
 		return err
 	}
 	err := build(map[string]any{"type": "cdc", "format": "avro", "schemas": []any{"public"}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "format: avro needs the pipeline's schema_registry section") {
 		t.Errorf("avro without schema_registry: %v", err)
 	}
-	reg := &sink.SchemaRegistry{URL: "http://127.0.0.1:1/apis/ccompat/v7"}
+	reg := &plugin.SchemaRegistry{URL: "http://127.0.0.1:1/apis/ccompat/v7"}
 	if err := build(map[string]any{"type": "cdc", "format": "avro", "schemas": []any{"public"}}, reg); err != nil {
 		t.Errorf("avro with schema_registry: %v", err)
 	}
@@ -220,7 +221,7 @@ func TestAvroNeedsPipelineRegistry(t *testing.T) {
 		t.Error("the plugin's own registry section: no error")
 	}
 	p1, err1 := New(Config{Format: "avro", Schemas: []string{"public"}, SchemaRegistry: reg})
-	p2, err2 := New(Config{Format: "avro", Schemas: []string{"public"}, SchemaRegistry: &sink.SchemaRegistry{URL: reg.URL}})
+	p2, err2 := New(Config{Format: "avro", Schemas: []string{"public"}, SchemaRegistry: &plugin.SchemaRegistry{URL: reg.URL}})
 	if err1 != nil || err2 != nil || p1.dec != p2.dec {
 		t.Errorf("equal registry settings share one decoder: %v %v", err1, err2)
 	}
@@ -229,7 +230,7 @@ func TestAvroNeedsPipelineRegistry(t *testing.T) {
 // A registry that cannot be reached makes the record's decode transient, not poison; bytes
 // that are not in the wire format are poison.
 func TestDecodeErrorsSort(t *testing.T) {
-	p, err := New(Config{Format: "avro", Schemas: []string{"public"}, SchemaRegistry: &sink.SchemaRegistry{URL: "http://127.0.0.1:1", Timeout: time.Second}})
+	p, err := New(Config{Format: "avro", Schemas: []string{"public"}, SchemaRegistry: &plugin.SchemaRegistry{URL: "http://127.0.0.1:1", Timeout: time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}

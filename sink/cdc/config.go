@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/internal/mapping"
+	"github.com/eosink/eosink/sink/plugin"
 )
 
 // Config configures the cdc plugin. See the package documentation for an example.
@@ -20,8 +20,8 @@ type Config struct {
 	// json.
 	Format string `yaml:"format"`
 	// SchemaRegistry is where avro finds its schemas; required for it. From a config file
-	// it is the pipeline's schema_registry section (sink.PluginConfig.SchemaRegistry).
-	SchemaRegistry *sink.SchemaRegistry `yaml:"-"`
+	// it is the pipeline's schema_registry section (plugin.Config.SchemaRegistry).
+	SchemaRegistry *plugin.SchemaRegistry `yaml:"-"`
 	// Table is the target table template; ${source.schema}, ${source.table},
 	// ${source.db} and ${topic} are replaced. A name without a schema goes to Schema.
 	// Default "${source.schema}.${source.table}".

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/plugin"
 )
 
 const jsonKey = `{"schema":{"type":"struct","name":"src.public.items.Key","fields":[{"type":"int64","field":"id"}]},"payload":{"id":7}}`
@@ -101,18 +102,18 @@ func TestEvolveConfig(t *testing.T) {
 // From a config file: create and evolve are keys of the sink section; an unknown evolve
 // value is a config error naming the field.
 func TestDDLKeysFromConfig(t *testing.T) {
-	_, err := sink.BuildPlugin(sink.PluginConfig{Path: "sink", Schema: "eosink",
+	_, err := plugin.Build(plugin.Config{Path: "sink", Schema: "eosink",
 		Raw: map[string]any{"type": "cdc", "schemas": []any{"public"}, "create": true, "evolve": "add-columns"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = sink.BuildPlugin(sink.PluginConfig{Path: "sink", Schema: "eosink",
+	_, err = plugin.Build(plugin.Config{Path: "sink", Schema: "eosink",
 		Raw: map[string]any{"type": "cdc", "schemas": []any{"public"}, "evolve": "drop-columns"}})
 	var ce *sink.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "sink.evolve" || !strings.HasPrefix(ce.Reason, `"drop-columns" is not add-columns`) {
 		t.Fatalf("evolve: drop-columns: %#v", err)
 	}
-	_, err = sink.BuildPlugin(sink.PluginConfig{Path: "sink", Schema: "eosink",
+	_, err = plugin.Build(plugin.Config{Path: "sink", Schema: "eosink",
 		Raw: map[string]any{"type": "cdc", "create": "sometimes"}})
 	if !errors.As(err, &ce) {
 		t.Fatalf("create: sometimes: %v", err)

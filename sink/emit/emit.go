@@ -38,6 +38,7 @@ import (
 	"github.com/eosink/eosink/outbox"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/internal/mapping"
+	"github.com/eosink/eosink/sink/plugin"
 )
 
 // Config configures the plugin.
@@ -62,7 +63,7 @@ type Config struct {
 	KeyFormat   string `yaml:"key_format"`
 	ValueFormat string `yaml:"value_format"`
 	// SchemaRegistry serves the schema'd formats; from a config file, the pipeline's.
-	SchemaRegistry *sink.SchemaRegistry `yaml:"-"`
+	SchemaRegistry *plugin.SchemaRegistry `yaml:"-"`
 }
 
 // Emit is the plugin.
@@ -82,14 +83,14 @@ type section = struct {
 	Inner  map[string]any `yaml:"inner"`
 }
 
-func init() { sink.RegisterConfig("outbox", fromConfig) }
+func init() { plugin.RegisterConfig("outbox", fromConfig) }
 
-func fromConfig(cfg sink.PluginConfig, c section) (*Emit, error) {
+func fromConfig(cfg plugin.Config, c section) (*Emit, error) {
 	innerCfg, err := cfg.Sub("inner")
 	if err != nil {
 		return nil, err
 	}
-	inner, err := sink.BuildPlugin(innerCfg)
+	inner, err := plugin.Build(innerCfg)
 	if err != nil {
 		return nil, err
 	}

@@ -50,6 +50,7 @@ import (
 	"github.com/eosink/eosink/internal/migrator"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/internal/mapping"
+	"github.com/eosink/eosink/sink/plugin"
 )
 
 //go:embed migrations/*.sql
@@ -84,7 +85,7 @@ type Config struct {
 	// SchemaRegistry is where the avro, protobuf and json_schema formats find their
 	// schemas; required for them. From a config file it is the pipeline's schema_registry
 	// section.
-	SchemaRegistry *sink.SchemaRegistry `yaml:"-"`
+	SchemaRegistry *plugin.SchemaRegistry `yaml:"-"`
 }
 
 // Inbox is the plugin.
@@ -101,7 +102,7 @@ type Inbox struct {
 	lastPrune atomic.Int64 // unix nanos
 }
 
-func init() { sink.RegisterConfig("inbox", fromConfig) }
+func init() { plugin.RegisterConfig("inbox", fromConfig) }
 
 // section is the inbox's config section: its own keys and the inner plugin's section. It is
 // an alias of an unnamed struct so that yaml's type errors name it as they always have.
@@ -112,12 +113,12 @@ type section = struct {
 
 // fromConfig builds the inbox and its inner plugin from the section; the subscriber and the
 // schema default to the pipeline's.
-func fromConfig(cfg sink.PluginConfig, c section) (*Inbox, error) {
+func fromConfig(cfg plugin.Config, c section) (*Inbox, error) {
 	innerCfg, err := cfg.Sub("inner")
 	if err != nil {
 		return nil, err
 	}
-	inner, err := sink.BuildPlugin(innerCfg)
+	inner, err := plugin.Build(innerCfg)
 	if err != nil {
 		return nil, err
 	}

@@ -53,17 +53,18 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/plugin"
 )
 
-func init() { sink.RegisterConfig("multi", fromConfig) }
+func init() { plugin.RegisterConfig("multi", fromConfig) }
 
 // section is the multi plugin's config section.
 type section = struct {
 	Sinks []any `yaml:"sinks"`
 }
 
-// fromConfig builds each entry of sinks with sink.BuildPlugin, as sinks[i].
-func fromConfig(cfg sink.PluginConfig, c section) (*Multi, error) {
+// fromConfig builds each entry of sinks with plugin.Build, as sinks[i].
+func fromConfig(cfg plugin.Config, c section) (*Multi, error) {
 	if len(c.Sinks) == 0 {
 		return nil, &sink.ConfigError{Field: cfg.Path + ".sinks", Reason: "required: a list of at least one plugin section, each with a type"}
 	}
@@ -78,7 +79,7 @@ func fromConfig(cfg sink.PluginConfig, c section) (*Multi, error) {
 			continue
 		}
 		sub.Raw = raw
-		p, err := sink.BuildPlugin(sub)
+		p, err := plugin.Build(sub)
 		if err != nil {
 			errs = append(errs, fieldPath(err, sub.Path))
 			continue

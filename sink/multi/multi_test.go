@@ -14,6 +14,7 @@ import (
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/inbox"
 	"github.com/eosink/eosink/sink/multi"
+	"github.com/eosink/eosink/sink/plugin"
 	"github.com/eosink/eosink/sink/sinktest"
 	"github.com/eosink/eosink/sink/table"
 )
@@ -145,7 +146,7 @@ func TestWriteErrorKeepsItsKind(t *testing.T) {
 
 func TestConfigErrors(t *testing.T) {
 	build := func(raw map[string]any) error {
-		_, err := sink.BuildPlugin(sink.PluginConfig{Path: "sink", Pipeline: "p", Schema: "eosink", Raw: raw})
+		_, err := plugin.Build(plugin.Config{Path: "sink", Pipeline: "p", Schema: "eosink", Raw: raw})
 		return err
 	}
 	tbl := map[string]any{"type": "table", "table": "t", "columns": map[string]any{"a": "value.a"}}
@@ -168,7 +169,7 @@ func TestConfigErrors(t *testing.T) {
 			err := build(tc.raw)
 			var ce *sink.ConfigError
 			if !errors.As(err, &ce) || ce.Field != tc.field || !strings.Contains(ce.Reason, tc.want) {
-				t.Fatalf("BuildPlugin = %v, want a *sink.ConfigError for %s containing %q", err, tc.field, tc.want)
+				t.Fatalf("plugin.Build = %v, want a *sink.ConfigError for %s containing %q", err, tc.field, tc.want)
 			}
 		})
 	}

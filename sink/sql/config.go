@@ -10,6 +10,7 @@ import (
 
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/internal/mapping"
+	"github.com/eosink/eosink/sink/plugin"
 )
 
 // Config configures the sql plugin.
@@ -41,8 +42,8 @@ type Config struct {
 	ValueFormat string `yaml:"value_format"`
 	// SchemaRegistry is where the avro, protobuf and json_schema formats find their
 	// schemas; required for them. From a config file it is the pipeline's schema_registry
-	// section (sink.PluginConfig.SchemaRegistry).
-	SchemaRegistry *sink.SchemaRegistry `yaml:"-"`
+	// section (plugin.Config.SchemaRegistry).
+	SchemaRegistry *plugin.SchemaRegistry `yaml:"-"`
 }
 
 // Route gives the topics it matches statements of their own; the parameters are the
@@ -106,7 +107,7 @@ const (
 )
 
 func init() {
-	sink.RegisterConfig("sql", func(pc sink.PluginConfig, c Config) (*SQL, error) {
+	plugin.RegisterConfig("sql", func(pc plugin.Config, c Config) (*SQL, error) {
 		c.SchemaRegistry = pc.SchemaRegistry
 		p, err := New(c)
 		var ce *sink.ConfigError

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/plugin"
 )
 
 func TestRewrite(t *testing.T) {
@@ -137,18 +138,18 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 func TestRegisteredConfig(t *testing.T) {
 	raw := map[string]any{"type": "sql", "params": map[string]any{"sku": map[string]any{"from": "value.sku", "required": true}},
 		"statements": []any{"INSERT INTO h (sku) VALUES (@sku)", "UPDATE s SET n = n + 1 WHERE sku = @skux"}}
-	_, err := sink.BuildPlugin(sink.PluginConfig{Path: "sink", Raw: raw})
+	_, err := plugin.Build(plugin.Config{Path: "sink", Raw: raw})
 	var ce *sink.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "sink.statements[1]" || !strings.Contains(ce.Reason, "unknown parameter @skux") {
 		t.Fatalf("got %v, want a config error on sink.statements[1]", err)
 	}
 	raw["statements"] = []any{"INSERT INTO h (sku) VALUES (@sku)"}
 	raw["oops"] = 1
-	if _, err := sink.BuildPlugin(sink.PluginConfig{Path: "sink", Raw: raw}); !errors.As(err, &ce) || ce.Field != "sink.oops" {
+	if _, err := plugin.Build(plugin.Config{Path: "sink", Raw: raw}); !errors.As(err, &ce) || ce.Field != "sink.oops" {
 		t.Fatalf("unknown key: got %v, want a config error on sink.oops", err)
 	}
 	delete(raw, "oops")
-	p, err := sink.BuildPlugin(sink.PluginConfig{Path: "sink", Raw: raw})
+	p, err := plugin.Build(plugin.Config{Path: "sink", Raw: raw})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/plugin"
 )
 
 // Config configures the table plugin.
@@ -27,8 +27,8 @@ type Config struct {
 	ValueFormat string `yaml:"value_format"`
 	// SchemaRegistry is where the avro, protobuf and json_schema formats find their
 	// schemas; required for them. From a config file it is the pipeline's schema_registry
-	// section (sink.PluginConfig.SchemaRegistry).
-	SchemaRegistry *sink.SchemaRegistry `yaml:"-"`
+	// section (plugin.Config.SchemaRegistry).
+	SchemaRegistry *plugin.SchemaRegistry `yaml:"-"`
 	// Create creates a missing table, in the transaction of the first batch that writes to
 	// it, with the mapped columns typed from the registry schema of the batch's first
 	// record that decodes (paths into avro keys and values; see mapping.ColumnTypes), and

@@ -10,10 +10,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/plugin"
 )
 
 func init() {
-	sink.RegisterConfig("table", func(pc sink.PluginConfig, c tableSection) (*Table, error) {
+	plugin.RegisterConfig("table", func(pc plugin.Config, c tableSection) (*Table, error) {
 		c.Config.SchemaRegistry = pc.SchemaRegistry
 		c.Config.OnConflict = c.OnConflict
 		return New(c.Config)

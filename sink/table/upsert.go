@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/plugin"
 )
 
 // UpsertConfig configures the upsert plugin.
@@ -51,7 +52,7 @@ const (
 var mergeOps = []string{MergeReplace, MergeAdd, MergeMin, MergeMax, MergeKeepFirst, MergeCoalesce}
 
 func init() {
-	sink.RegisterConfig("upsert", func(pc sink.PluginConfig, c UpsertConfig) (*Upsert, error) {
+	plugin.RegisterConfig("upsert", func(pc plugin.Config, c UpsertConfig) (*Upsert, error) {
 		c.SchemaRegistry = pc.SchemaRegistry
 		return NewUpsert(c)
 	})

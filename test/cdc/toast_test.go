@@ -17,6 +17,7 @@ import (
 	"github.com/eosink/eosink/internal/testbed"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/cdc"
+	"github.com/eosink/eosink/sink/plugin"
 )
 
 // The source table of the TOAST tests, under the default REPLICA IDENTITY: each of t, b,
@@ -189,7 +190,7 @@ on_poison: dead-letter
 	}
 	c := cdc.Config{}
 	if conv == testbed.Avro {
-		c.Format, c.SchemaRegistry = "avro", &sink.SchemaRegistry{URL: registryURL}
+		c.Format, c.SchemaRegistry = "avro", &plugin.SchemaRegistry{URL: registryURL}
 	}
 	p := newPlugin(t, e, replica2, positions, c)
 	write := func(msgs ...testbed.Msg) error {

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/plugin"
 )
 
 // Options tune Load and Parse.
@@ -52,7 +53,7 @@ type Pipeline struct {
 	// HTTPOptions are the http section's TLS and /metrics authentication.
 	HTTPOptions HTTPOptions
 	// SchemaRegistry is the schema_registry section, handed to the plugin; nil for none.
-	SchemaRegistry *sink.SchemaRegistry
+	SchemaRegistry *plugin.SchemaRegistry
 	// Logger writes to Options.LogOutput in the file's log format and level.
 	Logger *slog.Logger
 	// Progress is log.progress: how often eosink run logs a progress line; 0 for never.

@@ -16,11 +16,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/plugin"
 )
 
 // testPlugin records the section it was built from.
 type testPlugin struct {
-	cfg  sink.PluginConfig
+	cfg  plugin.Config
 	opts struct {
 		Table  string         `yaml:"table"`
 		Limit  int            `yaml:"limit"`
@@ -37,7 +38,7 @@ func (*testPlugin) Write(context.Context, pgx.Tx, sink.Batch) error { return nil
 func (*testPlugin) Close(context.Context, sink.Partition) error     { return nil }
 
 func init() {
-	sink.Register("pipelinetest", func(cfg sink.PluginConfig) (sink.Plugin, error) {
+	plugin.Register("pipelinetest", func(cfg plugin.Config) (sink.Plugin, error) {
 		p := &testPlugin{cfg: cfg}
 		if err := cfg.Decode(&p.opts); err != nil {
 			return nil, err

@@ -8,19 +8,20 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/plugin"
 )
 
 // plugin builds the sink section's plugin.
-func (l *loader) plugin(n *yaml.Node, pipelineName, schema string, logger *slog.Logger, reg *sink.SchemaRegistry) (sink.Plugin, string) {
+func (l *loader) plugin(n *yaml.Node, pipelineName, schema string, logger *slog.Logger, reg *plugin.SchemaRegistry) (sink.Plugin, string) {
 	n = deref(n)
 	if isNull(n) {
 		if !l.broken[""] {
-			l.fail("sink", 0, "required: the plugin section, with a type (registered: %s)", strings.Join(sink.Plugins(), ", "))
+			l.fail("sink", 0, "required: the plugin section, with a type (registered: %s)", strings.Join(plugin.Names(), ", "))
 		}
 		return nil, ""
 	}
 	if n.Kind != yaml.MappingNode {
-		l.fail("sink", n.Line, "must be a mapping with a type (registered: %s), not %s", strings.Join(sink.Plugins(), ", "), kindName(n))
+		l.fail("sink", n.Line, "must be a mapping with a type (registered: %s), not %s", strings.Join(plugin.Names(), ", "), kindName(n))
 		return nil, ""
 	}
 	// anyValue expands aliases: a few lines of anchors can stand for billions of values
@@ -37,9 +38,9 @@ func (l *loader) plugin(n *yaml.Node, pipelineName, schema string, logger *slog.
 	if len(l.errs) > before {
 		return nil, "" // the plugin would only see a partial section
 	}
-	cfg := sink.PluginConfig{Path: "sink", Pipeline: pipelineName, Schema: schema, Raw: v.(map[string]any), Logger: logger, SchemaRegistry: reg}
+	cfg := plugin.Config{Path: "sink", Pipeline: pipelineName, Schema: schema, Raw: v.(map[string]any), Logger: logger, SchemaRegistry: reg}
 	l.sinkRaw = cfg.Raw
-	plugin, err := sink.BuildPlugin(cfg)
+	plugin, err := plugin.Build(cfg)
 	if err != nil && l.unresolvedWithin("sink") {
 		// The plugin saw the section without the values of unset variables: its complaint
 		// may be about them. A warning, like them; run checks it with the values.

@@ -6,12 +6,12 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/plugin"
 )
 
 // rawRegistry is the schema_registry section: how the plugins' avro, protobuf and
 // json_schema formats reach the Schema Registry. It is handed to the plugin as
-// sink.PluginConfig.SchemaRegistry.
+// plugin.Config.SchemaRegistry.
 type rawRegistry struct {
 	URL         yaml.Node      `yaml:"url"`
 	Username    yaml.Node      `yaml:"username"`
@@ -30,7 +30,7 @@ type rawRegistryTLS struct {
 
 // registry converts the schema_registry section; nil when the file has none. Passwords and
 // tokens are secrets: they never appear in messages.
-func (l *loader) registry(r *rawRegistry) *sink.SchemaRegistry {
+func (l *loader) registry(r *rawRegistry) *plugin.SchemaRegistry {
 	const path = "schema_registry"
 	if l.broken[path] {
 		return nil
@@ -43,7 +43,7 @@ func (l *loader) registry(r *rawRegistry) *sink.SchemaRegistry {
 	if !present {
 		return nil
 	}
-	reg := &sink.SchemaRegistry{}
+	reg := &plugin.SchemaRegistry{}
 	if s, ok := l.value(path+".password", &r.Password); ok {
 		reg.Password = s.val
 		l.secrets.add(s.val)

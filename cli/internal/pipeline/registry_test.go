@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/plugin"
 	_ "github.com/eosink/eosink/sink/table" // table, with value_format: avro
 )
 
@@ -34,8 +34,8 @@ schema_registry:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &sink.SchemaRegistry{URL: "http://127.0.0.1:8081/apis/ccompat/v7", Username: "sink", Password: "reg-secret-5",
-		Timeout: 3 * time.Second, TLS: sink.SchemaRegistryTLS{CAFile: "/etc/ca.pem", CertFile: "/etc/client.pem", KeyFile: "/etc/client.key"}}
+	want := &plugin.SchemaRegistry{URL: "http://127.0.0.1:8081/apis/ccompat/v7", Username: "sink", Password: "reg-secret-5",
+		Timeout: 3 * time.Second, TLS: plugin.SchemaRegistryTLS{CAFile: "/etc/ca.pem", CertFile: "/etc/client.pem", KeyFile: "/etc/client.key"}}
 	got := p.Config.Plugin.(*testPlugin).cfg.SchemaRegistry
 	if !reflect.DeepEqual(got, want) || p.SchemaRegistry != got {
 		t.Fatalf("plugin's SchemaRegistry = %+v, want %+v", got, want)

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/plugin"
 )
 
 //go:embed migrations/*.sql
@@ -32,11 +33,11 @@ type Config struct {
 	Schema string `yaml:"schema"`
 }
 
-func init() { sink.RegisterConfig("ledger", fromConfig) }
+func init() { plugin.RegisterConfig("ledger", fromConfig) }
 
 // fromConfig builds the plugin from its config section; the schema defaults to the
 // pipeline's.
-func fromConfig(cfg sink.PluginConfig, c Config) (*Ledger, error) {
+func fromConfig(cfg plugin.Config, c Config) (*Ledger, error) {
 	if c.Schema == "" {
 		c.Schema = cfg.Schema
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/internal/schemaformat"
+	"github.com/eosink/eosink/sink/plugin"
 )
 
 // This file reads the sides with a schema'd format (avro, protobuf, json_schema): the side
@@ -245,7 +246,7 @@ var shared struct {
 // NewDecoder returns the decoder for reg, shared by every caller with the same settings in
 // the process (so that the plugins of a pipeline share one registry client and one schema
 // cache). It makes no request; it reads the TLS files. Shared decoders are never closed.
-func NewDecoder(reg *sink.SchemaRegistry) (*schemaformat.Decoder, error) {
+func NewDecoder(reg *plugin.SchemaRegistry) (*schemaformat.Decoder, error) {
 	if reg == nil {
 		return nil, errors.New("no schema registry configured")
 	}
@@ -272,7 +273,7 @@ func NewDecoder(reg *sink.SchemaRegistry) (*schemaformat.Decoder, error) {
 // SetDecoder sets m.Decoder from reg when one of m's sides has a schema'd format; it
 // reports a missing registry as an error naming the option (keyOpt or valueOpt) that asks
 // for the format.
-func (m *Mapping) SetDecoder(reg *sink.SchemaRegistry, keyOpt, valueOpt string) error {
+func (m *Mapping) SetDecoder(reg *plugin.SchemaRegistry, keyOpt, valueOpt string) error {
 	if !m.Key.Schemad() && !m.Value.Schemad() {
 		return nil
 	}

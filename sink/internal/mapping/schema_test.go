@@ -11,6 +11,7 @@ import (
 
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/internal/schemaformat"
+	"github.com/eosink/eosink/sink/plugin"
 )
 
 // fakeDecoder gives a fixed tree per input, to test how Row renders decoded trees; the
@@ -148,12 +149,12 @@ func TestSetDecoder(t *testing.T) {
 	if err := m.SetDecoder(nil, "key_format", "value_format"); err == nil || err.Error() != "value_format: avro needs the pipeline's schema_registry section (its url at least)" {
 		t.Errorf("no registry: %v", err)
 	}
-	reg := &sink.SchemaRegistry{URL: "http://127.0.0.1:1/apis/ccompat/v7"}
+	reg := &plugin.SchemaRegistry{URL: "http://127.0.0.1:1/apis/ccompat/v7"}
 	if err := m.SetDecoder(reg, "key_format", "value_format"); err != nil || m.Decoder == nil {
 		t.Fatalf("SetDecoder: %v", err)
 	}
 	m2 := Mapping{Key: JSONSchema}
-	if err := m2.SetDecoder(&sink.SchemaRegistry{URL: reg.URL}, "key_format", "value_format"); err != nil || m2.Decoder != m.Decoder {
+	if err := m2.SetDecoder(&plugin.SchemaRegistry{URL: reg.URL}, "key_format", "value_format"); err != nil || m2.Decoder != m.Decoder {
 		t.Errorf("equal registry settings do not share one decoder: %v", err)
 	}
 	plain := Mapping{}

@@ -1,10 +1,10 @@
-package sink
+package plugin
 
 import "time"
 
 // SchemaRegistry says how to reach the Schema Registry that the avro, protobuf and
 // json_schema formats of the built-in plugins decode with (docs/formats.md). A pipeline has
-// at most one, in PluginConfig.SchemaRegistry; plugins with equal settings share one client
+// at most one, in Config.SchemaRegistry; plugins with equal settings share one client
 // and one schema cache.
 type SchemaRegistry struct {
 	// URL is the registry's Confluent-compatible API, such as http://127.0.0.1:8081 or, for

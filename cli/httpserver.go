@@ -53,7 +53,7 @@ func (lim httpLimits) with(o pipeline.HTTPOptions) httpLimits {
 	return lim
 }
 
-// newHTTPServer wraps h (sink.HTTPHandler) with lim's timeouts and concurrency bound, o's
+// newHTTPServer wraps h (sinkhttp.Handler) with lim's timeouts and concurrency bound, o's
 // authentication on every path but the probes, and o's TLS. Serve it with serveHTTP.
 func newHTTPServer(o pipeline.HTTPOptions, lim httpLimits, h http.Handler) (*http.Server, error) {
 	srv := &http.Server{

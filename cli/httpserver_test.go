@@ -26,7 +26,7 @@ import (
 	"github.com/eosink/eosink/internal/testbed"
 )
 
-// endpoints stands for sink.HTTPHandler: /metrics, /healthz and /readyz; /metrics
+// endpoints stands for sinkhttp.Handler: /metrics, /healthz and /readyz; /metrics
 // signals entered and blocks while block is open.
 func endpoints(block, entered chan struct{}) http.Handler {
 	mux := http.NewServeMux()

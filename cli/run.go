@@ -18,6 +18,7 @@ import (
 
 	"github.com/eosink/eosink/cli/internal/pipeline"
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/sinkhttp"
 )
 
 // runCmd: eosink run -config FILE [-validate] [-progress DURATION].
@@ -90,7 +91,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return fmt.Errorf("%s: http: %w", p.File, err)
 		}
-		srv, err := newHTTPServer(p.HTTPOptions, defaultHTTPLimits.with(p.HTTPOptions), s.HTTPHandler(reg))
+		srv, err := newHTTPServer(p.HTTPOptions, defaultHTTPLimits.with(p.HTTPOptions), sinkhttp.Handler(s, reg))
 		if err != nil {
 			ln.Close()
 			return fmt.Errorf("%s: %w", p.File, err)

@@ -2,11 +2,7 @@ package sink
 
 import (
 	"fmt"
-	"net/http"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Ready reports whether Run is consuming: connected to PostgreSQL and Kafka, subscribed, and
@@ -47,29 +43,4 @@ func (s *Sink) touch() { s.polled.Store(int64(time.Since(clockStart))) }
 // sincePolled is the time since the last touch, on the monotonic clock.
 func (s *Sink) sincePolled() time.Duration {
 	return time.Since(clockStart) - time.Duration(s.polled.Load())
-}
-
-// HTTPHandler serves /metrics from gatherer (nil: no /metrics), /healthz (Healthy) and
-// /readyz (Ready), for orchestrators and Prometheus. Mount it on a server of your own, or use
-// it as the server's handler.
-func (s *Sink) HTTPHandler(gatherer prometheus.Gatherer) http.Handler {
-	mux := http.NewServeMux()
-	if gatherer != nil {
-		mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
-	}
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := s.Healthy(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !s.Ready() {
-			http.Error(w, "not consuming", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	return mux
 }

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/eosink/eosink/sink/sinkhttp"
 )
 
 // TestHealthzShowsOnlyTheStopReason: with UnhealthyOnStoppedPartition, /healthz (served
@@ -17,7 +19,7 @@ func TestHealthzShowsOnlyTheStopReason(t *testing.T) {
 	s.touch()
 	s.stops[partitionKey{"orders", 3}] = stopInfo{reason: StopPoison,
 		err: errors.New(`ERROR: null value in column "note" violates not-null constraint: Failing row contains (42, s3cret-card-4111)`)}
-	srv := httptest.NewServer(s.HTTPHandler(nil))
+	srv := httptest.NewServer(sinkhttp.Handler(s, nil))
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL + "/healthz")
 	if err != nil {

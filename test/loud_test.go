@@ -20,6 +20,7 @@ import (
 	"github.com/eosink/eosink/examples/points/app"
 	"github.com/eosink/eosink/internal/testbed"
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/sinkhttp"
 )
 
 // eosink runs the eosink command in this process against the pipeline's services.
@@ -160,7 +161,7 @@ func TestUnhealthyOnStoppedPartition(t *testing.T) {
 			cfg.UnhealthyOnStoppedPartition = on
 			r := startSink(t, cfg)
 			waitPartitionError(t, r, sink.ErrOffsetOutOfRange)
-			srv := httptest.NewServer(r.s.HTTPHandler(nil))
+			srv := httptest.NewServer(sinkhttp.Handler(r.s, nil))
 			defer srv.Close()
 			resp, err := srv.Client().Get(srv.URL + "/healthz")
 			if err != nil {

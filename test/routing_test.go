@@ -22,6 +22,7 @@ import (
 	"github.com/eosink/eosink/internal/testbed"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/cdc"
+	"github.com/eosink/eosink/sink/sinkhttp"
 	"github.com/eosink/eosink/sink/table"
 )
 
@@ -378,7 +379,7 @@ func TestPatternUnroutedTopicAtRuntime(t *testing.T) {
 		g := stoppedGauges(t, reg)
 		return slices.Equal(g, []string{"0/no_route"}), fmt.Sprint(g)
 	})
-	srv := httptest.NewServer(run.s.HTTPHandler(nil))
+	srv := httptest.NewServer(sinkhttp.Handler(run.s, nil))
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL + "/healthz")
 	if err != nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/eosink/eosink/examples/points/app"
 	"github.com/eosink/eosink/internal/kafkaflag"
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/sinkhttp"
 )
 
 type common struct {
@@ -221,7 +222,7 @@ func serveHTTP(addr string, reg *prometheus.Registry, s *sink.Sink) (*http.Serve
 	if err != nil {
 		return nil, fmt.Errorf("-http %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: s.HTTPHandler(reg), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: sinkhttp.Handler(s, reg), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	slog.Info("serving metrics and health", "addr", ln.Addr().String())
 	return srv, nil

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/eosink/eosink/internal/engine"
 	"github.com/eosink/eosink/internal/pgerr"
 	"github.com/eosink/eosink/sink"
 )
@@ -205,7 +206,7 @@ func (c *Client) replayOne(ctx context.Context, id int64, plugin sink.Plugin) (w
 	if err != nil {
 		return nil, fmt.Errorf("take dead letter %d: %w", id, err)
 	}
-	_, werr = sink.WriteBatch(ctx, tx, plugin, sink.Batch{Topic: d.Topic, Partition: d.Partition, Records: []sink.Record{*d.Record}}, sink.WriteOptions{RedactErrorValues: c.redact})
+	_, werr = engine.WriteBatch(ctx, tx, plugin, sink.Batch{Topic: d.Topic, Partition: d.Partition, Records: []sink.Record{*d.Record}}, engine.WriteOptions{RedactErrorValues: c.redact})
 	if werr != nil {
 		if !sink.IsPoison(werr) { // transient, or the plugin cannot work: stop replaying
 			return nil, fmt.Errorf("replay dead letter %d: %w", id, werr)

@@ -8,7 +8,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/internal/engine"
 )
 
 // aliveWithin is how recent an instance's heartbeat must be for it to count as alive: three
@@ -76,7 +76,7 @@ func (c *Client) List(ctx context.Context, pipeline string) ([]Position, error) 
 		err := r.Scan(&p.Pipeline, &p.Topic, &p.Partition, &p.NextOffset, &p.Epoch, &p.Owner, &p.UpdatedAt,
 			&p.OwnerAlive, &reason, &st.Error, &at, &st.By)
 		if reason != nil {
-			st.Reason, st.Remedy = *reason, sink.StopRemedy(*reason)
+			st.Reason, st.Remedy = *reason, engine.StopRemedy(*reason)
 			if at != nil {
 				st.At = *at
 			}

@@ -73,8 +73,8 @@ func (w *worker) commit(batch []Record, attempt int, isolate bool) (err error) {
 	}
 	failpoint.Eval(failpoint.AfterOffsetUpdate)
 
-	res, err := WriteBatch(ctx, tx, cfg.plugin, Batch{Topic: w.topic, Partition: w.partition, Records: batch},
-		WriteOptions{Isolate: isolate, CheckDeferred: isolate && w.checkDeferred, Schema: cfg.schema, Pipeline: cfg.pipeline,
+	res, err := writeBatch(ctx, tx, cfg.plugin, Batch{Topic: w.topic, Partition: w.partition, Records: batch},
+		writeOptions{Isolate: isolate, CheckDeferred: isolate && w.checkDeferred, Schema: cfg.schema, Pipeline: cfg.pipeline,
 			RedactErrorValues: cfg.redact})
 	if err != nil {
 		w.logPanic(batch, err)

@@ -20,7 +20,7 @@ type Poisoned struct {
 // replays its range) updates its row: the latest error and one more failure. Header keys are
 // stored as bytes, exactly; the error text as ErrorText writes it (opts.RedactErrorValues),
 // with its invalid UTF-8 and NULs escaped (pgerr.SafeText), since text refuses them.
-func insertDeadLetters(ctx context.Context, tx pgx.Tx, opts WriteOptions, dead []Poisoned) error {
+func insertDeadLetters(ctx context.Context, tx pgx.Tx, opts writeOptions, dead []Poisoned) error {
 	q := fmt.Sprintf(`INSERT INTO %s AS d (pipeline, topic, partition, "offset", key, value, header_keys, header_values, "timestamp", error)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (pipeline, topic, partition, "offset") DO UPDATE

@@ -98,9 +98,8 @@
 // connection has an unknown outcome; the sink reads the row back and resumes from what is
 // stored. Poison (a *PoisonError, or SQLSTATE class 22 or 23, or 54000) stops the partition
 // by default; with OnPoison: DeadLetter the bad records are isolated in savepoints and
-// written to the dead_letters table in the batch's own transaction (see WriteBatch and
-// docs/plugins.md); a record that commits fine with the rest of its batch is never
-// dead-lettered. When more than MaxDeadLetterRatio of a partition's last DeadLetterWindow
+// written to the dead_letters table in the batch's own transaction (see docs/plugins.md);
+// a record that commits fine with the rest of its batch is never dead-lettered. When more than MaxDeadLetterRatio of a partition's last DeadLetterWindow
 // records would be dead letters, the batch rolls back and the partition stops with a
 // *TooManyDeadLettersError (ErrTooManyDeadLetters). Any other error rolls back and stops the
 // partition with a *HandlerError.

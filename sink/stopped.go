@@ -59,8 +59,8 @@ func StopReason(err error) string {
 	return StopOther
 }
 
-// StopRemedy tells an operator what to do about a partition stopped for reason.
-func StopRemedy(reason string) string {
+// stopRemedy tells an operator what to do about a partition stopped for reason.
+func stopRemedy(reason string) string {
 	switch reason {
 	case StopFenced:
 		return "another claim owns the partition; while Kafka still assigns it here, this instance claims it again after session.timeout.ms " +
@@ -116,7 +116,7 @@ func (s *Sink) recordFailure(topic string, partition int32, err error) {
 	if reason == StopFenced {
 		msg = "partition fenced: another instance or an operator moved it; stopped here"
 	}
-	s.log.Error(msg, "topic", topic, "partition", partition, "reason", reason, "err", err, "remedy", StopRemedy(reason))
+	s.log.Error(msg, "topic", topic, "partition", partition, "reason", reason, "err", err, "remedy", stopRemedy(reason))
 	s.persistStop(k, &stopInfo{reason: reason, err: err}, 0)
 }
 

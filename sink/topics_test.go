@@ -84,8 +84,8 @@ func TestCheckRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	perr := &PartitionError{Topic: "b", Partition: 3, Err: &NoRouteError{Topic: "b"}}
-	if r := StopReason(perr); r != StopNoRoute || !strings.Contains(StopRemedy(r), "Add a route") {
-		t.Fatalf("reason %q, remedy %q", r, StopRemedy(r))
+	if r := StopReason(perr); r != StopNoRoute || !strings.Contains(stopRemedy(r), "Add a route") {
+		t.Fatalf("reason %q, remedy %q", r, stopRemedy(r))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/eosink/eosink/internal/engine/hook"
 	"github.com/eosink/eosink/internal/pgerr"
 )
 
@@ -16,7 +17,7 @@ var errIsolate = errors.New("eosink: batch holds a poison record; isolating it")
 
 // errIsolateAtCommit: the batch's COMMIT failed with a data error (a deferred constraint) and
 // the policy is DeadLetter. The batch is tried again at once, isolating with the deferred
-// constraints checked at the end of each part (WriteOptions.CheckDeferred).
+// constraints checked at the end of each part (writeOptions.CheckDeferred).
 var errIsolateAtCommit = fmt.Errorf("%w (a deferred constraint failed at COMMIT)", errIsolate)
 
 // IsPoison reports whether err comes from the records rather than the database or the code:
@@ -35,9 +36,9 @@ func poisonOffset(err error) (int64, bool) {
 	return 0, false
 }
 
-// WriteResult says what WriteBatch did. Applied + Skipped + len(DeadLettered) is the number
+// writeResult says what writeBatch did. Applied + Skipped + len(DeadLettered) is the number
 // of records in the batch.
-type WriteResult struct {
+type writeResult struct {
 	Applied      int        // records written by the plugin
 	Skipped      int        // records the plugin reported as deliberately not applied (Skipped)
 	DeadLettered []Poisoned // poison records written to the dead-letter table
@@ -57,10 +58,11 @@ func Skipped(ctx context.Context, n int) {
 	}
 }
 
-// CountSkipped returns ctx in which Skipped counts into *n instead of into the caller's
+// countSkipped returns ctx in which Skipped counts into *n instead of into the caller's
 // count. It is for plugins that write the same records through several others (package
-// sink/multi), which count each one apart and then report one number themselves.
-func CountSkipped(ctx context.Context) (context.Context, *int) {
+// sink/multi, through internal/engine.CountSkipped), which count each one apart and then
+// report one number themselves.
+func countSkipped(ctx context.Context) (context.Context, *int) {
 	n := new(int)
 	return context.WithValue(ctx, skipKey{}, n), n
 }
@@ -78,46 +80,32 @@ func write(ctx context.Context, tx pgx.Tx, p Plugin, b Batch) (skipped int, err 
 	return skipped, err
 }
 
-// WriteOptions configure WriteBatch.
-type WriteOptions struct {
-	// Isolate writes the batch in savepoints, finds the poison records (splitting at the one
-	// a *PoisonError names, or by halves for a data error that names none), keeps every record
-	// that writes together with the rest of the batch (isolate.go), and dead-letters the
-	// others. Without it, a poison record fails the whole write.
-	Isolate bool
-	// CheckDeferred, with Isolate, checks deferred constraints at the end of each part, in
-	// its savepoint (SET CONSTRAINTS ALL IMMEDIATE, which a rollback to the savepoint undoes),
-	// so that a violation COMMIT would raise shows in the part that causes it. The engine sets
-	// it when the batch's COMMIT failed with a data error (a deferred constraint).
-	CheckDeferred bool
-	// Schema and Pipeline locate and label the dead letters (Config.Schema, Config.Pipeline).
-	Schema, Pipeline string
-	// RedactErrorValues writes the dead letters' errors without record data
-	// (Config.RedactErrorValues, ErrorText).
-	RedactErrorValues bool
-}
+// writeOptions configure writeBatch. The type is package engine/hook's, so that the
+// project's own packages fill it in too (internal/engine.WriteBatch).
+type writeOptions = hook.WriteOptions
 
-// WriteBatch is the engine's write step, exported for plugin conformance suites (sinktest)
-// and tests: it calls p.Write on tx for batch and, with opts.Isolate, isolates poison records
-// into the dead-letter table in the same transaction. The caller owns tx (BEGIN, the offset
-// advance and COMMIT). An error is the plugin's: transient, poison (when not isolating),
-// or fatal.
-func WriteBatch(ctx context.Context, tx pgx.Tx, p Plugin, batch Batch, opts WriteOptions) (WriteResult, error) {
+// writeBatch is the engine's write step, also lent to plugin conformance suites (sinktest),
+// the replay of dead letters (admin) and tests through internal/engine.WriteBatch: it calls
+// p.Write on tx for batch and, with opts.Isolate, isolates poison records (isolate.go) into
+// the dead-letter table in the same transaction. The caller owns tx (BEGIN, the offset
+// advance and COMMIT). An error is the plugin's: transient, poison (when not isolating), or
+// fatal.
+func writeBatch(ctx context.Context, tx pgx.Tx, p Plugin, batch Batch, opts writeOptions) (writeResult, error) {
 	if !opts.Isolate {
 		skipped, err := write(ctx, tx, p, batch)
 		if err != nil {
-			return WriteResult{}, err
+			return writeResult{}, err
 		}
-		return WriteResult{Applied: len(batch.Records) - skipped, Skipped: skipped}, nil
+		return writeResult{Applied: len(batch.Records) - skipped, Skipped: skipped}, nil
 	}
 	iso := isolator{ctx: ctx, tx: tx, p: p, topic: batch.Topic, partition: batch.Partition, checkDeferred: opts.CheckDeferred}
 	if err := iso.run(batch.Records); err != nil {
-		return WriteResult{}, err
+		return writeResult{}, err
 	}
 	if len(iso.dead) > 0 {
 		if err := insertDeadLetters(ctx, tx, opts, iso.dead); err != nil {
-			return WriteResult{}, err
+			return writeResult{}, err
 		}
 	}
-	return WriteResult{Applied: iso.written - iso.skipped, Skipped: iso.skipped, DeadLettered: iso.dead}, nil
+	return writeResult{Applied: iso.written - iso.skipped, Skipped: iso.skipped, DeadLettered: iso.dead}, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/admin"
+	"github.com/eosink/eosink/internal/engine"
 	"github.com/eosink/eosink/internal/migrator"
 	"github.com/eosink/eosink/internal/testbed"
 	"github.com/eosink/eosink/migrations"
@@ -153,7 +154,7 @@ func TestDeadLetterNonUTF8HeaderKey(t *testing.T) {
 
 // TestDeadLetterHeaderKeyWithNUL: a header key holding a NUL (which librdkafka's C strings
 // cannot carry, but the Kafka protocol can) is stored and replayed whole, not cut. The record
-// goes through the engine's write step (sink.WriteBatch) directly.
+// goes through the engine's write step (engine.WriteBatch) directly.
 func TestDeadLetterHeaderKeyWithNUL(t *testing.T) {
 	t.Parallel()
 	p := newPipeline(t, 1)
@@ -166,8 +167,8 @@ func TestDeadLetterHeaderKeyWithNUL(t *testing.T) {
 	hs := []sink.Header{{Key: "\xff", Value: []byte{}}, {Key: "a\x00b", Value: []byte("nul in the key")}, {Key: "\x00", Value: nil}}
 	rec := sink.Record{Topic: p.Topic, Offset: 7, Key: []byte("bad"), Value: []byte("poison"), Headers: hs, Timestamp: time.UnixMilli(1700000000000)}
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		res, err := sink.WriteBatch(ctx, tx, hp, sink.Batch{Topic: p.Topic, Records: []sink.Record{rec}},
-			sink.WriteOptions{Isolate: true, Schema: p.OffsetsSchema, Pipeline: p.Group})
+		res, err := engine.WriteBatch(ctx, tx, hp, sink.Batch{Topic: p.Topic, Records: []sink.Record{rec}},
+			engine.WriteOptions{Isolate: true, Schema: p.OffsetsSchema, Pipeline: p.Group})
 		if err == nil && len(res.DeadLettered) != 1 {
 			err = errors.New("not dead-lettered")
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/eosink/eosink/internal/engine"
 	"github.com/eosink/eosink/internal/testbed"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/plugin"
@@ -93,7 +94,7 @@ func TestCreateNeedsSchema(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback(ctx)
-		_, err = sink.WriteBatch(ctx, tx, pl, batch, sink.WriteOptions{})
+		_, err = engine.WriteBatch(ctx, tx, pl, batch, engine.WriteOptions{})
 		if err == nil && commit {
 			err = tx.Commit(ctx)
 		}

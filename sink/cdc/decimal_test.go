@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eosink/eosink/internal/engine"
 	"github.com/eosink/eosink/sink"
 )
 
@@ -229,7 +230,7 @@ func TestDecimalAmbiguousStopReason(t *testing.T) {
 	if r := sink.StopReason(stop); r != "decimal_ambiguous" {
 		t.Errorf("StopReason = %q, want decimal_ambiguous", r)
 	}
-	if rem := sink.StopRemedy(sink.StopDecimal); !strings.Contains(rem, "decimal_handling") {
+	if rem := engine.StopRemedy(sink.StopDecimal); !strings.Contains(rem, "decimal_handling") {
 		t.Errorf("remedy %q does not name decimal_handling", rem)
 	}
 	if errors.Is(fmt.Errorf("x: %w", errors.New("other")), sink.ErrDecimalAmbiguous) {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eosink/eosink/internal/engine"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/inbox"
 	"github.com/eosink/eosink/sink/sinktest"
@@ -95,16 +96,16 @@ func TestDuplicatesAndConflicts(t *testing.T) {
 	ib := newInbox(t, db, schema)
 
 	offset := int64(0)
-	write := func(isolate bool, recs ...sink.Record) (sink.WriteResult, error) {
+	write := func(isolate bool, recs ...sink.Record) (engine.WriteResult, error) {
 		for i := range recs {
 			recs[i].Topic, recs[i].Offset = "orders", offset
 			offset++
 		}
-		var res sink.WriteResult
+		var res engine.WriteResult
 		err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 			var err error
-			res, err = sink.WriteBatch(ctx, tx, ib, sink.Batch{Topic: "orders", Records: recs},
-				sink.WriteOptions{Isolate: isolate, Schema: schema, Pipeline: "p"})
+			res, err = engine.WriteBatch(ctx, tx, ib, sink.Batch{Topic: "orders", Records: recs},
+				engine.WriteOptions{Isolate: isolate, Schema: schema, Pipeline: "p"})
 			return err
 		})
 		return res, err

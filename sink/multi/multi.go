@@ -52,6 +52,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/eosink/eosink/internal/engine"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/plugin"
 )
@@ -227,7 +228,7 @@ func (m *Multi) Close(ctx context.Context, p sink.Partition) error {
 func (m *Multi) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 	least := -1
 	for i, s := range m.sinks {
-		sctx, skipped := sink.CountSkipped(ctx)
+		sctx, skipped := engine.CountSkipped(ctx)
 		if err := s.Write(sctx, tx, b); err != nil {
 			return fmt.Errorf("sinks[%d]: %w", i, err)
 		}

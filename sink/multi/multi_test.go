@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eosink/eosink/internal/engine"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/inbox"
 	"github.com/eosink/eosink/sink/multi"
@@ -123,7 +124,7 @@ func TestSkippedIsTheLeast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := sink.WriteBatch(context.Background(), nil, m, sink.Batch{Records: make([]sink.Record, 5)}, sink.WriteOptions{})
+	res, err := engine.WriteBatch(context.Background(), nil, m, sink.Batch{Records: make([]sink.Record, 5)}, engine.WriteOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

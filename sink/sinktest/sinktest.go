@@ -14,7 +14,7 @@
 // The server comes from DATABASE_URL; without it the suite fails (it never skips). Each run
 // uses schemas of its own, so suites run in parallel.
 //
-// What it checks, through the engine's own write step (sink.WriteBatch):
+// What it checks, through the write step the sink runs for every batch:
 //   - an empty batch writes nothing;
 //   - a committed batch has exactly its records' effects;
 //   - a rolled-back batch leaves nothing, and delivering it again (as the engine does after a
@@ -42,6 +42,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eosink/eosink/internal/engine"
 	"github.com/eosink/eosink/sink"
 )
 
@@ -169,20 +170,20 @@ func (e *env) close(partition int32) {
 }
 
 // write runs one transaction: WriteBatch for each part, then COMMIT (or ROLLBACK).
-func (e *env) write(commit, isolate bool, parts ...[]sink.Record) (sink.WriteResult, error) {
+func (e *env) write(commit, isolate bool, parts ...[]sink.Record) (engine.WriteResult, error) {
 	ctx := context.Background()
 	tx, err := e.s.pool.Begin(ctx)
 	if err != nil {
 		e.t.Fatalf("begin: %v", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	var total sink.WriteResult
+	var total engine.WriteResult
 	for _, part := range parts {
 		b := sink.Batch{Topic: topic, Records: part}
 		if len(part) > 0 {
 			b.Partition = part[0].Partition
 		}
-		res, err := sink.WriteBatch(ctx, tx, e.p, b, sink.WriteOptions{Isolate: isolate, Schema: e.schema, Pipeline: "sinktest"})
+		res, err := engine.WriteBatch(ctx, tx, e.p, b, engine.WriteOptions{Isolate: isolate, Schema: e.schema, Pipeline: "sinktest"})
 		if err != nil {
 			return total, err
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eosink/eosink/internal/engine"
 	"github.com/eosink/eosink/internal/pgerr"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/sinktest"
@@ -127,15 +128,15 @@ func testDB(t *testing.T) (*pgxpool.Pool, string) {
 	return db, schema
 }
 
-func write(db *pgxpool.Pool, p sink.Plugin, isolate bool, schema string, recs ...sink.Record) (sink.WriteResult, error) {
+func write(db *pgxpool.Pool, p sink.Plugin, isolate bool, schema string, recs ...sink.Record) (engine.WriteResult, error) {
 	ctx := context.Background()
 	for i := range recs {
 		recs[i].Topic, recs[i].Offset = "t", int64(i)
 	}
-	var res sink.WriteResult
+	var res engine.WriteResult
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		var err error
-		res, err = sink.WriteBatch(ctx, tx, p, sink.Batch{Topic: "t", Records: recs}, sink.WriteOptions{Isolate: isolate, Schema: schema, Pipeline: "p"})
+		res, err = engine.WriteBatch(ctx, tx, p, sink.Batch{Topic: "t", Records: recs}, engine.WriteOptions{Isolate: isolate, Schema: schema, Pipeline: "p"})
 		return err
 	})
 	return res, err
@@ -391,7 +392,7 @@ func TestRoutesWrite(t *testing.T) {
 	ctx := context.Background()
 	for _, topic := range []string{"orders", "audit.x"} {
 		err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-			_, err := sink.WriteBatch(ctx, tx, p, sink.Batch{Topic: topic, Records: []sink.Record{{Topic: topic, Value: []byte(`{"x": "` + topic + `"}`)}}}, sink.WriteOptions{})
+			_, err := engine.WriteBatch(ctx, tx, p, sink.Batch{Topic: topic, Records: []sink.Record{{Topic: topic, Value: []byte(`{"x": "` + topic + `"}`)}}}, engine.WriteOptions{})
 			return err
 		})
 		if err != nil {

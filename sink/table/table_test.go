@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eosink/eosink/internal/engine"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/sinktest"
 	"github.com/eosink/eosink/sink/table"
@@ -133,7 +134,7 @@ func writeCommit(t *testing.T, db *pgxpool.Pool, p sink.Plugin, recs ...sink.Rec
 		recs[i].Topic, recs[i].Offset = "t", int64(i)
 	}
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		_, err := sink.WriteBatch(ctx, tx, p, sink.Batch{Topic: "t", Records: recs}, sink.WriteOptions{})
+		_, err := engine.WriteBatch(ctx, tx, p, sink.Batch{Topic: "t", Records: recs}, engine.WriteOptions{})
 		return err
 	})
 	if err != nil {
@@ -314,13 +315,13 @@ func TestTableOnConflictNothing(t *testing.T) {
 		return sink.Record{Topic: "t", Value: []byte(fmt.Sprintf(`{"id": %d, "amount": %d}`, id, amount))}
 	}
 	ctx := context.Background()
-	write := func(p sink.Plugin, recs ...sink.Record) (sink.WriteResult, error) {
+	write := func(p sink.Plugin, recs ...sink.Record) (engine.WriteResult, error) {
 		for i := range recs {
 			recs[i].Offset = int64(i)
 		}
-		var res sink.WriteResult
+		var res engine.WriteResult
 		err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) (err error) {
-			res, err = sink.WriteBatch(ctx, tx, p, sink.Batch{Topic: "t", Records: recs}, sink.WriteOptions{})
+			res, err = engine.WriteBatch(ctx, tx, p, sink.Batch{Topic: "t", Records: recs}, engine.WriteOptions{})
 			return err
 		})
 		return res, err

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eosink/eosink/internal/engine"
 	"github.com/eosink/eosink/sink"
 )
 
@@ -100,7 +101,7 @@ func runALO(ctx context.Context, a childArgs) (childResult, error) {
 				return nil
 			}
 			err := pgx.BeginFunc(rctx, pool, func(tx pgx.Tx) error {
-				_, err := sink.WriteBatch(rctx, tx, pl, sink.Batch{Topic: a.topic, Partition: part, Records: batch}, sink.WriteOptions{})
+				_, err := engine.WriteBatch(rctx, tx, pl, sink.Batch{Topic: a.topic, Partition: part, Records: batch}, engine.WriteOptions{})
 				return err
 			})
 			if err != nil {
@@ -207,7 +208,7 @@ func runPerMessage(ctx context.Context, a childArgs) (childResult, error) {
 			}
 			r := sink.Record{Topic: a.topic, Partition: m.TopicPartition.Partition, Offset: int64(m.TopicPartition.Offset), Key: m.Key, Value: m.Value}
 			err := pgx.BeginFunc(rctx, pool, func(tx pgx.Tx) error {
-				_, err := sink.WriteBatch(rctx, tx, pl, sink.Batch{Topic: a.topic, Partition: r.Partition, Records: []sink.Record{r}}, sink.WriteOptions{})
+				_, err := engine.WriteBatch(rctx, tx, pl, sink.Batch{Topic: a.topic, Partition: r.Partition, Records: []sink.Record{r}}, engine.WriteOptions{})
 				return err
 			})
 			if err == nil {

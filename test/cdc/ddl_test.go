@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eosink/eosink/internal/engine"
 	"github.com/eosink/eosink/internal/testbed"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/cdc"
@@ -450,7 +451,7 @@ func TestCDCCreateWithDeadLetters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := sink.WriteBatch(ctx, tx, p, batch, sink.WriteOptions{Isolate: true, Schema: positions, Pipeline: "ddl"})
+		res, err := engine.WriteBatch(ctx, tx, p, batch, engine.WriteOptions{Isolate: true, Schema: positions, Pipeline: "ddl"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -502,8 +503,8 @@ func TestCDCTypeChangeNeverAlters(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	res, err := sink.WriteBatch(ctx, tx, p, records(0, itemEvent("items", 1, true), retyped(2, "12"), retyped(3, "many")),
-		sink.WriteOptions{Isolate: true, Schema: positions, Pipeline: "ddl"})
+	res, err := engine.WriteBatch(ctx, tx, p, records(0, itemEvent("items", 1, true), retyped(2, "12"), retyped(3, "many")),
+		engine.WriteOptions{Isolate: true, Schema: positions, Pipeline: "ddl"})
 	if err != nil {
 		t.Fatal(err)
 	}

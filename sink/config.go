@@ -2,7 +2,6 @@ package sink
 
 import (
 	"log/slog"
-	"maps"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -11,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/eosink/eosink/internal/kafkaconf"
 	"github.com/eosink/eosink/rebalance"
 )
 
@@ -225,17 +225,8 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// managedKafkaKeys are set by eosink and may not be overridden.
-var managedKafkaKeys = map[string]string{
-	"enable.auto.commit": "false",
-	"auto.offset.reset":  "error",
-}
-
-// ManagedKafkaProperties returns the librdkafka properties eosink sets on its consumer and
-// refuses other values for in Config.Kafka: enable.auto.commit=false and
-// auto.offset.reset=error (positions come from the database, and a position outside the
-// log must stop the partition, not move it). The map is a copy.
-func ManagedKafkaProperties() map[string]string { return maps.Clone(managedKafkaKeys) }
+// managedKafkaKeys are set by eosink and may not be overridden (kafkaconf.ManagedProperties).
+var managedKafkaKeys = kafkaconf.ManagedProperties()
 
 // WithDefaults returns c with its defaults in the fields left unset (zero): the Default*
 // constants, Pipeline from GroupID and Logger from slog.Default(). It leaves InstanceID

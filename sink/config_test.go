@@ -11,6 +11,8 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/eosink/eosink/internal/kafkaconf"
 )
 
 func validConfig() Config {
@@ -209,9 +211,9 @@ func TestWithDefaults(t *testing.T) {
 // TestManagedKafkaProperties: the one list of managed properties is what the consumer gets
 // and what New refuses other values for; callers get a copy.
 func TestManagedKafkaProperties(t *testing.T) {
-	m := ManagedKafkaProperties()
+	m := kafkaconf.ManagedProperties()
 	if len(m) != 2 || m["enable.auto.commit"] != "false" || m["auto.offset.reset"] != "error" {
-		t.Fatalf("ManagedKafkaProperties() = %v", m)
+		t.Fatalf("kafkaconf.ManagedProperties() = %v", m)
 	}
 	c := validConfig()
 	c.Kafka = kafka.ConfigMap{}
@@ -235,8 +237,8 @@ func TestManagedKafkaProperties(t *testing.T) {
 		}
 	}
 	m["enable.auto.commit"] = "true"
-	if ManagedKafkaProperties()["enable.auto.commit"] != "false" {
-		t.Fatal("ManagedKafkaProperties returns the shared map, not a copy")
+	if kafkaconf.ManagedProperties()["enable.auto.commit"] != "false" || managedKafkaKeys["enable.auto.commit"] != "false" {
+		t.Fatal("kafkaconf.ManagedProperties returns a shared map, not a copy")
 	}
 }
 

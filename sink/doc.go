@@ -144,8 +144,7 @@
 // # Kafka settings
 //
 // eosink sets enable.auto.commit=false and auto.offset.reset=error (a position outside the
-// log must stop the partition, not reset it) and refuses other values for them
-// (ManagedKafkaProperties).
+// log must stop the partition, not reset it) and refuses other values for them;
 // isolation.level defaults to read_committed. Every other librdkafka property, including
 // security.protocol, ssl.* and sasl.*, passes through Config.Kafka unchanged. With
 // CommitToKafka the stored offsets are also committed to Kafka after the database commit,

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/eosink/eosink/internal/kafkaconf"
 )
 
 // Topics and routes.
@@ -26,9 +28,6 @@ import (
 // returns the *NoRouteError values, joined, before it subscribes), and a topic created
 // later when its partitions are claimed (the partition stops loudly, reason no_route; the
 // other partitions go on). A record is never dropped for want of a route.
-
-// IsTopicPattern reports whether a Topics entry is a regular expression: it starts with ^.
-func IsTopicPattern(topic string) bool { return strings.HasPrefix(topic, "^") }
 
 // ErrNoRoute matches every *NoRouteError.
 var ErrNoRoute = errors.New("eosink: no route for the topic")
@@ -112,7 +111,7 @@ func (s *subscription) ignore(blacklist any) {
 func newSubscription(topics []string) (subscription, error) {
 	var s subscription
 	for _, t := range topics {
-		if !IsTopicPattern(t) {
+		if !kafkaconf.IsTopicPattern(t) {
 			s.names = append(s.names, t)
 			continue
 		}

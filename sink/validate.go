@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eosink/eosink/internal/kafkaconf"
 	"github.com/eosink/eosink/internal/names"
 	"github.com/eosink/eosink/rebalance"
 )
@@ -89,7 +90,7 @@ func (c Config) problems(given Config) []*ConfigError {
 			bad(field, "%q %s", t, names.Check(t))
 		case slices.Index(c.Topics, t) < i:
 			bad(field, "%q is listed twice", t)
-		case IsTopicPattern(t):
+		case kafkaconf.IsTopicPattern(t):
 			if _, err := regexp.Compile(t); err != nil {
 				bad(field, "%q is not a regular expression: %v", t, err)
 			}

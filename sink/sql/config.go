@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/eosink/eosink/internal/kafkaconf"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/internal/mapping"
 	"github.com/eosink/eosink/sink/plugin"
@@ -252,7 +253,7 @@ func compile(c Config) (m mapping.Mapping, targets []*target, onTomb string, err
 		switch {
 		case strings.TrimSpace(r.Topic) == "":
 			ps.add(path+".topic", "required: a topic name, or a pattern starting with ^")
-		case sink.IsTopicPattern(r.Topic):
+		case kafkaconf.IsTopicPattern(r.Topic):
 			re, err := regexp.Compile(r.Topic)
 			if err != nil {
 				ps.add(path+".topic", "%q is not a regular expression: %v", r.Topic, err)

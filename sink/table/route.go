@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/eosink/eosink/internal/kafkaconf"
 	"github.com/eosink/eosink/internal/names"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/internal/mapping"
@@ -150,7 +151,7 @@ func newRouter[T any](c Config, key []string, build func(r *route, table pgx.Ide
 		case strings.TrimSpace(rc.Topic) == "":
 			errs = append(errs, fmt.Errorf("%s.topic: required: a topic name, or a pattern starting with ^", path))
 			continue
-		case sink.IsTopicPattern(rc.Topic):
+		case kafkaconf.IsTopicPattern(rc.Topic):
 			re, err := regexp.Compile(rc.Topic)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s.topic: %q is not a regular expression: %v", path, rc.Topic, err))

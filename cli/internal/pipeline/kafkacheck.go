@@ -6,7 +6,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/internal/kafkaconf"
 )
 
 // checkKafka has librdkafka check the properties, as the sink's consumer would get them,
@@ -27,7 +27,7 @@ func (l *loader) checkKafka(props map[string]string, lineOf int) {
 	}
 	// What the sink sets: a group, its managed keys; and no log lines from the check.
 	cm["group.id"] = "eosink-validate"
-	for k, v := range sink.ManagedKafkaProperties() {
+	for k, v := range kafkaconf.ManagedProperties() {
 		cm[k] = v
 	}
 	cm["log_level"] = 0

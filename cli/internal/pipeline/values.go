@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/eosink/eosink/internal/kafkaconf"
 	"github.com/eosink/eosink/internal/pgerr"
-	"github.com/eosink/eosink/sink"
 )
 
 // scalar is one expanded value of the file.
@@ -228,7 +228,7 @@ func (l *loader) topics(path string, n *yaml.Node) []string {
 		switch {
 		case seen[s.val] > 0:
 			l.fail(p, s.line, "%s is listed twice (first at line %d)", describe(s), seen[s.val])
-		case sink.IsTopicPattern(s.val):
+		case kafkaconf.IsTopicPattern(s.val):
 			if _, err := regexp.Compile(s.val); err != nil {
 				l.fail(p, s.line, "%s is not a regular expression: %v", describe(s), err)
 			} else {

@@ -4,10 +4,10 @@ package cli
 // imported here, not in cmd/eosink, so that a custom binary built on cli.Main has them too.
 // A new built-in plugin package is added to this list.
 import (
-	_ "github.com/eosink/eosink/sink/cdc"   // cdc
-	_ "github.com/eosink/eosink/sink/emit"  // outbox
-	_ "github.com/eosink/eosink/sink/inbox" // inbox
-	_ "github.com/eosink/eosink/sink/multi" // multi
-	_ "github.com/eosink/eosink/sink/sql"   // sql
-	_ "github.com/eosink/eosink/sink/table" // table, upsert
+	_ "github.com/eosink/eosink/sink/cdc"        // cdc
+	_ "github.com/eosink/eosink/sink/inbox"      // inbox
+	_ "github.com/eosink/eosink/sink/multi"      // multi
+	_ "github.com/eosink/eosink/sink/outboxsink" // outbox
+	_ "github.com/eosink/eosink/sink/sql"        // sql
+	_ "github.com/eosink/eosink/sink/table"      // table, upsert
 )

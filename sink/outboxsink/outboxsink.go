@@ -1,4 +1,4 @@
-// Package emit is the "outbox" sink plugin: it wraps another plugin and, for every record
+// Package outboxsink is the "outbox" sink plugin: it wraps another plugin and, for every record
 // the wrapped plugin writes, adds one event to the transactional outbox (package outbox) in
 // the same transaction. `eosink relay` then publishes the events to Kafka exactly once.
 //
@@ -26,7 +26,7 @@
 // The wrapped plugin decides what a record does to the database; the outbox plugin emits
 // one event per record it passes on, including records the wrapped plugin skips (an inbox
 // dropping a duplicate): their ids are the same as the first time, so receivers drop them.
-package emit
+package outboxsink
 
 import (
 	"context"
@@ -66,8 +66,8 @@ type Config struct {
 	SchemaRegistry *plugin.SchemaRegistry `yaml:"-"`
 }
 
-// Emit is the plugin.
-type Emit struct {
+// Outbox is the plugin.
+type Outbox struct {
 	inner  sink.Plugin
 	ob     *outbox.Outbox
 	topic  string
@@ -85,7 +85,7 @@ type section = struct {
 
 func init() { plugin.RegisterConfig("outbox", fromConfig) }
 
-func fromConfig(cfg plugin.Config, c section) (*Emit, error) {
+func fromConfig(cfg plugin.Config, c section) (*Outbox, error) {
 	innerCfg, err := cfg.Sub("inner")
 	if err != nil {
 		return nil, err
@@ -102,7 +102,7 @@ func fromConfig(cfg plugin.Config, c section) (*Emit, error) {
 }
 
 // New returns the plugin writing through inner.
-func New(c Config, inner sink.Plugin) (*Emit, error) {
+func New(c Config, inner sink.Plugin) (*Outbox, error) {
 	if inner == nil {
 		return nil, errors.New("inner: required")
 	}
@@ -113,7 +113,7 @@ func New(c Config, inner sink.Plugin) (*Emit, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Emit{inner: inner, ob: ob, topic: c.Topic, prefix: c.EventIDPrefix, m: mapping.Mapping{Key: mapping.String, Value: mapping.JSON}}
+	e := &Outbox{inner: inner, ob: ob, topic: c.Topic, prefix: c.EventIDPrefix, m: mapping.Mapping{Key: mapping.String, Value: mapping.JSON}}
 	if c.KeyFormat != "" {
 		if e.m.Key, err = mapping.ParseFormat(c.KeyFormat); err != nil {
 			return nil, fmt.Errorf("key_format: %w", err)
@@ -153,7 +153,7 @@ func New(c Config, inner sink.Plugin) (*Emit, error) {
 }
 
 // Migrations returns the outbox's migrations and the wrapped plugin's.
-func (e *Emit) Migrations() []sink.Migrations {
+func (e *Outbox) Migrations() []sink.Migrations {
 	sets := []sink.Migrations{outbox.Migrations(e.ob.Schema())}
 	if m, ok := e.inner.(sink.Migrator); ok {
 		sets = append(sets, m.Migrations()...)
@@ -162,7 +162,7 @@ func (e *Emit) Migrations() []sink.Migrations {
 }
 
 // Prepare checks that the outbox table exists, then lets the wrapped plugin check.
-func (e *Emit) Prepare(ctx context.Context, db sink.DB) error {
+func (e *Outbox) Prepare(ctx context.Context, db sink.DB) error {
 	var ok bool
 	if err := db.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, pgx.Identifier{e.ob.Schema(), "outbox"}.Sanitize()).Scan(&ok); err != nil {
 		return fmt.Errorf("outbox: %w", err)
@@ -177,7 +177,7 @@ func (e *Emit) Prepare(ctx context.Context, db sink.DB) error {
 }
 
 // CheckTopic asks the wrapped plugin (sink.TopicRouter).
-func (e *Emit) CheckTopic(topic string) error {
+func (e *Outbox) CheckTopic(topic string) error {
 	if r, ok := e.inner.(sink.TopicRouter); ok {
 		return r.CheckTopic(topic)
 	}
@@ -185,7 +185,7 @@ func (e *Emit) CheckTopic(topic string) error {
 }
 
 // RouteSummary is the wrapped plugin's, each line noting the events.
-func (e *Emit) RouteSummary() []string {
+func (e *Outbox) RouteSummary() []string {
 	r, ok := e.inner.(interface{ RouteSummary() []string })
 	if !ok {
 		return []string{"each record emits an event to " + e.topic}
@@ -198,14 +198,14 @@ func (e *Emit) RouteSummary() []string {
 }
 
 // Open opens the wrapped plugin.
-func (e *Emit) Open(ctx context.Context, p sink.Partition) error { return e.inner.Open(ctx, p) }
+func (e *Outbox) Open(ctx context.Context, p sink.Partition) error { return e.inner.Open(ctx, p) }
 
 // Close closes the wrapped plugin.
-func (e *Emit) Close(ctx context.Context, p sink.Partition) error { return e.inner.Close(ctx, p) }
+func (e *Outbox) Close(ctx context.Context, p sink.Partition) error { return e.inner.Close(ctx, p) }
 
 // Write applies the batch through the wrapped plugin, then adds one event per record to the
 // outbox in the same transaction.
-func (e *Emit) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
+func (e *Outbox) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 	if err := e.inner.Write(ctx, tx, b); err != nil {
 		return err
 	}
@@ -223,7 +223,7 @@ func (e *Emit) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 	return e.ob.Add(ctx, tx, events...)
 }
 
-func (e *Emit) event(r *sink.Record) (outbox.Event, error) {
+func (e *Outbox) event(r *sink.Record) (outbox.Event, error) {
 	ev := outbox.Event{Topic: e.topic, Key: r.Key, Value: r.Value}
 	var err error
 	if e.key != nil {
@@ -252,7 +252,7 @@ func (e *Emit) event(r *sink.Record) (outbox.Event, error) {
 }
 
 // bytes extracts src from r as bytes; nil when absent. A decode error is poison.
-func (e *Emit) bytes(r *sink.Record, src mapping.Source) ([]byte, error) {
+func (e *Outbox) bytes(r *sink.Record, src mapping.Source) ([]byte, error) {
 	v, err := e.m.Extract(r, src)
 	if err != nil {
 		if perr := mapping.RecordError(r, err); !errors.Is(perr, sink.ErrPoison) {

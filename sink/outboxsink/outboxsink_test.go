@@ -1,4 +1,4 @@
-package emit_test
+package outboxsink_test
 
 import (
 	"context"
@@ -11,12 +11,12 @@ import (
 
 	"github.com/eosink/eosink/outbox"
 	"github.com/eosink/eosink/sink"
-	"github.com/eosink/eosink/sink/emit"
+	"github.com/eosink/eosink/sink/outboxsink"
 	"github.com/eosink/eosink/sink/sinktest"
 	"github.com/eosink/eosink/sink/table"
 )
 
-func newEmit(t *testing.T, db *pgxpool.Pool, schema string, c emit.Config) *emit.Emit {
+func newOutbox(t *testing.T, db *pgxpool.Pool, schema string, c outboxsink.Config) *outboxsink.Outbox {
 	t.Helper()
 	if _, err := db.Exec(context.Background(), "CREATE TABLE IF NOT EXISTS "+pgx.Identifier{schema, "orders"}.Sanitize()+
 		` (order_id text PRIMARY KEY, amount integer NOT NULL)`); err != nil {
@@ -28,7 +28,7 @@ func newEmit(t *testing.T, db *pgxpool.Pool, schema string, c emit.Config) *emit
 		t.Fatal(err)
 	}
 	c.Schema = schema
-	e, err := emit.New(c, inner)
+	e, err := outboxsink.New(c, inner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func newEmit(t *testing.T, db *pgxpool.Pool, schema string, c emit.Config) *emit
 func TestEmitConformance(t *testing.T) {
 	sinktest.Run(t, sinktest.Harness{
 		New: func(t *testing.T, db *pgxpool.Pool, schema string) sink.Plugin {
-			return newEmit(t, db, schema, emit.Config{Topic: "order-events", EventID: "value.order_id", EventIDPrefix: "order:", Value: "value.amount"})
+			return newOutbox(t, db, schema, outboxsink.Config{Topic: "order-events", EventID: "value.order_id", EventIDPrefix: "order:", Value: "value.amount"})
 		},
 		Record: func(i int) sink.Record {
 			return sink.Record{Key: fmt.Appendf(nil, "o-%d", i), Value: fmt.Appendf(nil, `{"order_id": "o-%d", "amount": %d}`, i, i)}
@@ -91,7 +91,7 @@ func TestEmitDefaultIDsAreStable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-	e := newEmit(t, db, schema, emit.Config{Topic: "ev"})
+	e := newOutbox(t, db, schema, outboxsink.Config{Topic: "ev"})
 	rec := sink.Record{Topic: "orders", Partition: 2, Offset: 41, Key: []byte("k"), Value: []byte(`{"order_id": "o-1", "amount": 1}`)}
 	var ids []string
 	for range 2 {

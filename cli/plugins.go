@@ -8,6 +8,6 @@ import (
 	_ "github.com/eosink/eosink/sink/inbox"      // inbox
 	_ "github.com/eosink/eosink/sink/multi"      // multi
 	_ "github.com/eosink/eosink/sink/outboxsink" // outbox
-	_ "github.com/eosink/eosink/sink/sql"        // sql
+	_ "github.com/eosink/eosink/sink/sqlsink"    // sql
 	_ "github.com/eosink/eosink/sink/table"      // table, upsert
 )

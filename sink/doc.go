@@ -47,9 +47,9 @@
 // claimed partition (Open, Write, Close), and optionally Preparer (checks at start) and
 // Migrator (its own migrations). Package sink/plugin makes a plugin available by name to
 // pipeline config files (`eosink run`); the built-in plugins are in sink/table (table,
-// upsert), sink/sql, sink/inbox, sink/multi and sink/cdc. Package sinktest is the
-// conformance suite every plugin should pass. See ExamplePlugin, package sink/plugin and
-// docs/plugins.md.
+// upsert), sink/sqlsink (sql), sink/inbox, sink/multi, sink/outboxsink (outbox) and
+// sink/cdc. Package sinktest is the conformance suite every plugin should pass. See
+// ExamplePlugin, package sink/plugin and docs/plugins.md.
 //
 // # Many topics
 //

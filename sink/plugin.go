@@ -10,7 +10,7 @@ import (
 
 // Plugin writes records to PostgreSQL. The framework drives its lifecycle and owns the
 // transaction; a plugin only writes through it. The built-in plugins are table and upsert
-// (package sink/table), sql (sink/sql), inbox (sink/inbox), multi (sink/multi) and cdc
+// (package sink/table), sql (sink/sqlsink), inbox (sink/inbox), multi (sink/multi) and cdc
 // (sink/cdc), with outbox (sink/outboxsink) wrapping any of them to emit events into the
 // transactional outbox; a Handler is the one-method form of a Plugin.
 //

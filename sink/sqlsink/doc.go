@@ -1,4 +1,4 @@
-// Package sql is the escape hatch among the built-in sink plugins, registered as "sql": it
+// Package sqlsink is the escape hatch among the built-in sink plugins, registered as "sql": it
 // runs statements of your own for every record, with the record's values bound as
 // parameters. Use it when table and upsert do not fit: several tables per record, an
 // increment, a function call.
@@ -19,7 +19,7 @@
 //	  tombstone_statements:         # with on_tombstone: statements (the default when set)
 //	    - DELETE FROM inventory.reservations WHERE id = @id
 //
-// In Go: sql.New(sql.Config{Params: ..., Statements: ...}) returns the plugin for
+// In Go: sqlsink.New(sqlsink.Config{Params: ..., Statements: ...}) returns the plugin for
 // sink.Config.Plugin.
 //
 // # Security: record data only ever as parameters
@@ -102,4 +102,4 @@
 // A record with a null value is poison by default (on_tombstone: poison). skip passes it,
 // counting it as skipped; statements runs tombstone_statements for it, whose parameters may
 // read the key, headers, topic, partition, offset and timestamp, not the value.
-package sql
+package sqlsink

@@ -1,11 +1,11 @@
-package sql_test
+package sqlsink_test
 
 import (
 	"log"
 	"os"
 
 	"github.com/eosink/eosink/sink"
-	sqlsink "github.com/eosink/eosink/sink/sql"
+	"github.com/eosink/eosink/sink/sqlsink"
 )
 
 // ExampleNew runs statements of your own for each record: a history row and a stock

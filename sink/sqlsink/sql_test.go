@@ -1,4 +1,4 @@
-package sql_test
+package sqlsink_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/eosink/eosink/internal/pgerr"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/sinktest"
-	sqlsink "github.com/eosink/eosink/sink/sql"
+	"github.com/eosink/eosink/sink/sqlsink"
 )
 
 func exec(t *testing.T, db *pgxpool.Pool, sql string) {

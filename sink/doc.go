@@ -139,7 +139,7 @@
 // With Config.Registerer the sink registers Prometheus metrics named eosink_* (records,
 // batches, commit latency, retries by cause, fenced and unknown commits, claims, rebalance
 // events, per-partition lag and buffered bytes). Ready and Healthy back readiness and
-// liveness probes.
+// liveness probes; package sink/sinkhttp serves them and the metrics over HTTP.
 //
 // # Kafka settings
 //

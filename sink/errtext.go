@@ -13,6 +13,10 @@ import (
 // SQLSTATE, the message with its values replaced by "…", and the schema, table, column,
 // type and constraint names). The rest of the text, the record's topic, partition and offset
 // among it, is err.Error()'s.
+//
+// The errors Run and PartitionErrors return are the errors themselves, record data
+// included: a program that logs or shows them under Config.RedactErrorValues formats them
+// with ErrorText(err, true), as the sink does.
 func ErrorText(err error, redact bool) string {
 	return pgerr.Describe(err, redact)
 }

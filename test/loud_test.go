@@ -74,11 +74,11 @@ func stoppedGauges(t *testing.T, g prometheus.Gatherer) []string {
 	return out
 }
 
-// TestLoudStops (issue 11, findings 10 and "Loud stops"): a partition refused at claim (its
-// stored offset past the log end) and a partition stopped by a handler error both show
-// within seconds as eosink_partition_stopped{reason}, one ERROR line each with the remedy,
-// and in `eosink status` with reason and remedy; status tells that the owner is alive, and
-// gone once the sink stopped.
+// TestLoudStops: a partition refused at claim (its stored offset past the log end) and a
+// partition stopped by a handler error both show within seconds as
+// eosink_partition_stopped{reason}, one ERROR line each with the remedy, and in
+// `eosink status` with reason and remedy; status tells that the owner is alive, and gone
+// once the sink stopped.
 func TestLoudStops(t *testing.T) {
 	t.Parallel()
 	p := newPipeline(t, 2)
@@ -184,8 +184,8 @@ func TestUnhealthyOnStoppedPartition(t *testing.T) {
 	}
 }
 
-// TestRecreatedTopicRecovery (issue 11, finding 6): the documented recovery of a recreated
-// topic. The restarted sink stops the partition with ErrTopicRecreated; the operator runs
+// TestRecreatedTopicRecovery: the documented recovery of a recreated topic. The restarted
+// sink stops the partition with ErrTopicRecreated; the operator runs
 // `eosink offsets set -to earliest -accept-new-topic`; the next start consumes the new topic.
 func TestRecreatedTopicRecovery(t *testing.T) {
 	t.Parallel()

@@ -26,8 +26,8 @@ import (
 	"github.com/eosink/eosink/sink/table"
 )
 
-// Many topics into many tables (issue 10, section 4): one pipeline subscribed to a pattern,
-// each topic routed to its table by the table plugin.
+// Many topics into many tables: one pipeline subscribed to a pattern, each topic routed to its
+// table by the table plugin.
 
 // routed is one test's pattern pipeline: topics named <prefix>.<name>, tables <schema>.<name>.
 type routed struct {

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eosink/eosink/internal/names"
+	"github.com/eosink/eosink/internal/pgerr"
 	"github.com/eosink/eosink/rebalance"
 )
 
@@ -31,9 +32,13 @@ var kafkaTopicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 // GroupID, Pipeline, InstanceID, Schema) may hold no NUL byte, no other control character
 // and no bytes that are not UTF-8; a topic that is not a pattern must be a Kafka topic name
 // (1 to 249 of a-z, A-Z, 0-9, '.', '_', '-'); Kafka's property names and string values may
-// hold no NUL byte. Unset fields stand for their defaults, so that rules between fields hold
-// for the values New uses: with the default MaxBufferedBytes, MaxBatchBytes may not exceed
-// 8 MiB.
+// hold no NUL byte, its go.* properties (which configure the Go client) are eosink's, and
+// its bootstrap.servers is refused when Brokers is set. Unset fields stand for their
+// defaults, so that rules between fields hold for the values New uses: with the default
+// MaxBufferedBytes, MaxBatchBytes may not exceed 8 MiB.
+//
+// A reason that names another field writes its Go name (MaxBatchBytes, Topics[0]) or follows
+// "set" with it, so that the config file's loader can name its own key instead.
 func (c Config) Validate() error {
 	problems := c.WithDefaults().problems(c)
 	errs := make([]error, len(problems))
@@ -66,11 +71,11 @@ func (c Config) problems(given Config) []*ConfigError {
 	}
 	if c.Brokers == "" {
 		if v, ok := c.Kafka["bootstrap.servers"]; !ok || fmt.Sprint(v) == "" {
-			bad("Brokers", "required (Kafka bootstrap servers, for example 127.0.0.1:9092)")
+			bad("Brokers", "required: Kafka's bootstrap servers, for example 127.0.0.1:9092")
 		}
 	}
 	if c.GroupID == "" {
-		bad("GroupID", "required")
+		bad("GroupID", "required: the Kafka consumer group")
 	}
 	for _, f := range []struct{ name, v string }{{"GroupID", c.GroupID}, {"Pipeline", given.Pipeline}, {"InstanceID", c.InstanceID}} {
 		if r := names.Check(f.v); r != "" {
@@ -83,12 +88,14 @@ func (c Config) problems(given Config) []*ConfigError {
 	for i, t := range c.Topics {
 		field := fmt.Sprintf("Topics[%d]", i)
 		switch {
+		case t == "":
+			bad(field, "empty topic name")
 		case strings.TrimSpace(t) == "" || t != strings.TrimSpace(t):
 			bad(field, "%q is not a topic name", t)
 		case names.Check(t) != "":
 			bad(field, "%q %s", t, names.Check(t))
 		case slices.Index(c.Topics, t) < i:
-			bad(field, "%q is listed twice", t)
+			bad(field, "%q is listed twice (first at Topics[%d])", t, slices.Index(c.Topics, t))
 		case IsTopicPattern(t):
 			if _, err := regexp.Compile(t); err != nil {
 				bad(field, "%q is not a regular expression: %v", t, err)
@@ -114,9 +121,11 @@ func (c Config) problems(given Config) []*ConfigError {
 	}
 	if c.Pool == nil {
 		if c.DatabaseURL == "" {
-			bad("DatabaseURL", "required unless Pool is set")
+			bad("DatabaseURL", "required unless Pool is set: a PostgreSQL connection string")
 		} else if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
-			bad("DatabaseURL", "%v", err) // pgx masks the password
+			// pgx masks the password on a best-effort basis; RedactError rebuilds its message
+			// around the parsed string.
+			bad("DatabaseURL", "not a PostgreSQL connection string: %v", pgerr.RedactError(err, c.DatabaseURL))
 		}
 	}
 	if r := names.Check(c.Schema); r != "" {
@@ -131,7 +140,12 @@ func (c Config) problems(given Config) []*ConfigError {
 			bad(fmt.Sprintf("Kafka[%q]", k), "the property name holds a NUL byte (\\x00)")
 		} else if v, ok := c.Kafka[k].(string); ok && strings.ContainsRune(v, 0) {
 			bad("Kafka["+k+"]", "the value holds a NUL byte (\\x00) (not shown: it may be a secret)")
+		} else if strings.HasPrefix(k, "go.") {
+			bad("Kafka["+k+"]", "go.* properties configure the Go client, which eosink manages")
 		}
+	}
+	if v, ok := c.Kafka["bootstrap.servers"]; ok && c.Brokers != "" && fmt.Sprint(v) != "" {
+		bad("Kafka[bootstrap.servers]", "set Brokers or this property, not both")
 	}
 	for _, k := range slices.Sorted(maps.Keys(managedKafkaKeys)) {
 		if v, ok := c.Kafka[k]; ok && fmt.Sprint(v) != managedKafkaKeys[k] {
@@ -147,7 +161,7 @@ func (c Config) problems(given Config) []*ConfigError {
 	switch c.IsolationLevel {
 	case pgx.ReadCommitted, pgx.RepeatableRead, pgx.Serializable:
 	default:
-		bad("IsolationLevel", "%q is not one of read committed, repeatable read, serializable", c.IsolationLevel)
+		bad("IsolationLevel", "%q is not read committed, repeatable read or serializable", c.IsolationLevel)
 	}
 	if c.InitialPosition < rebalance.Earliest || c.InitialPosition > rebalance.KafkaCommitted {
 		bad("InitialPosition", "unknown value %d", c.InitialPosition)

@@ -69,13 +69,13 @@ func (c Config) problems(given Config) []*ConfigError {
 	bad := func(field, reason string, args ...any) {
 		errs = append(errs, &ConfigError{Field: field, Reason: fmt.Sprintf(reason, args...)})
 	}
+	if c.GroupID == "" {
+		bad("GroupID", "required")
+	}
 	if c.Brokers == "" {
 		if v, ok := c.Kafka["bootstrap.servers"]; !ok || fmt.Sprint(v) == "" {
-			bad("Brokers", "required: Kafka's bootstrap servers, for example 127.0.0.1:9092")
+			bad("Brokers", "required (Kafka bootstrap servers, for example 127.0.0.1:9092)")
 		}
-	}
-	if c.GroupID == "" {
-		bad("GroupID", "required: the Kafka consumer group")
 	}
 	for _, f := range []struct{ name, v string }{{"GroupID", c.GroupID}, {"Pipeline", given.Pipeline}, {"InstanceID", c.InstanceID}} {
 		if r := names.Check(f.v); r != "" {
@@ -121,7 +121,7 @@ func (c Config) problems(given Config) []*ConfigError {
 	}
 	if c.Pool == nil {
 		if c.DatabaseURL == "" {
-			bad("DatabaseURL", "required unless Pool is set: a PostgreSQL connection string")
+			bad("DatabaseURL", "required unless Pool is set")
 		} else if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
 			// pgx masks the password on a best-effort basis; RedactError rebuilds its message
 			// around the parsed string.
@@ -156,7 +156,7 @@ func (c Config) problems(given Config) []*ConfigError {
 		bad("Kafka[group.id]", "set GroupID instead")
 	}
 	if !(c.MaxDeadLetterRatio > 0 && c.MaxDeadLetterRatio <= 1) { // NaN fails too
-		bad("MaxDeadLetterRatio", "must be more than 0 and at most 1 (1 turns the breaker off), got %g", c.MaxDeadLetterRatio)
+		bad("MaxDeadLetterRatio", "%g is not a share more than 0 and at most 1 (1 turns the breaker off)", c.MaxDeadLetterRatio)
 	}
 	switch c.IsolationLevel {
 	case pgx.ReadCommitted, pgx.RepeatableRead, pgx.Serializable:

@@ -56,11 +56,14 @@ func (es Errors) sorted() Errors {
 // ordinary words into noise.
 const minSecret = 4
 
-// redactor removes known secret values from text that others wrote (pgx, plugins, the
-// engine), as a second line of defence: this package's own messages never include them.
-type redactor []string
+// Redactor removes known secret values from text that others wrote (pgx, plugins, the
+// engine, librdkafka), as a second line of defence: this package's own messages never
+// include them. The eosink command's other config files (the relay's) use it too. The zero
+// value redacts nothing.
+type Redactor []string
 
-func (r *redactor) add(secrets ...string) {
+// Add remembers secrets to redact; those shorter than 4 bytes are ignored.
+func (r *Redactor) Add(secrets ...string) {
 	for _, s := range secrets {
 		if len(s) >= minSecret {
 			*r = append(*r, s)
@@ -68,7 +71,8 @@ func (r *redactor) add(secrets ...string) {
 	}
 }
 
-func (r redactor) redact(s string) string {
+// Redact returns s with each secret replaced by xxxxx.
+func (r Redactor) Redact(s string) string {
 	// Longest first, so that a URL is replaced whole before the password inside it.
 	secrets := append([]string(nil), r...)
 	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })

@@ -72,11 +72,6 @@ func (c Config) problems(given Config) []*ConfigError {
 	if c.GroupID == "" {
 		bad("GroupID", "required")
 	}
-	if c.Brokers == "" {
-		if v, ok := c.Kafka["bootstrap.servers"]; !ok || fmt.Sprint(v) == "" {
-			bad("Brokers", "required (Kafka bootstrap servers, for example 127.0.0.1:9092)")
-		}
-	}
 	for _, f := range []struct{ name, v string }{{"GroupID", c.GroupID}, {"Pipeline", given.Pipeline}, {"InstanceID", c.InstanceID}} {
 		if r := names.Check(f.v); r != "" {
 			bad(f.name, "%q %s", f.v, r)
@@ -111,6 +106,11 @@ func (c Config) problems(given Config) []*ConfigError {
 					bad(field, "%v", err)
 				}
 			}
+		}
+	}
+	if c.Brokers == "" {
+		if v, ok := c.Kafka["bootstrap.servers"]; !ok || fmt.Sprint(v) == "" {
+			bad("Brokers", "required (Kafka bootstrap servers, for example 127.0.0.1:9092)")
 		}
 	}
 	if (c.Handler == nil) == (c.Plugin == nil) {

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -41,15 +42,29 @@ func (es Errors) Error() string {
 	return strings.Join(lines, "\n")
 }
 
-// sorted orders errors by line, then those without a line (missing fields) in the order
-// they were found, which is the schema's.
+// sorted orders errors by line, then those without a line (missing fields) by the file's
+// order of their sections, each section's in the order they were found.
 func (es Errors) sorted() Errors {
 	out := append(Errors(nil), es...)
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i].Line, out[j].Line
-		return a > 0 && (b == 0 || a < b)
+		if a > 0 || b > 0 {
+			return a > 0 && (b == 0 || a < b)
+		}
+		return sectionRank(out[i].Path) < sectionRank(out[j].Path)
 	})
 	return out
+}
+
+// sectionRank is the place of path's top-level key in the file's keys; other paths come
+// after them.
+func sectionRank(path string) int {
+	key, _, _ := strings.Cut(path, ".")
+	key, _, _ = strings.Cut(key, "[")
+	if i := slices.Index(knownKeys[""], key); i >= 0 {
+		return i
+	}
+	return len(knownKeys[""])
 }
 
 // minSecret is the shortest secret that is redacted from messages; shorter ones would turn

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"fmt"
-	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -150,7 +149,7 @@ func (l *loader) ratio(path string, n *yaml.Node) float64 {
 		v, scale = strings.TrimSpace(p), 100
 	}
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || !(f/scale > 0) || math.IsInf(f, 0) {
+	if err != nil || !(f/scale > 0) {
 		l.bad(path, s.line, "%s is not a share more than 0 (a number such as 0.2, or a percentage such as 20%%)", describe(s))
 		return 0
 	}

@@ -7,12 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -53,34 +50,42 @@ type relayFile struct {
 		StatsInterval      time.Duration  `yaml:"stats_interval"`
 	} `yaml:"relay"`
 	HTTP yaml.Node `yaml:"http"` // /metrics and /healthz: read by pipeline.HTTPSection
-	Log  struct {
-		Format string `yaml:"format"` // text (default) or json
-		Level  string `yaml:"level"`  // debug, info (default), warn, error
-	} `yaml:"log"`
+	Log  yaml.Node `yaml:"log"`  // format (text or json) and level: read by pipeline.LogSection
 }
 
-// loadRelay reads and expands a relay config file into a relay.Config.
-func loadRelay(path string, logOut io.Writer) (relay.Config, relayHTTP, []string, error) {
+// loadRelay reads and expands a relay config file into a relay.Config. The returned
+// Redactor holds the file's secrets (the connection string's passwords, the http section's
+// credentials, values read from files), to remove from every message, the error's too.
+func loadRelay(path string, logOut io.Writer) (relay.Config, relayHTTP, pipeline.Redactor, error) {
+	var secrets pipeline.Redactor
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return relay.Config{}, relayHTTP{}, nil, err
+		return relay.Config{}, relayHTTP{}, secrets, err
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return relay.Config{}, relayHTTP{}, nil, fmt.Errorf("%s: %w", path, err)
+		return relay.Config{}, relayHTTP{}, secrets, fmt.Errorf("%s: %w", path, err)
 	}
+	// The http and log sections are read as written, before ExpandNode: they expand their
+	// own references, as a pipeline file's sections do.
 	var web relayHTTP
-	var webSecrets []string
-	if n := mappingValue(&doc, "http"); n != nil { // read before ExpandNode: it expands its own references
-		var err error
-		if web.listen, web.opts, webSecrets, err = pipeline.HTTPSection(path, n); err != nil {
-			return relay.Config{}, relayHTTP{}, webSecrets, err
+	if n := mappingValue(&doc, "http"); n != nil {
+		listen, opts, webSecrets, err := pipeline.HTTPSection(path, n)
+		secrets.Add(webSecrets...)
+		if err != nil {
+			return relay.Config{}, relayHTTP{}, secrets, err
 		}
+		web = relayHTTP{listen: listen, opts: opts}
 	}
-	secrets, err := pipeline.ExpandNode(path, &doc)
-	secrets = append(secrets, webSecrets...)
+	log, logSecrets, err := pipeline.LogSection(path, mappingValue(&doc, "log"), logOut)
+	secrets.Add(logSecrets...)
 	if err != nil {
-		return relay.Config{}, relayHTTP{}, nil, err
+		return relay.Config{}, relayHTTP{}, secrets, err
+	}
+	fromFiles, err := pipeline.ExpandNode(path, &doc)
+	secrets.Add(fromFiles...)
+	if err != nil {
+		return relay.Config{}, relayHTTP{}, secrets, err
 	}
 	expanded, err := yaml.Marshal(&doc)
 	if err != nil {
@@ -91,20 +96,6 @@ func loadRelay(path string, logOut io.Writer) (relay.Config, relayHTTP, []string
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
 		return relay.Config{}, relayHTTP{}, secrets, fmt.Errorf("%s: %v", path, err) // line numbers are those of the expanded text
-	}
-	level := map[string]slog.Level{"": slog.LevelInfo, "debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
-	lv, ok := level[strings.ToLower(f.Log.Level)]
-	if !ok {
-		return relay.Config{}, relayHTTP{}, secrets, fmt.Errorf("%s: log.level: %q is not debug, info, warn or error", path, f.Log.Level)
-	}
-	var log *slog.Logger
-	switch f.Log.Format {
-	case "", "text":
-		log = slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: lv}))
-	case "json":
-		log = slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: lv}))
-	default:
-		return relay.Config{}, relayHTTP{}, secrets, fmt.Errorf("%s: log.format: %q is not text or json", path, f.Log.Format)
 	}
 	km := kafka.ConfigMap{}
 	for k, v := range envKafkaProperties(os.Environ()) { // EOSINK_KAFKA_PROPERTY_*, as the operator commands
@@ -119,8 +110,7 @@ func loadRelay(path string, logOut io.Writer) (relay.Config, relayHTTP, []string
 	// The connection string is parsed here, without connecting, so that -validate refuses one
 	// that does not parse; its passwords, in every libpq form, are redacted from every message.
 	if u := f.Database.URL; u != "" {
-		secrets = append(secrets, u)
-		secrets = append(secrets, pgerr.ConnStringSecrets(u)...)
+		secrets.AddDatabaseURL(u)
 		if _, err := pgxpool.ParseConfig(u); err != nil {
 			return relay.Config{}, relayHTTP{}, secrets, fmt.Errorf("%s: database.url: not a PostgreSQL connection string: %v", path, pgerr.RedactError(err, u))
 		}
@@ -178,16 +168,7 @@ func relayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{errors.New("relay: -config is required")}
 	}
 	c, web, secrets, err := loadRelay(*config, stderr)
-	// Longest first, so that a connection string is replaced whole before a password in it.
-	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
-	redact := func(s string) string {
-		for _, sec := range secrets {
-			if len(sec) >= 4 {
-				s = strings.ReplaceAll(s, sec, "xxxxx")
-			}
-		}
-		return s
-	}
+	redact := secrets.Redact
 	if err != nil {
 		return errors.New(redact(err.Error()))
 	}

@@ -48,6 +48,10 @@ func TestRelayConfigFile(t *testing.T) {
 		{"database:\n  url: ${RELAY_TEST_UNSET}\n", "RELAY_TEST_UNSET is not set"},
 		{"database:\n  url: ${RELAY_TEST_URL}\nkafka:\n  brokers: b:1\nrelay:\n  shards: 2\n  own: [2]\n", "Own: shard 2 is not between 0 and 1"},
 		{"database:\n  url: ${RELAY_TEST_URL}\nrelay:\n  shards: 2\n", "bootstrap.servers is required"},
+		// The log section is read as a pipeline file's: its key and line named, references expanded.
+		{"database:\n  url: ${RELAY_TEST_URL}\nlog:\n  level: loud\n", "log.level: \"loud\" is not debug, info, warn or error (line 4)"},
+		{"database:\n  url: ${RELAY_TEST_URL}\nlog: {format: \"${RELAY_TEST_FORMAT:-xml}\"}\n", "log.format: the value of \"${RELAY_TEST_FORMAT:-xml}\" is not text or json"},
+		{"log: {colour: red}\n", "log.colour: unknown key (log has format, level)"},
 	} {
 		code, out := run("relay", "-validate", "-config", write(tc.text))
 		if code == 0 || !strings.Contains(out, tc.want) {

@@ -50,6 +50,9 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{"Kafka[enable.auto.commit]", func(c *Config) { c.Kafka = kafka.ConfigMap{"enable.auto.commit": true} }},
 		{"Kafka[auto.offset.reset]", func(c *Config) { c.Kafka = kafka.ConfigMap{"auto.offset.reset": "earliest"} }},
 		{"Kafka[group.id]", func(c *Config) { c.Kafka = kafka.ConfigMap{"group.id": "x"} }},
+		{"Kafka[go.events.channel.enable]", func(c *Config) { c.Kafka = kafka.ConfigMap{"go.events.channel.enable": true} }},
+		{"Kafka[bootstrap.servers]", func(c *Config) { c.Kafka = kafka.ConfigMap{"bootstrap.servers": "b:1"} }},
+		{"Topics[0]", func(c *Config) { c.Topics = []string{""} }},
 		{"InitialPosition", func(c *Config) { c.InitialPosition = 42 }},
 		{"IsolationLevel", func(c *Config) { c.IsolationLevel = "read uncommitted" }},
 		{"MaxBatchRecords", func(c *Config) { c.MaxBatchRecords = -1 }},
@@ -263,5 +266,19 @@ func TestRunCancelledWhileStartingIsACleanStop(t *testing.T) {
 	}
 	if err := s.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "cannot connect to PostgreSQL") {
 		t.Fatalf("Run with a live context: %v, want a connection error", err)
+	}
+}
+
+// Kafka's bootstrap.servers stands in for Brokers, but not beside it.
+func TestBootstrapServersInKafka(t *testing.T) {
+	c := validConfig()
+	c.Brokers, c.Kafka = "", kafka.ConfigMap{"bootstrap.servers": "127.0.0.1:9092"}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("bootstrap.servers without Brokers: %v", err)
+	}
+	c.Brokers = "127.0.0.1:9092"
+	var ce *ConfigError
+	if err := c.Validate(); !errors.As(err, &ce) || ce.Field != "Kafka[bootstrap.servers]" || ce.Reason != "set Brokers or this property, not both" {
+		t.Fatalf("both: %v", err)
 	}
 }

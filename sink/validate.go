@@ -16,6 +16,7 @@ import (
 
 	"github.com/eosink/eosink/internal/kafkaconf"
 	"github.com/eosink/eosink/internal/names"
+	"github.com/eosink/eosink/internal/pgerr"
 	"github.com/eosink/eosink/rebalance"
 )
 
@@ -32,9 +33,13 @@ var kafkaTopicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 // GroupID, Pipeline, InstanceID, Schema) may hold no NUL byte, no other control character
 // and no bytes that are not UTF-8; a topic that is not a pattern must be a Kafka topic name
 // (1 to 249 of a-z, A-Z, 0-9, '.', '_', '-'); Kafka's property names and string values may
-// hold no NUL byte. Unset fields stand for their defaults, so that rules between fields hold
-// for the values New uses: with the default MaxBufferedBytes, MaxBatchBytes may not exceed
-// 8 MiB.
+// hold no NUL byte, its go.* properties (which configure the Go client) are eosink's, and
+// its bootstrap.servers is refused when Brokers is set. Unset fields stand for their
+// defaults, so that rules between fields hold for the values New uses: with the default
+// MaxBufferedBytes, MaxBatchBytes may not exceed 8 MiB.
+//
+// A reason that names another field writes its Go name (MaxBatchBytes, Topics[0]) or follows
+// "set" with it, so that the config file's loader can name its own key instead.
 func (c Config) Validate() error {
 	problems := c.WithDefaults().problems(c)
 	errs := make([]error, len(problems))
@@ -65,11 +70,6 @@ func (c Config) problems(given Config) []*ConfigError {
 	bad := func(field, reason string, args ...any) {
 		errs = append(errs, &ConfigError{Field: field, Reason: fmt.Sprintf(reason, args...)})
 	}
-	if c.Brokers == "" {
-		if v, ok := c.Kafka["bootstrap.servers"]; !ok || fmt.Sprint(v) == "" {
-			bad("Brokers", "required (Kafka bootstrap servers, for example 127.0.0.1:9092)")
-		}
-	}
 	if c.GroupID == "" {
 		bad("GroupID", "required")
 	}
@@ -84,12 +84,14 @@ func (c Config) problems(given Config) []*ConfigError {
 	for i, t := range c.Topics {
 		field := fmt.Sprintf("Topics[%d]", i)
 		switch {
+		case t == "":
+			bad(field, "empty topic name")
 		case strings.TrimSpace(t) == "" || t != strings.TrimSpace(t):
 			bad(field, "%q is not a topic name", t)
 		case names.Check(t) != "":
 			bad(field, "%q %s", t, names.Check(t))
 		case slices.Index(c.Topics, t) < i:
-			bad(field, "%q is listed twice", t)
+			bad(field, "%q is listed twice (first at Topics[%d])", t, slices.Index(c.Topics, t))
 		case kafkaconf.IsTopicPattern(t):
 			if _, err := regexp.Compile(t); err != nil {
 				bad(field, "%q is not a regular expression: %v", t, err)
@@ -107,6 +109,11 @@ func (c Config) problems(given Config) []*ConfigError {
 			}
 		}
 	}
+	if c.Brokers == "" {
+		if v, ok := c.Kafka["bootstrap.servers"]; !ok || fmt.Sprint(v) == "" {
+			bad("Brokers", "required (Kafka bootstrap servers, for example 127.0.0.1:9092)")
+		}
+	}
 	if (c.Handler == nil) == (c.Plugin == nil) {
 		bad("Handler", "exactly one of Handler and Plugin is required")
 	}
@@ -117,7 +124,9 @@ func (c Config) problems(given Config) []*ConfigError {
 		if c.DatabaseURL == "" {
 			bad("DatabaseURL", "required unless Pool is set")
 		} else if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
-			bad("DatabaseURL", "%v", err) // pgx masks the password
+			// pgx masks the password on a best-effort basis; RedactError rebuilds its message
+			// around the parsed string.
+			bad("DatabaseURL", "not a PostgreSQL connection string: %v", pgerr.RedactError(err, c.DatabaseURL))
 		}
 	}
 	if r := names.Check(c.Schema); r != "" {
@@ -132,7 +141,12 @@ func (c Config) problems(given Config) []*ConfigError {
 			bad(fmt.Sprintf("Kafka[%q]", k), "the property name holds a NUL byte (\\x00)")
 		} else if v, ok := c.Kafka[k].(string); ok && strings.ContainsRune(v, 0) {
 			bad("Kafka["+k+"]", "the value holds a NUL byte (\\x00) (not shown: it may be a secret)")
+		} else if strings.HasPrefix(k, "go.") {
+			bad("Kafka["+k+"]", "go.* properties configure the Go client, which eosink manages")
 		}
+	}
+	if v, ok := c.Kafka["bootstrap.servers"]; ok && c.Brokers != "" && fmt.Sprint(v) != "" {
+		bad("Kafka[bootstrap.servers]", "set Brokers or this property, not both")
 	}
 	for _, k := range slices.Sorted(maps.Keys(managedKafkaKeys)) {
 		if v, ok := c.Kafka[k]; ok && fmt.Sprint(v) != managedKafkaKeys[k] {
@@ -143,12 +157,12 @@ func (c Config) problems(given Config) []*ConfigError {
 		bad("Kafka[group.id]", "set GroupID instead")
 	}
 	if !(c.MaxDeadLetterRatio > 0 && c.MaxDeadLetterRatio <= 1) { // NaN fails too
-		bad("MaxDeadLetterRatio", "must be more than 0 and at most 1 (1 turns the breaker off), got %g", c.MaxDeadLetterRatio)
+		bad("MaxDeadLetterRatio", "%g is not a share more than 0 and at most 1 (1 turns the breaker off)", c.MaxDeadLetterRatio)
 	}
 	switch c.IsolationLevel {
 	case pgx.ReadCommitted, pgx.RepeatableRead, pgx.Serializable:
 	default:
-		bad("IsolationLevel", "%q is not one of read committed, repeatable read, serializable", c.IsolationLevel)
+		bad("IsolationLevel", "%q is not read committed, repeatable read or serializable", c.IsolationLevel)
 	}
 	if c.InitialPosition < rebalance.Earliest || c.InitialPosition > rebalance.KafkaCommitted {
 		bad("InitialPosition", "unknown value %d", c.InitialPosition)

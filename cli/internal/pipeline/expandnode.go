@@ -45,8 +45,7 @@ func ExpandNode(file string, n *yaml.Node) (secrets []string, err error) {
 // the section as written, before ExpandNode. It returns the secrets read, to redact from
 // messages; errors name the file, the key and the line, never a value.
 func HTTPSection(file string, n *yaml.Node) (listen string, o HTTPOptions, secrets []string, err error) {
-	l := &loader{file: file, x: &expander{lookupEnv: os.LookupEnv, readFile: os.ReadFile, dir: filepath.Dir(file)},
-		broken: map[string]bool{}, lines: map[string]int{}, unresolved: map[string]string{}}
+	l := newLoader(file, &expander{lookupEnv: os.LookupEnv, readFile: os.ReadFile, dir: filepath.Dir(file)})
 	listen, o = l.http(n)
 	secrets = append(append(secrets, l.secrets...), l.x.fromFiles...)
 	if len(l.errs) > 0 {

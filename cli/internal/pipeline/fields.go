@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +23,8 @@ type fileField struct {
 	index []int  // of its node in rawFile, for reflect.Value.FieldByIndex
 	field string // in sink.Config: "MaxBatchBytes"
 	kind  string // a key of conversions, or "" when load converts the value
+
+	required string // for a field Validate requires: what it holds, in the file's words
 }
 
 // fileFields are the keys with a config tag, in the file's order; knownKeys maps each
@@ -38,7 +41,7 @@ func walkRaw() (fields []fileField, keys map[string][]string) {
 			keys[path] = append(keys[path], key)
 			at := append(slices.Clone(index), i)
 			if field, kind, _ := strings.Cut(f.Tag.Get("config"), ","); field != "" {
-				fields = append(fields, fileField{path: join(path, key), index: at, field: field, kind: kind})
+				fields = append(fields, fileField{path: join(path, key), index: at, field: field, kind: kind, required: f.Tag.Get("required")})
 			}
 			if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeFor[yaml.Node]() {
 				walk(join(path, key), f.Type, at)
@@ -49,13 +52,17 @@ func walkRaw() (fields []fileField, keys map[string][]string) {
 	return fields, keys
 }
 
-// configFields maps sink.Config fields to the file's paths.
-var configFields = func() map[string]string {
-	m := map[string]string{}
+// configFields maps sink.Config fields to the file's paths; requiredText maps those a
+// required tag describes to its text.
+var configFields, requiredText = func() (paths, required map[string]string) {
+	paths, required = map[string]string{}, map[string]string{}
 	for _, f := range fileFields {
-		m[f.field] = f.path
+		paths[f.field] = f.path
+		if f.required != "" {
+			required[f.field] = f.required
+		}
 	}
-	return m
+	return paths, required
 }()
 
 // notInFile are the sink.Config fields a file cannot set, with the path that errors about
@@ -92,8 +99,15 @@ func (l *loader) setFields(raw *rawFile, c *sink.Config) {
 
 // fieldPath maps a sink.Config field name, perhaps with an index ("Topics[0]",
 // "Kafka[sasl.mechanism]"), to the file's path.
-func fieldPath(field string) string {
+func fieldPath(field string) string { return pathOf(field, nil) }
+
+// pathOf is fieldPath with topics, the file's paths of Config.Topics (the topics the loader
+// read, in their order), for the index of Topics[i].
+func pathOf(field string, topics []string) string {
 	name, index, _ := strings.Cut(field, "[")
+	if i, err := strconv.Atoi(strings.TrimSuffix(index, "]")); name == "Topics" && err == nil && i >= 0 && i < len(topics) {
+		return topics[i]
+	}
 	path, ok := configFields[name]
 	if !ok {
 		path = notInFile[name]
@@ -107,18 +121,31 @@ func fieldPath(field string) string {
 	return path
 }
 
-// compoundName finds words written like a Go field name of two or more parts: MaxBatchBytes,
-// GroupID.
-var compoundName = regexp.MustCompile(`\b[A-Z][a-z0-9]*[A-Z][A-Za-z0-9]*\b`)
+// goName finds the Go names of fields in a *sink.ConfigError's reason: compound names
+// (MaxBatchBytes, GroupID), indexed names (Topics[0], Kafka[group.id]) and any name after
+// "set " (set Brokers).
+var goName = regexp.MustCompile(`\bset [A-Z][A-Za-z0-9]*\b|\b[A-Z][A-Za-z0-9]*\[[^\]\s]*\]|\b[A-Z][a-z0-9]*[A-Z][A-Za-z0-9]*\b`)
 
 // fileReason rewrites a *sink.ConfigError's reason for the file: the fields it names by their
-// Go names ("less than MaxBatchBytes") become the file's paths ("less than batch.max_bytes").
-// Only compound names are rewritten: one-word names (Kafka, Schema) are also plain words.
-func fileReason(reason string) string {
-	return compoundName.ReplaceAllStringFunc(reason, func(w string) string {
-		if path, ok := configFields[w]; ok {
-			return path
+// Go names ("less than MaxBatchBytes", "set GroupID") become the file's paths ("less than
+// batch.max_bytes", "set kafka.group"). Other one-word names (Kafka, Schema) are also plain
+// words, and are left alone.
+func fileReason(reason string) string { return fileText(reason, nil) }
+
+// fileText is fileReason with topics, as for pathOf.
+func fileText(reason string, topics []string) string {
+	return goName.ReplaceAllStringFunc(reason, func(w string) string {
+		prefix, name := "", w
+		if rest, ok := strings.CutPrefix(w, "set "); ok {
+			prefix, name = "set ", rest
 		}
-		return w
+		field, _, indexed := strings.Cut(name, "[")
+		if _, ok := configFields[field]; !ok {
+			return w
+		}
+		if indexed {
+			return prefix + pathOf(name, topics)
+		}
+		return prefix + configFields[field]
 	})
 }

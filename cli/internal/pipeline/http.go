@@ -35,8 +35,10 @@ type HTTPOptions struct {
 	MaxHeaderBytes int
 }
 
-// httpKeys are the keys of the http section in its mapping form.
-var httpKeys = map[string][]string{
+// sectionKeys are the keys of the sections that keys reads: the http section in its mapping
+// form, and the log section of the eosink command's other config files (LogSection).
+var sectionKeys = map[string][]string{
+	"log":         {"format", "level"},
 	"http":        {"listen", "tls", "auth", "limits"},
 	"http.limits": {"read_header_timeout", "read_timeout", "write_timeout", "idle_timeout", "max_concurrent_requests", "max_header_bytes"},
 	"http.tls":    {"cert_file", "key_file"},
@@ -56,7 +58,7 @@ func (l *loader) http(n *yaml.Node) (string, HTTPOptions) {
 	}
 	keys := l.keys("http", n)
 	listen := l.listen("http.listen", keys["listen"])
-	if listen == "" && !l.reported("http.listen") {
+	if listen == "" && !l.unknown("http.listen") {
 		l.fail("http.listen", n.Line, "required: the address to serve on (host:port, for example 127.0.0.1:9464)")
 	}
 	tls := l.keys("http.tls", keys["tls"])
@@ -81,11 +83,11 @@ func (l *loader) http(n *yaml.Node) (string, HTTPOptions) {
 	o.Username = user.val
 	if s, ok := l.value("http.auth.password", auth["password"]); ok {
 		o.Password = s.val
-		l.secrets.add(s.val)
+		l.secrets.Add(s.val)
 	}
 	if s, ok := l.value("http.auth.bearer_token", auth["bearer_token"]); ok {
 		o.BearerToken = s.val
-		l.secrets.add(s.val)
+		l.secrets.Add(s.val)
 	}
 	switch {
 	case hasUser && o.BearerToken != "":
@@ -120,7 +122,7 @@ func (l *loader) listen(path string, n *yaml.Node) string {
 	return s.val
 }
 
-// keys returns the values of the mapping at n by key, reporting keys that httpKeys[path]
+// keys returns the values of the mapping at n by key, reporting keys that sectionKeys[path]
 // does not list, duplicates, and a node that is not a mapping.
 func (l *loader) keys(path string, n *yaml.Node) map[string]*yaml.Node {
 	out := map[string]*yaml.Node{}
@@ -129,7 +131,7 @@ func (l *loader) keys(path string, n *yaml.Node) map[string]*yaml.Node {
 		return out
 	}
 	l.lines[path] = n.Line
-	known := httpKeys[path]
+	known := sectionKeys[path]
 	if n.Kind != yaml.MappingNode {
 		l.fail(path, n.Line, "must be a mapping of keys (%s), not %s", strings.Join(known, ", "), kindName(n))
 		return out

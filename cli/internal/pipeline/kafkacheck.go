@@ -14,14 +14,16 @@ import (
 // has no broker to reach), and closes it at once. librdkafka then refuses unknown
 // properties, values out of range or not of the property's kind, and combinations it cannot
 // use (an unknown SASL mechanism, SASL without credentials, a CA file it cannot read).
-// Skipped when a property's value is unset (-validate without the environment).
-func (l *loader) checkKafka(props map[string]string, lineOf int) {
-	if len(props) == 0 || l.unresolvedWithin("kafka.properties") || l.reported("kafka.properties") {
+// The properties sink.Config.Validate refused (refused holds their paths) are left out: the
+// sink would not take them. Skipped when a property could not be read, or its value is
+// unset (-validate without the environment).
+func (l *loader) checkKafka(props map[string]string, lineOf int, refused map[string]bool) {
+	if len(props) == 0 || l.unknown("kafka.properties") {
 		return
 	}
 	cm := kafka.ConfigMap{}
 	for k, v := range props {
-		if k != "bootstrap.servers" && k != "metadata.broker.list" {
+		if k != "bootstrap.servers" && k != "metadata.broker.list" && !refused["kafka.properties["+k+"]"] {
 			cm[k] = v
 		}
 	}
@@ -46,7 +48,7 @@ func (l *loader) checkKafka(props map[string]string, lineOf int) {
 			}
 		}
 	}
-	l.fail(path, line, "librdkafka refuses it: %s", l.secrets.redact(msg))
+	l.fail(path, line, "librdkafka refuses it: %s", l.secrets.Redact(msg))
 }
 
 // propertyRE finds the property a librdkafka configuration error names.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -19,13 +18,25 @@ type loader struct {
 	file    string
 	errs    Errors
 	x       *expander
-	secrets redactor
+	secrets Redactor
 	broken  map[string]bool // sections that could not be decoded: their missing keys are not reported
 	lines   map[string]int  // lines of the values read, by path, for errors found later
+	// dropped are the paths whose values the Config lacks because they were wrong (and
+	// reported) or unset (with Options.AllowUnset); emptyRef those whose reference gave an
+	// empty value, to the value as written. Both for sink.Config.Validate's errors (check).
+	dropped  map[string]bool
+	emptyRef map[string]string
+	// topicPaths are the file's paths of Config.Topics, which leaves out the wrong ones.
+	topicPaths []string
 
 	sinkRaw    map[string]any    // the sink section given to the plugin
 	warnings   Errors            // with Options.AllowUnset: the unset variables
 	unresolved map[string]string // paths whose value had an unset variable, to the value as written
+}
+
+func newLoader(file string, x *expander) *loader {
+	return &loader{file: file, x: x, broken: map[string]bool{}, lines: map[string]int{}, unresolved: map[string]string{},
+		dropped: map[string]bool{}, emptyRef: map[string]string{}}
 }
 
 func (l *loader) warn(path string, line int, format string, args ...any) {
@@ -44,6 +55,13 @@ func (l *loader) unresolvedWithin(path string) bool {
 
 func (l *loader) fail(path string, line int, format string, args ...any) {
 	l.errs = append(l.errs, &Error{File: l.file, Path: path, Line: line, Msg: fmt.Sprintf(format, args...)})
+}
+
+// bad reports a value that cannot be read (its syntax, unit or type is wrong): the Config
+// goes without it.
+func (l *loader) bad(path string, line int, format string, args ...any) {
+	l.fail(path, line, format, args...)
+	l.dropped[path] = true
 }
 
 // missing reports a required field, unless its value was reported already or its section
@@ -69,19 +87,13 @@ func (l *loader) load(data []byte, logOut io.Writer) *Pipeline {
 
 	// kafka
 	k := &raw.Kafka
-	brokers, brokersValue := l.brokers("kafka.brokers", &k.Brokers)
-	c.Brokers = brokers
-	if s, ok := l.value("kafka.group", &k.Group); ok {
-		c.GroupID = s.val
-	} else {
-		l.missing("kafka.group", "kafka", s, "required: the Kafka consumer group")
-	}
-	c.Topics = l.topics("kafka.topics", &k.Topics)
+	c.Brokers = l.brokers("kafka.brokers", &k.Brokers)
+	c.Topics, l.topicPaths = l.topics("kafka.topics", &k.Topics)
 	c.InitialPosition = sink.Earliest
 	if s, ok := l.value("kafka.initial_position", &k.InitialPosition); ok {
 		pos, err := sink.ParseInitialPosition(s.val)
 		if err != nil {
-			l.fail("kafka.initial_position", s.line, "%s is not earliest, latest, error or kafka-committed", describe(s))
+			l.bad("kafka.initial_position", s.line, "%s is not earliest, latest, error or kafka-committed", describe(s))
 		}
 		c.InitialPosition = pos
 	}
@@ -92,37 +104,23 @@ func (l *loader) load(data []byte, logOut io.Writer) *Pipeline {
 			c.Kafka[key] = v
 		}
 	}
-	if c.Brokers == "" && props["bootstrap.servers"] == "" {
-		l.missing("kafka.brokers", "kafka", brokersValue, "required: Kafka's bootstrap servers, for example 127.0.0.1:9092 or ${KAFKA_BOOTSTRAP_SERVERS}")
-	}
-	l.checkKafka(props, k.Properties.Line)
-	if c.Brokers != "" && props["bootstrap.servers"] != "" {
-		l.fail("kafka.properties[bootstrap.servers]", k.Properties.Line, "set kafka.brokers or this property, not both")
-	}
 
 	// database
 	d := &raw.Database
 	if s, ok := l.value("database.url", &d.URL); ok {
 		c.DatabaseURL = s.val
-		l.checkDatabaseURL("database.url", s)
-	} else {
-		l.missing("database.url", "database", s, "required: a PostgreSQL connection string, for example ${DATABASE_URL}")
+		l.secrets.AddDatabaseURL(s.val)
 	}
 	if s, ok := l.value("database.isolation", &d.Isolation); ok {
-		norm := strings.NewReplacer("_", " ", "-", " ").Replace(strings.ToLower(strings.TrimSpace(s.val)))
-		switch lvl := pgx.TxIsoLevel(norm); lvl {
-		case pgx.ReadCommitted, pgx.RepeatableRead, pgx.Serializable:
-			c.IsolationLevel = lvl
-		default:
-			l.fail("database.isolation", s.line, "%s is not read committed, repeatable read or serializable", describe(s))
-		}
+		// As SQL spells it, or with _ or - for the spaces, in any case.
+		c.IsolationLevel = pgx.TxIsoLevel(strings.NewReplacer("_", " ", "-", " ").Replace(strings.ToLower(strings.TrimSpace(s.val))))
 	}
 
 	// on_poison
 	if s, ok := l.value("on_poison", &raw.OnPoison); ok {
 		policy, err := sink.ParsePoisonPolicy(s.val)
 		if err != nil {
-			l.fail("on_poison", s.line, "%s is not stop or dead-letter", describe(s))
+			l.bad("on_poison", s.line, "%s is not stop or dead-letter", describe(s))
 		}
 		c.OnPoison = policy
 	}
@@ -132,21 +130,7 @@ func (l *loader) load(data []byte, logOut io.Writer) *Pipeline {
 	p.HTTP, p.HTTPOptions = l.http(&raw.HTTP)
 
 	// log
-	format, level := "text", slog.LevelInfo
-	if s, ok := l.value("log.format", &raw.Log.Format); ok {
-		if s.val != "text" && s.val != "json" {
-			l.fail("log.format", s.line, "%s is not text or json", describe(s))
-		}
-		format = s.val
-	}
-	if s, ok := l.value("log.level", &raw.Log.Level); ok {
-		levels := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
-		lv, known := levels[strings.ToLower(s.val)]
-		if !known {
-			l.fail("log.level", s.line, "%s is not debug, info, warn or error", describe(s))
-		}
-		level = lv
-	}
+	p.Logger = l.logSection(&raw.Log.Format, &raw.Log.Level, logOut)
 	p.Progress = 30 * time.Second
 	if s, ok := l.value("log.progress", &raw.Log.Progress); ok {
 		d, err := time.ParseDuration(strings.TrimSpace(s.val))
@@ -158,12 +142,6 @@ func (l *loader) load(data []byte, logOut io.Writer) *Pipeline {
 		default:
 			p.Progress = d
 		}
-	}
-	ho := &slog.HandlerOptions{Level: level}
-	if format == "json" {
-		p.Logger = slog.New(slog.NewJSONHandler(logOut, ho))
-	} else {
-		p.Logger = slog.New(slog.NewTextHandler(logOut, ho))
 	}
 	c.Logger = p.Logger
 
@@ -179,48 +157,59 @@ func (l *loader) load(data []byte, logOut io.Writer) *Pipeline {
 	if c.Plugin == nil {
 		l.broken["sink"] = true // reported; sink's "exactly one of Handler and Plugin" is not
 	}
-	l.check(c)
+	refused := l.check(c)
+	l.checkKafka(props, k.Properties.Line, refused)
 	p.Config = c
-	p.sinkRaw = l.sinkRaw
+	p.sinkRaw, p.topicPaths = l.sinkRaw, l.topicPaths
 	return p
 }
 
-// check applies sink's own validation (sink.Config.Validate, with its rules between fields,
-// the managed Kafka properties and the schema name) to the Config the file gives. Each
-// problem is reported at the file's path and line of its field, unless the file's checks
-// reported that value, or its section, already.
-func (l *loader) check(c sink.Config) {
+// check applies sink's validation (sink.Config.Validate: which values are valid, alone and
+// together) to the Config the file gives, and reports each problem at the file's path and
+// line of its field, in the file's words. It returns the paths of the problems. A problem
+// about a value the Config lacks because the file's was wrong or unset (unknown) is left
+// out: it is about the default or the empty value that stands in.
+func (l *loader) check(c sink.Config) (refused map[string]bool) {
+	refused = map[string]bool{}
 	err := c.Validate()
 	if err == nil {
-		return
+		return refused
 	}
-	errs := []error{err}
-	if joined, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = joined.Unwrap()
-	}
-	for _, err := range errs {
+	for _, err := range unjoin(err) {
 		var ce *sink.ConfigError
 		if !errors.As(err, &ce) {
 			l.fail("", 0, "%v", err)
 			continue
 		}
-		path := fieldPath(ce.Field)
-		if !l.reported(path) {
-			l.fail(path, l.lines[path], "%s", fileReason(ce.Reason))
+		path := pathOf(ce.Field, l.topicPaths)
+		refused[path] = true
+		if l.unknown(path) {
+			continue
 		}
+		reason := ce.Reason
+		if text := requiredText[ce.Field]; text != "" && strings.HasPrefix(reason, "required") {
+			reason = "required: " + text
+		}
+		reason = fileText(reason, l.topicPaths)
+		if ref, ok := l.emptyRef[path]; ok {
+			reason += fmt.Sprintf(" (%s gives an empty value)", ref)
+		}
+		l.fail(path, l.lines[path], "%s", reason)
 	}
+	return refused
 }
 
-// reported reports whether an error was found at path, inside it or at a section holding it,
-// or whether its section could not be decoded.
-func (l *loader) reported(path string) bool {
+// unknown reports whether the Config lacks the file's value at path, inside it or at a
+// section holding it: the value was wrong (reported) or unset (with Options.AllowUnset), or
+// its section could not be decoded.
+func (l *loader) unknown(path string) bool {
 	section, _, _ := strings.Cut(path, ".")
 	section, _, _ = strings.Cut(section, "[")
-	if l.broken[""] || l.broken[section] || l.unresolvedWithin(path) {
+	if l.broken[""] || l.broken[section] {
 		return true
 	}
-	for _, e := range l.errs {
-		if e.Path == path || within(e.Path, path) || within(path, e.Path) {
+	for p := range l.dropped {
+		if p == path || within(p, path) || within(path, p) {
 			return true
 		}
 	}

@@ -66,8 +66,9 @@ type Pipeline struct {
 
 	unresolved map[string]string // paths with unset variables, to their values as written
 	sinkRaw    map[string]any    // the sink section as the plugin got it, for the summary
+	topicPaths []string          // the file's paths of Config.Topics
 
-	redact redactor
+	redact Redactor
 }
 
 // Load reads the pipeline config file at path, expands its references, validates it and
@@ -89,19 +90,13 @@ func Parse(name string, data []byte, opts Options) (*Pipeline, error) {
 	if opts.LogOutput == nil {
 		opts.LogOutput = os.Stderr
 	}
-	l := &loader{
-		file:       name,
-		x:          &expander{lookupEnv: opts.LookupEnv, readFile: os.ReadFile, dir: filepath.Dir(name), allowUnset: opts.AllowUnset},
-		broken:     map[string]bool{},
-		lines:      map[string]int{},
-		unresolved: map[string]string{},
-	}
+	l := newLoader(name, &expander{lookupEnv: opts.LookupEnv, readFile: os.ReadFile, dir: filepath.Dir(name), allowUnset: opts.AllowUnset})
 	p := l.load(data, opts.LogOutput)
-	l.secrets.add(l.x.fromFiles...)
+	l.secrets.Add(l.x.fromFiles...)
 	if len(l.errs) > 0 {
 		errs := l.errs.sorted()
 		for _, e := range errs {
-			e.Path, e.Msg = l.secrets.redact(e.Path), l.secrets.redact(e.Msg)
+			e.Path, e.Msg = l.secrets.Redact(e.Path), l.secrets.Redact(e.Msg)
 		}
 		return nil, errs
 	}
@@ -121,11 +116,11 @@ func (p *Pipeline) NewSink(reg prometheus.Registerer) (*sink.Sink, error) {
 	}
 	var ce *sink.ConfigError
 	if errors.As(err, &ce) {
-		return nil, &Error{File: p.File, Path: fieldPath(ce.Field), Msg: p.redact.redact(fileReason(ce.Reason))}
+		return nil, &Error{File: p.File, Path: pathOf(ce.Field, p.topicPaths), Msg: p.redact.Redact(fileText(ce.Reason, p.topicPaths))}
 	}
-	return nil, errors.New(p.redact.redact(err.Error()))
+	return nil, errors.New(p.redact.Redact(err.Error()))
 }
 
 // Redact removes the file's secrets (database password, secret Kafka properties, values read
 // from files) from s, for messages written by others.
-func (p *Pipeline) Redact(s string) string { return p.redact.redact(s) }
+func (p *Pipeline) Redact(s string) string { return p.redact.Redact(s) }

@@ -253,7 +253,7 @@ func TestErrorsNameTheirPath(t *testing.T) {
 		{"size", minimal + "batch: {max_bytes: 4 parsecs}\n", `pipeline.yaml: batch.max_bytes: "4 parsecs" is not a positive size`},
 		{"buffer below batch", minimal + "batch: {max_bytes: 16MiB}\n", "pipeline.yaml: batch.max_buffered_bytes: 8388608 bytes (the default) is less than batch.max_bytes"},
 		{"backoff", minimal + "retry: {backoff: 10s, max_backoff: 1s}\n", "pipeline.yaml: retry.max_backoff: 1s is less than retry.backoff"},
-		{"ratio", minimal + "dead_letter: {max_ratio: 1.5}\n", `pipeline.yaml: dead_letter.max_ratio: "1.5" is not a share more than 0 and at most 1`},
+		{"ratio", minimal + "dead_letter: {max_ratio: 1.5}\n", `pipeline.yaml: dead_letter.max_ratio: 1.5 is not a share more than 0 and at most 1`},
 		{"ratio percent", minimal + "dead_letter: {max_ratio: 0%}\n", `pipeline.yaml: dead_letter.max_ratio: "0%" is not a share`},
 		{"window", minimal + "dead_letter: {window: -3}\n", `pipeline.yaml: dead_letter.window: "-3" is not a positive whole number`},
 		{"bool", minimal + "database: {auto_migrate: yes please}\n", "pipeline.yaml: database: duplicate key"},
@@ -460,9 +460,9 @@ func TestDatabasePasswordsAreRedacted(t *testing.T) {
 		"host=127.0.0.1 password=db-secret-1 dbname=eosink",
 		"host=127.0.0.1 password='db-secret-1' dbname=eosink",
 	} {
-		l := &loader{file: "pipeline.yaml"}
-		l.checkDatabaseURL("database.url", scalar{val: url})
-		if got := l.secrets.redact("x db-secret-1 y"); got != "x xxxxx y" {
+		var r Redactor
+		r.AddDatabaseURL(url)
+		if got := r.Redact("x db-secret-1 y"); got != "x xxxxx y" {
 			t.Errorf("%q: the password is not redacted: %q", url, got)
 		}
 	}

@@ -58,7 +58,7 @@ func (l *loader) plugin(n *yaml.Node, pipelineName, schema string, logger *slog.
 		}
 		msg := strings.Join(msgs, "; ")
 		l.warn("sink", n.Line, "the plugin was not built without the unset variables: %s",
-			l.secrets.redact(backquotedRE.ReplaceAllString(msg, "(value not shown)")))
+			l.secrets.Redact(backquotedRE.ReplaceAllString(msg, "(value not shown)")))
 		return nil, cfg.Type()
 	}
 	if err != nil {
@@ -67,9 +67,9 @@ func (l *loader) plugin(n *yaml.Node, pipelineName, schema string, logger *slog.
 			var ce *sink.ConfigError
 			if errors.As(err, &ce) {
 				// yaml's decode errors quote the start of the value (`hunter2...`): drop it.
-				l.fail(ce.Field, l.lineOf(ce.Field), "%s", l.secrets.redact(backquotedRE.ReplaceAllString(ce.Reason, "(value not shown)")))
+				l.fail(ce.Field, l.lineOf(ce.Field), "%s", l.secrets.Redact(backquotedRE.ReplaceAllString(ce.Reason, "(value not shown)")))
 			} else {
-				l.fail("sink", n.Line, "%v", l.secrets.redact(err.Error()))
+				l.fail("sink", n.Line, "%v", l.secrets.Redact(err.Error()))
 			}
 		}
 		return nil, cfg.Type()

@@ -18,7 +18,8 @@ import (
 //
 // A key that sets a sink.Config field names it in its config tag, with the conversion
 // setFields applies (see fields.go): a new setting is one line here and its Config field.
-// Keys without a conversion are converted by load.
+// Keys without a conversion are converted by load. A required tag says, for the file, what
+// a key that sink.Config.Validate requires holds.
 type rawFile struct {
 	Pipeline   yaml.Node     `yaml:"pipeline" config:"Pipeline,string"`
 	InstanceID yaml.Node     `yaml:"instance_id" config:"InstanceID,string"`
@@ -40,8 +41,8 @@ type rawFile struct {
 }
 
 type rawKafka struct {
-	Brokers         yaml.Node `yaml:"brokers" config:"Brokers"`
-	Group           yaml.Node `yaml:"group" config:"GroupID"`
+	Brokers         yaml.Node `yaml:"brokers" config:"Brokers" required:"Kafka's bootstrap servers, for example 127.0.0.1:9092 or ${KAFKA_BOOTSTRAP_SERVERS}"`
+	Group           yaml.Node `yaml:"group" config:"GroupID,string" required:"the Kafka consumer group"`
 	Topics          yaml.Node `yaml:"topics" config:"Topics"`
 	InitialPosition yaml.Node `yaml:"initial_position" config:"InitialPosition"`
 	CommitToKafka   yaml.Node `yaml:"commit_to_kafka" config:"CommitToKafka,bool"`
@@ -50,7 +51,7 @@ type rawKafka struct {
 }
 
 type rawDatabase struct {
-	URL         yaml.Node `yaml:"url" config:"DatabaseURL"`
+	URL         yaml.Node `yaml:"url" config:"DatabaseURL" required:"a PostgreSQL connection string, for example ${DATABASE_URL}"`
 	Schema      yaml.Node `yaml:"schema" config:"Schema,string"`
 	AutoMigrate yaml.Node `yaml:"auto_migrate" config:"AutoMigrate,bool"`
 	Isolation   yaml.Node `yaml:"isolation" config:"IsolationLevel"`

@@ -46,18 +46,18 @@ func (l *loader) registry(r *rawRegistry) *plugin.SchemaRegistry {
 	reg := &plugin.SchemaRegistry{}
 	if s, ok := l.value(path+".password", &r.Password); ok {
 		reg.Password = s.val
-		l.secrets.add(s.val)
+		l.secrets.Add(s.val)
 	}
 	if s, ok := l.value(path+".bearer_token", &r.BearerToken); ok {
 		reg.BearerToken = s.val
-		l.secrets.add(s.val)
+		l.secrets.Add(s.val)
 	}
 	if s, ok := l.value(path+".url", &r.URL); ok {
 		reg.URL = strings.TrimRight(s.val, "/")
 		u, err := url.Parse(s.val)
 		if u != nil && u.User != nil {
 			if pw, set := u.User.Password(); set {
-				l.secrets.add(pw)
+				l.secrets.Add(pw)
 			}
 		}
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

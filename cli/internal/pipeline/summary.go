@@ -92,7 +92,7 @@ func (p *Pipeline) Summary(w io.Writer) error {
 		if l[0] != "" {
 			label = l[0] + ":"
 		}
-		if _, err := fmt.Fprintf(w, "%-11s%s\n", label, p.redact.redact(l[1])); err != nil {
+		if _, err := fmt.Fprintf(w, "%-11s%s\n", label, p.redact.Redact(l[1])); err != nil {
 			return err
 		}
 	}

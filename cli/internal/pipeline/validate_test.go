@@ -96,3 +96,23 @@ func TestKafkaPropertiesAreCheckedByLibrdkafka(t *testing.T) {
 		t.Fatalf("valid properties refused: %v", err)
 	}
 }
+
+// TestSinkRulesAtTheFileItem: the rules on values are sink.Config.Validate's, reported once
+// at the file's item, also when an earlier item is left out of the Config (an unset
+// variable with AllowUnset), and in the file's words (a key for a Go field name).
+func TestSinkRulesAtTheFileItem(t *testing.T) {
+	file := strings.Replace(minimal, "[orders]", "[\"${UNSET_TOPIC}\", orders, \"a b\", orders]", 1)
+	_, err := Parse("p.yaml", []byte(file), Options{LogOutput: io.Discard, AllowUnset: true, LookupEnv: func(string) (string, bool) { return "", false }})
+	want := "p.yaml: kafka.topics[2]: \"a b\" is not a Kafka topic name (1 to 249 of a-z, A-Z, 0-9, '.', '_' and '-'; not . or ..), nor a pattern starting with ^ (line 5)\n" +
+		"p.yaml: kafka.topics[3]: \"orders\" is listed twice (first at kafka.topics[1]) (line 5)"
+	if err == nil || err.Error() != want {
+		t.Errorf("err:\n%v\nwant:\n%s", err, want)
+	}
+	file = strings.Replace(minimal, "kafka:\n", "kafka:\n  properties: {go.events.channel.enable: true, bootstrap.servers: x:1}\n", 1)
+	_, err = Parse("p.yaml", []byte(file), Options{LogOutput: io.Discard})
+	want = "p.yaml: kafka.properties[go.events.channel.enable]: go.* properties configure the Go client, which eosink manages (line 3)\n" +
+		"p.yaml: kafka.properties[bootstrap.servers]: set kafka.brokers or this property, not both (line 3)"
+	if err == nil || err.Error() != want {
+		t.Errorf("err:\n%v\nwant:\n%s", err, want)
+	}
+}

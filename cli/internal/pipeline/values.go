@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/eosink/eosink/internal/kafkaconf"
 	"github.com/eosink/eosink/internal/pgerr"
 )
 
@@ -47,12 +46,12 @@ func (l *loader) value(path string, n *yaml.Node) (s scalar, ok bool) {
 		return scalar{line: n.Line}, false
 	}
 	if n.Kind != yaml.ScalarNode {
-		l.fail(path, n.Line, "must be a single value, not %s", kindName(n))
+		l.bad(path, n.Line, "must be a single value, not %s", kindName(n))
 		return scalar{line: n.Line, failed: true}, false
 	}
 	v, subst, err := l.x.expand(n.Value)
 	if err != nil {
-		l.fail(path, n.Line, "%v", err)
+		l.bad(path, n.Line, "%v", err)
 		return scalar{line: n.Line, failed: true}, false
 	}
 	s = scalar{val: v, raw: n.Value, subst: subst, line: n.Line,
@@ -65,13 +64,17 @@ func (l *loader) value(path string, n *yaml.Node) (s scalar, ok bool) {
 		}
 		l.warn(path, n.Line, "%s not set; the field is not checked (run needs it)", what)
 		l.unresolved[path] = n.Value
+		l.dropped[path] = true
 		return scalar{raw: n.Value, subst: true, line: n.Line, unresolved: true}, false
 	}
 	if strings.ContainsRune(v, 0) {
 		// Not the value: it may be a secret. PostgreSQL text, identifiers and librdkafka's
 		// C strings cannot hold NUL, and a name cut at it would name something else.
-		l.fail(path, n.Line, "holds a NUL byte (\\x00), which no name, PostgreSQL text or Kafka property can hold")
+		l.bad(path, n.Line, "holds a NUL byte (\\x00), which no name, PostgreSQL text or Kafka property can hold")
 		return scalar{raw: n.Value, subst: subst, line: n.Line, failed: true}, false
+	}
+	if v == "" && subst {
+		l.emptyRef[path] = n.Value
 	}
 	return s, v != ""
 }
@@ -92,7 +95,7 @@ func (l *loader) boolean(path string, n *yaml.Node) bool {
 	case "false", "False", "FALSE":
 		return false
 	}
-	l.fail(path, s.line, "%s is not true or false", describe(s))
+	l.bad(path, s.line, "%s is not true or false", describe(s))
 	return false
 }
 
@@ -104,7 +107,7 @@ func (l *loader) count(path string, n *yaml.Node) int {
 	}
 	v, err := strconv.Atoi(strings.ReplaceAll(s.val, "_", ""))
 	if err != nil || v <= 0 {
-		l.fail(path, s.line, "%s is not a positive whole number", describe(s))
+		l.bad(path, s.line, "%s is not a positive whole number", describe(s))
 		return 0
 	}
 	return v
@@ -129,12 +132,12 @@ func (l *loader) size(path string, n *yaml.Node) int {
 			return int(v * unit)
 		}
 	}
-	l.fail(path, s.line, "%s is not a positive size in bytes (a number, optionally with KB, MB, GB, KiB, MiB or GiB, at most 1 TiB)", describe(s))
+	l.bad(path, s.line, "%s is not a positive size in bytes (a number, optionally with KB, MB, GB, KiB, MiB or GiB, at most 1 TiB)", describe(s))
 	return 0
 }
 
-// ratio is a share more than 0 and at most 1, as a number (0.2) or a percentage (20%); 0
-// means unset.
+// ratio is a positive share, as a number (0.2) or a percentage (20%); 0 means unset. Its
+// upper bound is the field's rule (sink.Config.Validate).
 func (l *loader) ratio(path string, n *yaml.Node) float64 {
 	s, ok := l.value(path, n)
 	if !ok {
@@ -146,8 +149,8 @@ func (l *loader) ratio(path string, n *yaml.Node) float64 {
 		v, scale = strings.TrimSpace(p), 100
 	}
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || !(f/scale > 0 && f/scale <= 1) {
-		l.fail(path, s.line, "%s is not a share more than 0 and at most 1 (a number such as 0.2, or a percentage such as 20%%)", describe(s))
+	if err != nil || !(f/scale > 0) {
+		l.bad(path, s.line, "%s is not a share more than 0 (a number such as 0.2, or a percentage such as 20%%)", describe(s))
 		return 0
 	}
 	return f / scale
@@ -161,88 +164,56 @@ func (l *loader) duration(path string, n *yaml.Node) time.Duration {
 	}
 	d, err := time.ParseDuration(strings.TrimSpace(s.val))
 	if err != nil {
-		l.fail(path, s.line, "%s is not a duration; write Go syntax with a unit, such as 100ms, 30s or 1m30s", describe(s))
+		l.bad(path, s.line, "%s is not a duration; write Go syntax with a unit, such as 100ms, 30s or 1m30s", describe(s))
 		return 0
 	}
 	if d <= 0 {
-		l.fail(path, s.line, "%s must be positive", describe(s))
+		l.bad(path, s.line, "%s must be positive", describe(s))
 		return 0
 	}
 	return d
 }
 
-// brokers is a comma-separated string or a list of host:port; s describes a single value,
-// for messages.
-func (l *loader) brokers(path string, n *yaml.Node) (string, scalar) {
+// brokers is a comma-separated string or a list of host:port.
+func (l *loader) brokers(path string, n *yaml.Node) string {
 	n = deref(n)
 	if n.Kind != yaml.SequenceNode {
 		s, _ := l.value(path, n)
-		return strings.TrimSpace(s.val), s
+		return strings.TrimSpace(s.val)
+	}
+	if n.Line > 0 {
+		l.lines[path] = n.Line
 	}
 	var hosts []string
-	failed, unresolved := false, false
 	for i, item := range n.Content {
-		s, ok := l.value(fmt.Sprintf("%s[%d]", path, i), item)
-		if ok {
+		if s, ok := l.value(fmt.Sprintf("%s[%d]", path, i), item); ok {
 			hosts = append(hosts, strings.TrimSpace(s.val))
 		}
-		failed = failed || s.failed
-		unresolved = unresolved || s.unresolved
 	}
-	return strings.Join(hosts, ","), scalar{line: n.Line, failed: failed, unresolved: unresolved}
+	return strings.Join(hosts, ",")
 }
 
-var topicRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
-
-// topics is a list of topic names and patterns (^regex), or one of them.
-func (l *loader) topics(path string, n *yaml.Node) []string {
-	const none = "at least one topic is required"
+// topics is a list of topic names and patterns (^regex), or one of them. Which names are
+// valid is sink.Config.Validate's rule; paths are the file's path of each topic returned,
+// for its errors.
+func (l *loader) topics(path string, n *yaml.Node) (topics, paths []string) {
 	n = deref(n)
-	items, list := []*yaml.Node{n}, n.Kind == yaml.SequenceNode
-	switch {
-	case isNull(n):
-		l.missing(path, "kafka", scalar{}, none)
-		return nil
-	case list && len(n.Content) == 0:
-		l.fail(path, n.Line, "%s", none)
-		return nil
-	case list:
-		items = n.Content
+	if n.Line > 0 {
+		l.lines[path] = n.Line
 	}
-	var topics []string
-	seen := map[string]int{}
-	for i, item := range items {
-		p := path
-		if list {
-			p = fmt.Sprintf("%s[%d]", path, i)
+	if n.Kind != yaml.SequenceNode {
+		if s, ok := l.value(path, n); ok {
+			return []string{s.val}, []string{path}
 		}
-		s, ok := l.value(p, item)
-		if !ok {
-			if !list {
-				l.missing(path, "kafka", s, none)
-			} else if !s.failed && !s.unresolved {
-				l.fail(p, s.line, "empty topic name")
-			}
-			continue
-		}
-		switch {
-		case seen[s.val] > 0:
-			l.fail(p, s.line, "%s is listed twice (first at line %d)", describe(s), seen[s.val])
-		case kafkaconf.IsTopicPattern(s.val):
-			if _, err := regexp.Compile(s.val); err != nil {
-				l.fail(p, s.line, "%s is not a regular expression: %v", describe(s), err)
-			} else {
-				seen[s.val] = s.line
-				topics = append(topics, s.val)
-			}
-		case !topicRE.MatchString(s.val) || s.val == "." || s.val == "..":
-			l.fail(p, s.line, "%s is not a Kafka topic name (letters, digits, '.', '_' and '-', at most 249) nor a pattern starting with ^", describe(s))
-		default:
-			seen[s.val] = s.line
-			topics = append(topics, s.val)
+		return nil, nil
+	}
+	for i, item := range n.Content {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		if s, _ := l.value(p, item); !s.failed && !s.unresolved {
+			topics, paths = append(topics, s.val), append(paths, p) // "" too: an empty name in the list
 		}
 	}
-	return topics
+	return topics, paths
 }
 
 // secretProperty reports whether a Kafka property's value is a secret (redacted from
@@ -257,14 +228,15 @@ func secretProperty(key string) bool {
 }
 
 // properties are librdkafka properties: a mapping of names to single values, passed on as
-// strings. sink.Config.Validate refuses the properties eosink manages (see load's check).
+// strings. sink.Config.Validate refuses the properties eosink manages, and checkKafka has
+// librdkafka check the others.
 func (l *loader) properties(path string, n *yaml.Node) map[string]string {
 	n = deref(n)
 	if isNull(n) {
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		l.fail(path, n.Line, "must be a mapping of librdkafka property names to values, not %s", kindName(n))
+		l.bad(path, n.Line, "must be a mapping of librdkafka property names to values, not %s", kindName(n))
 		return nil
 	}
 	props := map[string]string{}
@@ -275,14 +247,16 @@ func (l *loader) properties(path string, n *yaml.Node) map[string]string {
 		p := path + "[" + key + "]"
 		if kn.Kind != yaml.ScalarNode || key == "" {
 			l.fail(path, kn.Line, "property names must be single values")
+			l.dropped[path+"[]"] = true
 			continue
 		}
 		if strings.ContainsRune(key, 0) {
 			l.fail(path, kn.Line, "a property name holds a NUL byte (\\x00)")
+			l.dropped[path+"[]"] = true
 			continue
 		}
 		if line, dup := first[key]; dup {
-			l.fail(p, kn.Line, "duplicate key (first at line %d)", line)
+			l.bad(p, kn.Line, "duplicate key (first at line %d)", line)
 			continue
 		}
 		first[key] = kn.Line
@@ -290,37 +264,29 @@ func (l *loader) properties(path string, n *yaml.Node) map[string]string {
 		l.lines[p] = kn.Line
 		if !ok {
 			if !s.failed && !s.unresolved {
-				l.fail(p, kn.Line, "needs a value")
+				l.bad(p, kn.Line, "needs a value")
 			}
 			continue
 		}
 		if secretProperty(key) {
-			l.secrets.add(s.val)
-		}
-		if strings.HasPrefix(key, "go.") {
-			l.fail(p, kn.Line, "go.* properties configure the Go client, which eosink manages")
+			l.secrets.Add(s.val)
 		}
 		props[key] = s.val
 	}
 	return props
 }
 
-// checkDatabaseURL parses the connection string without connecting, and remembers its
-// password for redaction.
-func (l *loader) checkDatabaseURL(path string, s scalar) {
-	l.secrets.add(s.val)
-	l.secrets.add(pgerr.ConnStringSecrets(s.val)...) // parsed, in every libpq form
-	for _, m := range passwordRE.FindAllStringSubmatch(s.val, -1) {
-		l.secrets.add(m[1], m[2], strings.Trim(m[2], "'"))
+// AddDatabaseURL remembers a PostgreSQL connection string and its passwords, in every libpq
+// form, whether it parses or not (that is sink.Config.Validate's rule).
+func (r *Redactor) AddDatabaseURL(url string) {
+	r.Add(url)
+	r.Add(pgerr.ConnStringSecrets(url)...) // parsed, in every libpq form
+	for _, m := range passwordRE.FindAllStringSubmatch(url, -1) {
+		r.Add(m[1], m[2], strings.Trim(m[2], "'"))
 	}
-	cfg, err := pgxpool.ParseConfig(s.val)
-	if err != nil {
-		// pgx masks the password in its messages on a best-effort basis; RedactError rebuilds
-		// them around the parsed string, and redact catches anything else.
-		l.fail(path, s.line, "not a PostgreSQL connection string: %s", l.secrets.redact(pgerr.RedactError(err, s.val).Error()))
-		return
+	if cfg, err := pgxpool.ParseConfig(url); err == nil {
+		r.Add(cfg.ConnConfig.Password)
 	}
-	l.secrets.add(cfg.ConnConfig.Password)
 }
 
 // passwordRE finds passwords in connection strings that do not parse: the URL form's

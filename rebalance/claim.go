@@ -30,6 +30,6 @@ func ResetOwner(operator, current string) string { return offsets.ResetOwner(ope
 // ResetFrom returns the instance an operator's change fenced, if owner was written by one.
 func ResetFrom(owner string) (instance string, ok bool) { return offsets.ResetFrom(owner) }
 
-// NotifyChannel is the PostgreSQL channel told of every operator change to a position, with
-// the pipeline as payload, so that idle sinks notice it without a commit.
+// NotifyChannel ("eosink_offsets") is the PostgreSQL channel told of every operator change
+// to a position, with the pipeline as payload, so that idle sinks notice it without a commit.
 const NotifyChannel = offsets.NotifyChannel

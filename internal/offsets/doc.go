@@ -12,5 +12,6 @@
 //
 // Package rebalance claims through a Store, package sink commits and records stops through
 // it, package admin moves positions through an Operator. A test of this package fails when
-// any other non-test Go file of the module holds a statement on these tables.
+// any other non-test Go file of the module holds a statement on these tables (the examples'
+// verifiers may read a stored position, and only read it).
 package offsets

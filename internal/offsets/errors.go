@@ -12,8 +12,8 @@ var (
 	// the stored row: another claim owns the partition now. Nothing was written.
 	ErrFenced = errors.New("eosink: fenced: the partition is owned by a newer claim")
 
-	// ErrClaimTaken means a conditional claim (Store.ClaimIf) found the row's epoch moved
-	// since it was read: another instance or an operator came first.
+	// ErrClaimTaken means a conditional claim (Store.ClaimAt, Store.ClaimIf) found the row's
+	// epoch moved since it was read: another instance or an operator came first.
 	ErrClaimTaken = errors.New("eosink: the partition was claimed or moved by someone else first")
 )
 

@@ -22,7 +22,7 @@ import (
 func ResetWithRowLocked(t testing.TB, e Env, offsetsSchema, pipeline, topic string, partition int32, target admin.Target) (pgx.Tx, admin.Change) {
 	t.Helper()
 	ctx := context.Background()
-	ops := offsets.NewOperator(Pool(t, e), offsetsSchema)
+	ops := offsets.NewOperator(nil, offsetsSchema) // Lock runs in the transactions below only
 	lockRow := func(tx pgx.Tx) error {
 		_, _, found, err := ops.Lock(ctx, tx, pipeline, topic, partition)
 		if err == nil && !found {

@@ -6,6 +6,8 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/eosink/eosink/internal/offsets"
 )
 
 // Client runs the operator commands on one schema of eosink tables and, for positions, lag
@@ -13,6 +15,7 @@ import (
 type Client struct {
 	pool   *pgxpool.Pool
 	schema string
+	ops    *offsets.Operator // the statements on the offsets and instances tables
 	kafka  kafka.ConfigMap
 	redact bool // SetRedactErrorValues
 }
@@ -28,7 +31,7 @@ func New(pool *pgxpool.Pool, schema string, kafkaConfig kafka.ConfigMap) *Client
 	}
 	m := kafka.ConfigMap{}
 	maps.Copy(m, kafkaConfig)
-	return &Client{pool: pool, schema: schema, kafka: m}
+	return &Client{pool: pool, schema: schema, ops: offsets.NewOperator(pool, schema), kafka: m}
 }
 
 // SetRedactErrorValues says how Replay writes the error of a record that fails again to its

@@ -6,14 +6,9 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/internal/engine"
 )
-
-// aliveWithin is how recent an instance's heartbeat must be for it to count as alive: three
-// of the sink's heartbeats.
-const aliveWithin = "10 seconds"
 
 // Position is one row of the offsets table with what the broker says of its partition. The
 // JSON names are those of `eosink offsets list -json`.
@@ -60,32 +55,17 @@ func (p Position) Diverged() bool {
 // List returns the stored positions of pipeline (all pipelines when empty), with the log's
 // range and the lag of each partition.
 func (c *Client) List(ctx context.Context, pipeline string) ([]Position, error) {
-	rows, err := c.pool.Query(ctx, `SELECT o.pipeline, o.topic, o.partition, o.next_offset, o.epoch, coalesce(o.owner, ''), o.updated_at,
-			coalesce(i.heartbeat_at > now() - $2::interval AND NOT i.stopped, false),
-			o.stopped_reason, coalesce(o.stopped_error, ''), o.stopped_at, coalesce(o.stopped_by, '')
-		FROM `+c.table("offsets")+` o LEFT JOIN `+c.table("instances")+` i ON i.pipeline = o.pipeline AND i.instance = o.owner
-		WHERE $1 = '' OR o.pipeline = $1 ORDER BY o.pipeline, o.topic, o.partition`, pipeline, aliveWithin)
+	rows, err := c.ops.List(ctx, pipeline)
 	if err != nil {
 		return nil, fmt.Errorf("read offsets: %w", err)
 	}
-	ps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Position, error) {
-		var p Position
-		var reason *string
-		var st Stop
-		var at *time.Time
-		err := r.Scan(&p.Pipeline, &p.Topic, &p.Partition, &p.NextOffset, &p.Epoch, &p.Owner, &p.UpdatedAt,
-			&p.OwnerAlive, &reason, &st.Error, &at, &st.By)
-		if reason != nil {
-			st.Reason, st.Remedy = *reason, engine.StopRemedy(*reason)
-			if at != nil {
-				st.At = *at
-			}
-			p.Stopped = &st
+	ps := make([]Position, len(rows))
+	for i, r := range rows {
+		ps[i] = Position{Pipeline: r.Pipeline, Topic: r.Topic, Partition: r.Partition, NextOffset: r.NextOffset, Epoch: r.Epoch,
+			Owner: r.Owner, UpdatedAt: r.UpdatedAt, OwnerAlive: r.OwnerAlive}
+		if st := r.Stopped; st != nil {
+			ps[i].Stopped = &Stop{Reason: st.Reason, Error: st.Error, At: st.At, By: st.By, Remedy: engine.StopRemedy(st.Reason)}
 		}
-		return p, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read offsets: %w", err)
 	}
 	if len(ps) == 0 {
 		return ps, nil

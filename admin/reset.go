@@ -13,8 +13,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/eosink/eosink/migrations"
-	"github.com/eosink/eosink/rebalance"
+	"github.com/eosink/eosink/internal/offsets"
 )
 
 // Target is where Plan moves positions: Earliest, Latest, Offset or Time; ParseTarget reads
@@ -98,21 +97,12 @@ func (c *Client) Plan(ctx context.Context, sel Selector, target Target) ([]Chang
 		partition = *sel.Partition
 	}
 	current := map[key]int64{}
-	rows, err := c.pool.Query(ctx, `SELECT topic, partition, next_offset FROM `+c.table("offsets")+
-		` WHERE pipeline = $1 AND ($2 = '' OR topic = $2) AND ($3 < 0 OR partition = $3)`, sel.Pipeline, sel.Topic, partition)
+	rows, err := c.ops.NextOffsets(ctx, sel.Pipeline, sel.Topic, partition)
 	if err != nil {
 		return nil, fmt.Errorf("read offsets: %w", err)
 	}
-	for rows.Next() {
-		var k key
-		var n int64
-		if err := rows.Scan(&k.topic, &k.partition, &n); err != nil {
-			return nil, err
-		}
-		current[k] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
+	for _, r := range rows {
+		current[key{r.Topic, r.Partition}] = r.NextOffset
 	}
 	var tps []kafka.TopicPartition
 	if sel.Topic != "" {
@@ -191,11 +181,11 @@ func (c *Client) Plan(ctx context.Context, sel Selector, target Target) ([]Chang
 // that the current owner is fenced; a change with a TopicID stores it as the topic's id; a
 // recorded stop (stopped_*) is cleared; rebalance.NotifyChannel is notified. The audit row of
 // each change is written by the offsets table's trigger (migration 7), with operator and
-// reason as this transaction declares them (see declareAudit) and the session's role and
-// address as the server knows them; Apply refuses a schema older than that migration. A row created by a sink between Plan and Apply is
-// moved like any other (From is where the sink created it). Apply returns ErrMoved when a
-// row that Plan saw was deleted, or when a row Plan did not see is created by a sink between
-// Apply's read and its insert.
+// reason as this transaction declares them and the session's role and address as the server
+// knows them; Apply refuses a schema older than that migration. A row created by a sink
+// between Plan and Apply is moved like any other (From is where the sink created it). Apply
+// returns ErrMoved when a row that Plan saw was deleted, or when a row Plan did not see is
+// created by a sink between Apply's read and its insert.
 func (c *Client) Apply(ctx context.Context, changes []Change, operator, reason string) ([]Change, error) {
 	if strings.TrimSpace(operator) == "" || strings.TrimSpace(reason) == "" {
 		return nil, errors.New("an operator and a reason are required: they go to the audit table")
@@ -206,46 +196,38 @@ func (c *Client) Apply(ctx context.Context, changes []Change, operator, reason s
 		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '10s'"); err != nil {
 			return err
 		}
-		if err := c.declareAudit(ctx, tx, operator, reason); err != nil {
+		if err := c.ops.DeclareAudit(ctx, tx, operator, reason); err != nil {
 			return err
 		}
 		pipelines := map[string]bool{}
 		for i := range out {
 			ch := &out[i]
-			var from int64
-			var owner string
-			err := tx.QueryRow(ctx, `SELECT next_offset, coalesce(owner, '') FROM `+c.table("offsets")+`
-				WHERE pipeline = $1 AND topic = $2 AND partition = $3 FOR UPDATE`, ch.Pipeline, ch.Topic, ch.Partition).Scan(&from, &owner)
+			m := offsets.Move{Pipeline: ch.Pipeline, Topic: ch.Topic, Partition: ch.Partition, To: ch.To, TopicID: ch.TopicID}
+			from, owner, found, err := c.ops.Lock(ctx, tx, ch.Pipeline, ch.Topic, ch.Partition)
 			switch {
-			case errors.Is(err, pgx.ErrNoRows):
+			case err != nil:
+				return fmt.Errorf("%s[%d]: lock the offset row: %w", ch.Topic, ch.Partition, err)
+			case !found:
 				if ch.From != nil {
 					return fmt.Errorf("%s[%d]: the row was deleted: %w", ch.Topic, ch.Partition, ErrMoved)
 				}
-				t, err := tx.Exec(ctx, `INSERT INTO `+c.table("offsets")+` (pipeline, topic, partition, next_offset, owner, topic_id)
-					VALUES ($1, $2, $3, $4, $5, NULLIF($6, '')) ON CONFLICT DO NOTHING`, ch.Pipeline, ch.Topic, ch.Partition, ch.To,
-					rebalance.ResetOwner(operator, ""), ch.TopicID)
+				created, err := c.ops.Create(ctx, tx, m, operator)
 				if err != nil {
 					return err
 				}
-				if t.RowsAffected() != 1 {
+				if !created {
 					return fmt.Errorf("%s[%d]: %w", ch.Topic, ch.Partition, ErrMoved)
 				}
-			case err != nil:
-				return fmt.Errorf("%s[%d]: lock the offset row: %w", ch.Topic, ch.Partition, err)
 			default:
 				ch.From = &from
-				if _, err := tx.Exec(ctx, `UPDATE `+c.table("offsets")+` SET next_offset = $4, epoch = epoch + 1, owner = $5, updated_at = now(),
-					topic_id = coalesce(NULLIF($6, ''), topic_id),
-					stopped_reason = NULL, stopped_error = NULL, stopped_at = NULL, stopped_by = NULL
-					WHERE pipeline = $1 AND topic = $2 AND partition = $3`,
-					ch.Pipeline, ch.Topic, ch.Partition, ch.To, rebalance.ResetOwner(operator, owner), ch.TopicID); err != nil {
+				if err := c.ops.Set(ctx, tx, m, operator, owner); err != nil {
 					return err
 				}
 			}
 			pipelines[ch.Pipeline] = true
 		}
 		for p := range pipelines {
-			if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", rebalance.NotifyChannel, p); err != nil {
+			if err := offsets.Notify(ctx, tx, p); err != nil {
 				return err
 			}
 		}
@@ -255,26 +237,6 @@ func (c *Client) Apply(ctx context.Context, changes []Change, operator, reason s
 		return nil, err
 	}
 	return out, nil
-}
-
-// auditVersion is the framework migration whose trigger writes offsets_audit.
-const auditVersion = 7
-
-// declareAudit names, for the offsets table's audit trigger, the operator and the reason of
-// the changes tx makes (transaction-local settings eosink.operator and eosink.reason). It
-// fails when eosink's schema is older than auditVersion, whose trigger would not see them:
-// the moves would then go unaudited.
-func (c *Client) declareAudit(ctx context.Context, tx pgx.Tx, operator, reason string) error {
-	var version int64
-	if err := tx.QueryRow(ctx, "SELECT version FROM "+c.table(migrations.Table)+" LIMIT 1").Scan(&version); err != nil {
-		return fmt.Errorf("read the schema version of %q: %w", c.schema, err)
-	}
-	if version < auditVersion {
-		return fmt.Errorf("eosink schema %q is at version %d; moving positions needs version %d or later, whose trigger writes the audit: run `eosink migrate up`",
-			c.schema, version, auditVersion)
-	}
-	_, err := tx.Exec(ctx, "SELECT set_config('eosink.operator', $1, true), set_config('eosink.reason', $2, true)", operator, reason)
-	return err
 }
 
 func (c *Client) partitions(topic string) ([]int32, error) {

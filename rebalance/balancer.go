@@ -10,6 +10,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/eosink/eosink/internal/failpoint"
+	"github.com/eosink/eosink/internal/offsets"
 	"github.com/eosink/eosink/internal/pgerr"
 )
 
@@ -25,11 +26,11 @@ type Lifecycle interface {
 	// committed (revoke) or been rolled back (lost). A lost partition must never commit.
 	Stop(partitions []kafka.TopicPartition, lost bool)
 	// Contested is called for a partition whose claim was abandoned: its row's epoch moved
-	// since the assignment began (Store.ClaimAt), so another instance, or an operator, came
+	// since the assignment began (offsets.Store.ClaimAt), so another instance, or an operator, came
 	// first and this callback may be one that ran past the group's timeouts. c holds the row
 	// as read after the refusal (c.Epoch is not this instance's). The partition is assigned
 	// in Kafka at c.NextOffset, but it must not be consumed under c.Epoch; the lifecycle may
-	// claim it later with Store.ClaimIf if this instance still holds it then.
+	// claim it later with offsets.Store.ClaimIf if this instance still holds it then.
 	Contested(c Claim)
 	// Failed is called for a partition that was claimed but cannot be consumed (stored
 	// offset out of range, topic recreated, no stored position). It is not assigned in Kafka.
@@ -45,7 +46,7 @@ type Lifecycle interface {
 // Use OnRebalance as the consumer's rebalance callback. Kafka's committed offsets are read
 // only to create a missing row under the KafkaCommitted policy.
 type Balancer struct {
-	store     *Store
+	store     *offsets.Store
 	initial   InitialPosition
 	lifecycle Lifecycle
 	log       *slog.Logger
@@ -66,9 +67,9 @@ type partitionKey struct {
 	partition int32
 }
 
-// NewBalancer returns a Balancer that claims through store, creating rows with the initial
-// policy, and drives lifecycle.
-func NewBalancer(store *Store, initial InitialPosition, lifecycle Lifecycle, log *slog.Logger) *Balancer {
+// NewBalancer returns a Balancer that claims through store (the sink's offsets store),
+// creating rows with the initial policy, and drives lifecycle.
+func NewBalancer(store *offsets.Store, initial InitialPosition, lifecycle Lifecycle, log *slog.Logger) *Balancer {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -188,7 +189,7 @@ func (b *Balancer) revoke(c *kafka.Consumer, parts []kafka.TopicPartition, coope
 	return c.IncrementalUnassign(ours)
 }
 
-// epochs reads the epochs of parts' rows (Store.Epochs), retrying transient errors for up
+// epochs reads the epochs of parts' rows (offsets.Store.Epochs), retrying transient errors for up
 // to ClaimTimeout.
 func (b *Balancer) epochs(parts []kafka.TopicPartition) (map[string]map[int32]int64, error) {
 	topics := make([]string, len(parts))
@@ -235,7 +236,7 @@ func (b *Balancer) contested(p kafka.TopicPartition, expect int64, found bool) (
 }
 
 // claim claims one partition at the epoch read when the assignment began (expect, or no row
-// when found is false; Store.ClaimAt), retrying transient database errors. An error matching
+// when found is false; offsets.Store.ClaimAt), retrying transient database errors. An error matching
 // ErrClaimTaken means another claim came first; a *PartitionError means this partition
 // cannot be consumed; any other error means the sink cannot go on.
 func (b *Balancer) claim(c *kafka.Consumer, p kafka.TopicPartition, topicID string, expect int64, found bool) (Claim, error) {
@@ -313,7 +314,7 @@ func (b *Balancer) ownBump(ctx context.Context, topic string, part int32, expect
 		expect = 0
 	}
 	pos, ok, err := b.store.Peek(ctx, topic, part)
-	if err != nil || !ok || pos.Owner != b.store.owner || pos.Epoch != expect+1 {
+	if err != nil || !ok || pos.Owner != b.store.Owner() || pos.Epoch != expect+1 {
 		return Claim{}, taken
 	}
 	return Claim{Topic: topic, Partition: part, Epoch: pos.Epoch, NextOffset: pos.NextOffset, Created: pos.Epoch == 1}, nil

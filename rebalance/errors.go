@@ -3,13 +3,15 @@ package rebalance
 import (
 	"errors"
 	"fmt"
+
+	"github.com/eosink/eosink/internal/offsets"
 )
 
 // Sentinel errors. Match them with errors.Is; the typed errors below carry the details.
 var (
 	// ErrFenced means a commit presented an epoch or a start offset that no longer matches
 	// the stored row: another claim owns the partition now. Nothing was written.
-	ErrFenced = errors.New("eosink: fenced: the partition is owned by a newer claim")
+	ErrFenced = offsets.ErrFenced
 
 	// ErrOffsetOutOfRange means the stored next offset is outside the partition's log
 	// (records deleted by retention, or the log was truncated). The partition is stopped;
@@ -24,28 +26,15 @@ var (
 	// policy is "error".
 	ErrNoStoredPosition = errors.New("eosink: no stored position and initial position policy is error")
 
-	// ErrClaimTaken means a conditional claim (Store.ClaimIf) found the row's epoch moved
-	// since it was read: another instance or an operator came first.
-	ErrClaimTaken = errors.New("eosink: the partition was claimed or moved by someone else first")
+	// ErrClaimTaken means a conditional claim (the offsets store's ClaimAt or ClaimIf) found
+	// the row's epoch moved since it was read: another instance or an operator came first.
+	ErrClaimTaken = offsets.ErrClaimTaken
 )
 
-// FencedError is returned by Store.Advance when the conditional offset update matched no row.
-// It wraps ErrFenced.
-type FencedError struct {
-	Pipeline  string
-	Topic     string
-	Partition int32
-	Epoch     int64 // the epoch this instance claimed
-	Start     int64 // the next offset this instance expected to find
-}
-
-func (e *FencedError) Error() string {
-	return fmt.Sprintf("eosink: fenced: pipeline %q %s[%d]: stored row no longer has epoch %d and next offset %d",
-		e.Pipeline, e.Topic, e.Partition, e.Epoch, e.Start)
-}
-
-// Unwrap returns ErrFenced.
-func (e *FencedError) Unwrap() error { return ErrFenced }
+// FencedError is returned by the offsets store's Advance when the conditional offset update
+// matched no row. It wraps ErrFenced. Its fields: Pipeline, Topic, Partition, Epoch (the epoch
+// this instance claimed) and Start (the next offset this instance expected to find).
+type FencedError = offsets.FencedError
 
 // PartitionError says why one partition was stopped. Err wraps one of the sentinels above
 // or the cause from the database or the broker.

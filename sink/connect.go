@@ -192,7 +192,7 @@ func (s *Sink) openDatabase(ctx context.Context) error {
 
 // sessionName returns this sink's application_name as the server shows it in
 // pg_stat_activity (truncated to 63 bytes, non-ASCII rewritten), which is what a claim
-// matches to find a stalled session of the pipeline (rebalance.Store.TerminateStalled).
+// matches to find a stalled session of the pipeline (offsets.Store.TerminateStalled).
 func (s *Sink) sessionName(ctx context.Context) string {
 	name := s.pool.Config().ConnConfig.RuntimeParams["application_name"]
 	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)

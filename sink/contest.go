@@ -12,7 +12,7 @@ import (
 // Contested partitions: assigned here in Kafka, but the offsets row names another claim.
 //
 // A claim is made on the condition that the row is as it was when the assignment began
-// (rebalance.Store.ClaimAt), so a rebalance callback that outlasted the group's timeouts
+// (offsets.Store.ClaimAt), so a rebalance callback that outlasted the group's timeouts
 // gives way to the partition's next owner instead of fencing it. That condition cannot
 // settle every race: the stale callback may claim first, before the rightful owner, whose
 // claim is then abandoned; or the stale callback may have begun only after the next owner's
@@ -25,7 +25,7 @@ import (
 // with the heartbeat), is contested: it stays assigned here, paused, consuming
 // nothing. After contestGrace, if it is still assigned here (no revoke or loss came) and the
 // row's epoch has not moved since, this instance claims it again on the condition that the
-// epoch is still the one read (rebalance.Store.ClaimIf) and consumes it from the stored
+// epoch is still the one read (offsets.Store.ClaimIf) and consumes it from the stored
 // offset. Any claim, stale or not, fences every earlier one, so two owners can never commit
 // under one epoch and an instance that lost the assignment cannot commit once the next claim
 // is made: the grace only keeps two members from taking a partition from each other in turn.

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/eosink/eosink/internal/offsets"
 	"github.com/eosink/eosink/internal/pgerr"
 	"github.com/eosink/eosink/rebalance"
 )
@@ -171,7 +172,7 @@ func (s *Sink) resetOfMine(pos rebalance.Position, w *worker) bool {
 }
 
 // reclaim claims k again on the condition that its row still has the epoch of the
-// operator's change read in pos (rebalance.Store.ClaimIf), so that a zombie that read the
+// operator's change read in pos (offsets.Store.ClaimIf), so that a zombie that read the
 // same row cannot take the partition from an owner that claimed it meanwhile. Transient
 // errors (a lock held past LockTimeout, a lost connection) are retried with backoff for up
 // to ctx's deadline, reading the row again before each try. It returns an error matching
@@ -240,7 +241,7 @@ func (s *Sink) listen(ctx context.Context) {
 			conn = pc.Hijack()
 		}
 		if err == nil {
-			_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{rebalance.NotifyChannel}.Sanitize())
+			err = offsets.Listen(ctx, conn)
 		}
 		if err == nil {
 			backoff = s.cfg.RetryBackoff

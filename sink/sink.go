@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/eosink/eosink/internal/offsets"
 	"github.com/eosink/eosink/rebalance"
 )
 
@@ -23,7 +24,7 @@ type Sink struct {
 	log    *slog.Logger
 	ran    atomic.Bool
 	pool   *pgxpool.Pool
-	store  *rebalance.Store
+	store  *offsets.Store
 	wcfg   *workerConfig // what every partition worker uses; set in Run
 	// buffered is the memory of fetched, uncommitted records over all partitions
 	// (MaxTotalBufferedBytes); the workers add and subtract.
@@ -177,7 +178,7 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 	if s.cfg.Pool == nil {
 		defer s.pool.Close()
 	}
-	s.store = rebalance.NewStore(s.pool, s.cfg.Schema, s.cfg.Pipeline, s.cfg.InstanceID, s.cfg.LockTimeout)
+	s.store = offsets.NewStore(s.pool, s.cfg.Schema, s.cfg.Pipeline, s.cfg.InstanceID, s.cfg.LockTimeout)
 	s.store.TerminateStalled = s.sessionName(ctx)
 	s.store.OnTerminateError = s.terminateFailed
 	s.checkSignalPrivilege(ctx)

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eosink/eosink/internal/pgerr"
@@ -202,18 +201,13 @@ func (s *Sink) flushStops(ctx context.Context) {
 	pending := s.pendingStops
 	s.pendingStops = map[partitionKey]pendingStop{}
 	s.mu.Unlock()
-	table := pgx.Identifier{s.cfg.Schema, "offsets"}.Sanitize()
 	for k, p := range pending {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		var err error
 		if p.stop != nil {
-			_, err = s.pool.Exec(ctx, `UPDATE `+table+` SET stopped_reason = $4, stopped_error = $5, stopped_at = now(), stopped_by = $6
-				WHERE pipeline = $1 AND topic = $2 AND partition = $3 AND owner = $6`,
-				s.cfg.Pipeline, k.topic, k.partition, p.stop.reason, pgerr.SafeText(ErrorText(p.stop.err, s.cfg.RedactErrorValues)), s.cfg.InstanceID)
+			err = s.store.MarkStopped(ctx, k.topic, k.partition, p.stop.reason, pgerr.SafeText(ErrorText(p.stop.err, s.cfg.RedactErrorValues)))
 		} else {
-			_, err = s.pool.Exec(ctx, `UPDATE `+table+` SET stopped_reason = NULL, stopped_error = NULL, stopped_at = NULL, stopped_by = NULL
-				WHERE pipeline = $1 AND topic = $2 AND partition = $3 AND epoch = $4 AND stopped_reason IS NOT NULL`,
-				s.cfg.Pipeline, k.topic, k.partition, p.epoch)
+			err = s.store.ClearStopped(ctx, k.topic, k.partition, p.epoch)
 		}
 		cancel()
 		if err != nil {
@@ -231,10 +225,7 @@ func (s *Sink) flushStops(ctx context.Context) {
 func (s *Sink) heartbeat(ctx context.Context, stopped bool) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	_, err := s.pool.Exec(ctx, `INSERT INTO `+pgx.Identifier{s.cfg.Schema, "instances"}.Sanitize()+` (pipeline, instance, stopped)
-		VALUES ($1, $2, $3) ON CONFLICT (pipeline, instance) DO UPDATE SET heartbeat_at = now(), stopped = $3,
-		started_at = CASE WHEN instances.stopped THEN now() ELSE instances.started_at END`,
-		s.cfg.Pipeline, s.cfg.InstanceID, stopped)
+	err := s.store.Heartbeat(ctx, stopped)
 	if err != nil {
 		s.log.Warn("heartbeat failed", "err", err)
 	}

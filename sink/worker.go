@@ -12,15 +12,15 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/eosink/eosink/rebalance"
+	"github.com/eosink/eosink/internal/offsets"
 )
 
 // workerConfig is everything a partition worker uses. The Sink builds one in Run and shares it
 // between its workers; a worker never sees the Sink.
 type workerConfig struct {
 	plugin Plugin
-	db     txStarter        // the pool: one transaction per batch
-	store  *rebalance.Store // the offset fence (Advance) and the row read that settles a COMMIT
+	db     txStarter      // the pool: one transaction per batch
+	store  *offsets.Store // the offset fence (Advance) and the row read that settles a COMMIT
 
 	limits    batchLimits
 	isolation pgx.TxIsoLevel

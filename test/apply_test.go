@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/admin"
+	"github.com/eosink/eosink/internal/offsets"
 	"github.com/eosink/eosink/internal/testbed"
 	"github.com/eosink/eosink/rebalance"
 )
@@ -29,7 +30,7 @@ func TestApplyMovesARowCreatedAfterPlan(t *testing.T) {
 	if err != nil || len(plan) != 1 || plan[0].From != nil {
 		t.Fatalf("plan %+v %v, want one change from no row", plan, err)
 	}
-	st := rebalance.NewStore(pool, p.OffsetsSchema, p.Group, "sink-a", time.Second)
+	st := offsets.NewStore(pool, p.OffsetsSchema, p.Group, "sink-a", time.Second)
 	cl, err := st.Claim(ctx, p.Topic, 0, "", func() (int64, error) { return 7, nil })
 	if err != nil || !cl.Created {
 		t.Fatalf("claim: %+v %v", cl, err)
@@ -57,7 +58,7 @@ func TestApplyRefusesARowDeletedAfterPlan(t *testing.T) {
 	ctx := context.Background()
 	pool := testbed.Pool(t, p.Env)
 	c := p.admin(pool)
-	st := rebalance.NewStore(pool, p.OffsetsSchema, p.Group, "sink-a", time.Second)
+	st := offsets.NewStore(pool, p.OffsetsSchema, p.Group, "sink-a", time.Second)
 	if _, err := st.Claim(ctx, p.Topic, 0, "", func() (int64, error) { return 7, nil }); err != nil {
 		t.Fatalf("claim: %v", err)
 	}

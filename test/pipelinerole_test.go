@@ -19,6 +19,7 @@ import (
 
 	"github.com/eosink/eosink/admin"
 	"github.com/eosink/eosink/internal/migrator"
+	"github.com/eosink/eosink/internal/offsets"
 	"github.com/eosink/eosink/internal/testbed"
 	"github.com/eosink/eosink/rebalance"
 	"github.com/eosink/eosink/sink"
@@ -276,13 +277,13 @@ func TestAuditRecordsEpochChangesAndBackwardMoves(t *testing.T) {
 	owner := testbed.Pool(t, e)
 	runPool, opsPool := rolePool(t, e, run), rolePool(t, e, ops)
 
-	st := rebalance.NewStore(runPool, schema, "P", "sink-1", time.Second)
+	st := offsets.NewStore(runPool, schema, "P", "sink-1", time.Second)
 	c, err := st.Claim(ctx, "t", 0, "", func() (int64, error) { return 5, nil })
 	if err != nil {
 		t.Fatalf("claim as the confined run role: %v", err)
 	}
 	if err := pgx.BeginFunc(ctx, runPool, func(tx pgx.Tx) error {
-		return st.Advance(ctx, tx, rebalance.Range{Topic: "t", Epoch: c.Epoch, Start: 5, End: 50})
+		return st.Advance(ctx, tx, offsets.Range{Topic: "t", Epoch: c.Epoch, Start: 5, End: 50})
 	}); err != nil {
 		t.Fatalf("advance as the confined run role: %v", err)
 	}

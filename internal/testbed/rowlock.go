@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/admin"
+	"github.com/eosink/eosink/internal/offsets"
 )
 
 // ResetWithRowLocked applies an operator's reset (admin.Reset, one attempt) of a partition
@@ -21,15 +22,21 @@ import (
 func ResetWithRowLocked(t testing.TB, e Env, offsetsSchema, pipeline, topic string, partition int32, target admin.Target) (pgx.Tx, admin.Change) {
 	t.Helper()
 	ctx := context.Background()
-	lockRow := `SELECT next_offset FROM ` + pgx.Identifier{offsetsSchema, "offsets"}.Sanitize() +
-		` WHERE pipeline = $1 AND topic = $2 AND partition = $3 FOR UPDATE`
+	ops := offsets.NewOperator(nil, offsetsSchema) // Lock runs in the transactions below only
+	lockRow := func(tx pgx.Tx) error {
+		_, _, found, err := ops.Lock(ctx, tx, pipeline, topic, partition)
+		if err == nil && !found {
+			err = pgx.ErrNoRows
+		}
+		return err
+	}
 	watch := conn(t, e)
 	first := conn(t, e)
 	tx0, err := first.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tx0.QueryRow(ctx, lockRow, pipeline, topic, partition).Scan(new(int64)); err != nil {
+	if err := lockRow(tx0); err != nil {
 		t.Fatalf("lock the offset row: %v", err)
 	}
 	type result struct {
@@ -51,7 +58,7 @@ func ResetWithRowLocked(t testing.TB, e Env, offsetsSchema, pipeline, topic stri
 		t.Fatal(err)
 	}
 	locked := make(chan error, 1)
-	go func() { locked <- tx1.QueryRow(ctx, lockRow, pipeline, topic, partition).Scan(new(int64)) }()
+	go func() { locked <- lockRow(tx1) }()
 	Eventually(t, 10*time.Second, "the second lock to queue behind the reset", func() (bool, string) {
 		var waiting bool
 		err := watch.QueryRow(ctx, `SELECT cardinality(pg_blocking_pids($1::int)) > 0`, int64(second.PgConn().PID())).Scan(&waiting)

@@ -197,7 +197,7 @@ func scenarioLongPipelineStalledSession(t *testing.T) {
 // 22. The zombie re-claim race: the instance an operator's reset fenced reads "reset by
 // OPERATOR (was me)" and claims the partition again, while the rightful owner claims it
 // first. The rightful owner's claim is made while the stale instance's re-claim waits for
-// the row (the same UPDATE as rebalance.Store.Claim, by a session of the test), so the race
+// the row (the same UPDATE as offsets.Store.Claim, by a session of the test), so the race
 // is decided the same way every time. The stale instance must not take the partition back;
 // it stops it, and when the group moves the partition the next owner consumes it.
 func scenarioZombieReclaimRace(t *testing.T) {

@@ -1,4 +1,4 @@
-package rebalance
+package offsets
 
 import "testing"
 
@@ -15,15 +15,6 @@ func TestResetOwnerNamesTheFencedInstance(t *testing.T) {
 	for _, owner := range []string{"host-1-1", "", "reset by carol", "reset by x (was y"} {
 		if was, ok := ResetFrom(owner); ok {
 			t.Errorf("ResetFrom(%q) = %q, want not a reset", owner, was)
-		}
-	}
-}
-
-func TestParseInitialPosition(t *testing.T) {
-	for _, s := range []string{"earliest", "latest", "error", "kafka-committed"} {
-		p, err := ParseInitialPosition(s)
-		if err != nil || p.String() != s {
-			t.Errorf("%s: %v %v", s, p, err)
 		}
 	}
 }

@@ -1,4 +1,10 @@
-package rebalance
+package offsets
+
+// The fence: every statement that takes ownership of a partition's row (the claim, which
+// bumps the epoch, and its conditional forms) or moves its position under that ownership
+// (Advance, the compare-and-set on epoch and next offset that each commit runs first).
+// Operators bump the epoch too, when they move a position (Operator.Set, operator.go), and
+// the owner's stop columns are written on the condition of its owner or epoch (stopped.go).
 
 import (
 	"context"
@@ -6,56 +12,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync/atomic"
-	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
-
-// Store reads and writes one pipeline's rows in the offsets table. It is the only code that
-// touches that table on the hot path. Safe for concurrent use.
-type Store struct {
-	pool        *pgxpool.Pool
-	table       string // sanitized schema.offsets
-	pipeline    string
-	owner       string
-	lockTimeout time.Duration
-
-	// TerminateStalled, when not empty, is the application_name of this pipeline's sink
-	// sessions as the server shows it in pg_stat_activity (see SessionName). A claim blocked
-	// for half of the lock timeout by such a session terminates it (pg_terminate_backend),
-	// and so does a claim whose lock wait timed out (on its own connection, when the pool
-	// had none free for the watch): a session that holds the offset row while Kafka has given the
-	// partition to someone else is a stalled zombie (paused process, or a COPY left half
-	// sent, which idle_in_transaction_session_timeout does not end). Its transaction rolls
-	// back and its commit fails. This needs the same role or pg_signal_backend; without it
-	// the claim falls back to waiting for the server's timeouts.
-	TerminateStalled string
-	// OnTerminate, when set, is told of each stalled session a claim terminated.
-	OnTerminate func(topic string, partition int32, pid int64, ok bool)
-	// OnTerminateError, when set, is told why looking for or ending a stalled session
-	// failed (a missing privilege is SQLSTATE 42501).
-	OnTerminateError func(topic string, partition int32, err error)
-	// Terminated counts the stalled sessions terminated.
-	Terminated atomic.Int64
-}
-
-// NewStore returns a Store for pipeline's rows in schema.offsets. owner is written on every
-// claim for operators; it never takes part in fencing. lockTimeout bounds how long a claim
-// waits for a row lock held by a stalled previous owner.
-func NewStore(pool *pgxpool.Pool, schema, pipeline, owner string, lockTimeout time.Duration) *Store {
-	return &Store{
-		pool:        pool,
-		table:       pgx.Identifier{schema, "offsets"}.Sanitize(),
-		pipeline:    pipeline,
-		owner:       owner,
-		lockTimeout: lockTimeout,
-	}
-}
-
-// Pipeline returns the pipeline name the store was made for.
-func (s *Store) Pipeline() string { return s.pipeline }
 
 // Claim is the result of claiming one partition: the epoch this instance now owns it under,
 // and the offset to start consuming at.
@@ -276,79 +235,4 @@ func (s *Store) Advance(ctx context.Context, tx pgx.Tx, ranges ...Range) error {
 		}
 	}
 	return nil
-}
-
-// Position is a stored row as read back.
-type Position struct {
-	NextOffset int64
-	Epoch      int64
-	Owner      string
-}
-
-// ResetOwnerPrefix starts the owner written by an operator who moved a position
-// (`eosink offsets set`): "reset by OPERATOR (was INSTANCE)", where INSTANCE is the owner
-// the change fenced. That change bumps the epoch; the sink whose InstanceID is INSTANCE,
-// and only that one, claims the partition again at the new position.
-const ResetOwnerPrefix = "reset by "
-
-// ResetOwner returns the owner an operator's change writes over current.
-func ResetOwner(operator, current string) string {
-	if was, ok := ResetFrom(current); ok {
-		current = was // several changes in a row still name the instance that owned it
-	}
-	return ResetOwnerPrefix + operator + " (was " + current + ")"
-}
-
-// ResetFrom returns the instance an operator's change fenced, if owner was written by one.
-func ResetFrom(owner string) (instance string, ok bool) {
-	if !strings.HasPrefix(owner, ResetOwnerPrefix) || !strings.HasSuffix(owner, ")") {
-		return "", false
-	}
-	i := strings.LastIndex(owner, " (was ")
-	if i < 0 {
-		return "", false
-	}
-	return owner[i+len(" (was ") : len(owner)-1], true
-}
-
-// NotifyChannel is the PostgreSQL channel told of every operator change to a position, with
-// the pipeline as payload, so that idle sinks notice it without a commit.
-const NotifyChannel = "eosink_offsets"
-
-// Peek returns the stored row of a partition without waiting for locks: the last committed
-// state. found is false when there is none.
-func (s *Store) Peek(ctx context.Context, topic string, partition int32) (p Position, found bool, err error) {
-	err = s.pool.QueryRow(ctx, `SELECT next_offset, epoch, coalesce(owner, '') FROM `+s.table+`
-		WHERE pipeline = $1 AND topic = $2 AND partition = $3`, s.pipeline, topic, partition).Scan(&p.NextOffset, &p.Epoch, &p.Owner)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Position{}, false, nil
-	}
-	if err != nil {
-		return Position{}, false, fmt.Errorf("read offset row %s[%d]: %w", topic, partition, err)
-	}
-	return p, true, nil
-}
-
-// Read returns the stored row of a partition; found is false when there is none.
-// It is used to settle a COMMIT whose outcome is unknown, so it reads with FOR SHARE: if the
-// transaction that sent that COMMIT still holds the row (its commit is being flushed, or the
-// server has not yet noticed the lost connection), Read waits for it to end, at most the
-// lock timeout, instead of reading the row as it was before.
-func (s *Store) Read(ctx context.Context, topic string, partition int32) (p Position, found bool, err error) {
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if s.lockTimeout > 0 {
-			if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", s.lockTimeout.Milliseconds())); err != nil {
-				return err
-			}
-		}
-		return tx.QueryRow(ctx, `SELECT next_offset, epoch, coalesce(owner, '') FROM `+s.table+`
-			WHERE pipeline = $1 AND topic = $2 AND partition = $3 FOR SHARE`, s.pipeline, topic, partition).Scan(&p.NextOffset, &p.Epoch, &p.Owner)
-	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Position{}, false, nil
-	}
-	if err != nil {
-		return Position{}, false, fmt.Errorf("read offset row %s[%d]: %w", topic, partition, err)
-	}
-	return p, true, nil
 }

@@ -41,8 +41,9 @@ build: ## Build bin/eosink, bin/points and bin/cdc (without failpoints, as shipp
 	$(GO) build -o bin/cdc ./examples/cdc
 
 .PHONY: lint
-lint: ## gofmt and go vet
+lint: ## gofmt, go vet, and no non-test Go file over 500 lines
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@out=$$(git ls-files '*.go' ':!:*_test.go' | xargs wc -l | awk '$$2 != "total" && $$1 > 500'); if [ -n "$$out" ]; then echo "non-test Go files over 500 lines (split them by concept):"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet $(TEST_TAGS) ./...
 

@@ -1,7 +1,6 @@
 package sink
 
 import (
-	"errors"
 	"log/slog"
 	"time"
 
@@ -12,60 +11,61 @@ import (
 
 // setLive records the worker of k for metrics (nil: none). A new worker means a new claim:
 // the partition is no longer stopped.
-func (s *Sink) setLive(k partitionKey, w *worker) {
-	s.mu.Lock()
+func (p *poller) setLive(k partitionKey, w *worker) {
+	p.liveMu.Lock()
 	if w == nil {
-		delete(s.live, k)
+		delete(p.live, k)
 	} else {
-		s.live[k] = w
+		p.live[k] = w
 	}
-	s.mu.Unlock()
+	p.liveMu.Unlock()
 	if w != nil {
-		s.clearStop(k, w.epoch)
+		p.stops.clear(k, w.epoch)
 	}
 }
 
-func (s *Sink) liveWorkers() []*worker {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ws := make([]*worker, 0, len(s.live))
-	for _, w := range s.live {
+// liveWorkers returns the running workers (any goroutine).
+func (p *poller) liveWorkers() []*worker {
+	p.liveMu.Lock()
+	defer p.liveMu.Unlock()
+	ws := make([]*worker, 0, len(p.live))
+	for _, w := range p.live {
 		ws = append(ws, w)
 	}
 	return ws
 }
 
 // drain stops every worker, letting queued batches commit within ShutdownTimeout.
-func (s *Sink) drain() {
+func (p *poller) drain() {
 	var parts []kafka.TopicPartition
-	for k := range s.workers {
+	for k := range p.workers {
 		parts = append(parts, kafka.TopicPartition{Topic: &k.topic, Partition: k.partition})
 	}
 	if len(parts) > 0 {
-		s.stopWorkers(parts, false, s.cfg.ShutdownTimeout)
+		p.stopWorkers(parts, false, p.cfg.ShutdownTimeout)
 	}
 }
 
 // stopWorkers stops the workers of parts and waits for them: a graceful stop commits what is
 // queued; after timeout, or at once when abort is set, in-flight transactions roll back.
-func (s *Sink) stopWorkers(parts []kafka.TopicPartition, abort bool, timeout time.Duration) {
+func (p *poller) stopWorkers(parts []kafka.TopicPartition, abort bool, timeout time.Duration) {
 	var ws []*worker
 	var paused []kafka.TopicPartition
-	for _, p := range parts {
-		k := partitionKey{*p.Topic, p.Partition}
-		if _, ok := s.paused[k]; ok {
+	for _, tp := range parts {
+		k := partitionKey{*tp.Topic, tp.Partition}
+		if _, ok := p.paused[k]; ok {
 			// librdkafka keeps an application's pause across unassign and assign: resume
 			// while still assigned, or the partition stays silent if it comes back to us.
-			paused = append(paused, kafka.TopicPartition{Topic: p.Topic, Partition: p.Partition})
-			delete(s.paused, k)
+			paused = append(paused, kafka.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
+			delete(p.paused, k)
 		}
-		delete(s.contested, k)
-		w := s.workers[k]
+		delete(p.contested, k)
+		w := p.workers[k]
 		if w == nil {
 			continue
 		}
-		delete(s.workers, k)
-		s.setLive(k, nil)
+		delete(p.workers, k)
+		p.setLive(k, nil)
 		ws = append(ws, w)
 		if abort {
 			w.cancel()
@@ -74,16 +74,12 @@ func (s *Sink) stopWorkers(parts []kafka.TopicPartition, abort bool, timeout tim
 		}
 	}
 	if len(paused) > 0 {
-		if err := s.consumer.Resume(paused); err != nil {
-			s.log.Warn("resume before unassign failed", "err", err)
+		if err := p.consumer.Resume(paused); err != nil {
+			p.log.Warn("resume before unassign failed", "err", err)
 		}
 	}
-	awaitWorkers(ws, abort, timeout, s.log, func() { s.touch() })
+	awaitWorkers(ws, abort, timeout, p.log, p.clock.touch)
 }
-
-// stopGrace is how long a worker aborted after the timeout still gets before it is left
-// behind.
-var stopGrace = 5 * time.Second
 
 // awaitWorkers waits for stopping workers; aborted says they were cancelled already. Past
 // timeout it aborts what is still running: its transaction rolls back and the next owner
@@ -118,61 +114,40 @@ func awaitWorkers(ws []*worker, aborted bool, timeout time.Duration, log *slog.L
 	}
 }
 
-func (s *Sink) partitionFailed(w *worker, err error) {
-	if errors.Is(err, ErrFenced) && w.stopping() {
-		// Told to stop on revoke while committing what was queued, and the next owner came
-		// first: the partition is no longer ours, so this is no error of ours.
-		s.log.Info("queued batch fenced after the partition was revoked; the new owner applies it", "topic", w.topic,
-			"partition", w.partition, "epoch", w.epoch)
-		return
-	}
-	s.recordFailure(w.topic, w.partition, err) // logs it, with the remedy
-	if errors.Is(err, ErrFenced) {
-		s.requestRecheck(partitionKey{w.topic, w.partition}) // an operator's reset is claimed again
-	}
-}
+// Start, Stop and Failed, with Contested (contest.go), make the poller the Balancer's
+// rebalance.Lifecycle. They run on the poll goroutine, from within Poll.
+var _ rebalance.Lifecycle = (*poller)(nil)
 
-// stopping reports whether the worker was told to stop (revoke, shutdown).
-func (w *worker) stopping() bool {
-	select {
-	case <-w.stop:
-		return true
-	default:
-		return false
-	}
-}
-
-// lifecycle is the Sink seen by the rebalance.Balancer. Its methods run on the poll goroutine.
-type lifecycle Sink
-
-func (l *lifecycle) Start(c rebalance.Claim) {
-	s := (*Sink)(l)
-	s.touch() // a long rebalance is progress, not a hang
-	s.m.claims.add(1)
-	s.m.rebalance("assigned", 1)
-	w := newWorker(s.wcfg, c.Topic, c.Partition, c.Epoch, c.NextOffset)
+// Start begins consuming a partition claimed as c: a new worker at c's next offset.
+func (p *poller) Start(c rebalance.Claim) {
+	p.clock.touch() // a long rebalance is progress, not a hang
+	p.m.claims.add(1)
+	p.m.rebalance("assigned", 1)
+	w := newWorker(p.wcfg, c.Topic, c.Partition, c.Epoch, c.NextOffset)
 	w.topicID = c.TopicID
-	s.workers[partitionKey{c.Topic, c.Partition}] = w
-	s.setLive(partitionKey{c.Topic, c.Partition}, w)
-	if s.kcommit != nil {
-		s.kcommit.forget(c.Topic, c.Partition)
+	p.workers[partitionKey{c.Topic, c.Partition}] = w
+	p.setLive(partitionKey{c.Topic, c.Partition}, w)
+	if p.kcommit != nil {
+		p.kcommit.forget(c.Topic, c.Partition)
 	}
 	go w.run()
 }
 
-func (l *lifecycle) Stop(parts []kafka.TopicPartition, lost bool) {
-	s := (*Sink)(l)
+// Stop stops the workers of parts, revoked (their queued batches commit within
+// RevokeTimeout) or lost (aborted at once).
+func (p *poller) Stop(parts []kafka.TopicPartition, lost bool) {
 	if lost {
-		s.m.rebalance("lost", len(parts))
+		p.m.rebalance("lost", len(parts))
 	} else {
-		s.m.rebalance("revoked", len(parts))
+		p.m.rebalance("revoked", len(parts))
 	}
-	s.stopWorkers(parts, lost, s.cfg.RevokeTimeout)
-	for _, p := range parts {
-		s.clearStop(partitionKey{*p.Topic, p.Partition}, 0) // no longer ours
+	p.stopWorkers(parts, lost, p.cfg.RevokeTimeout)
+	for _, tp := range parts {
+		p.stops.clear(partitionKey{*tp.Topic, tp.Partition}, 0) // no longer ours
 	}
 }
 
-func (l *lifecycle) Failed(err *rebalance.PartitionError) {
-	(*Sink)(l).recordFailure(err.Topic, err.Partition, err)
+// Failed reports a partition the Balancer claimed but could not assign.
+func (p *poller) Failed(err *rebalance.PartitionError) {
+	p.stops.record(err.Topic, err.Partition, err)
 }

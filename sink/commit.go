@@ -136,8 +136,8 @@ func (w *worker) commit(batch []Record, attempt int, isolate bool) (err error) {
 				"offset", d.Record.Offset, "err", d.Err)
 		}
 	}
-	if cfg.committed != nil {
-		cfg.committed(w.topic, w.partition, end)
+	if cfg.kcommit != nil {
+		cfg.kcommit.note(w.topic, w.partition, end)
 	}
 	return nil
 }

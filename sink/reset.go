@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/eosink/eosink/internal/pgerr"
 	"github.com/eosink/eosink/rebalance"
@@ -32,31 +30,44 @@ import (
 // again every MaxRetryBackoff.
 var ErrReclaimFailed = errors.New("eosink: claiming the partition again after an operator reset failed")
 
-// requestRecheck asks the poll goroutine to look at a partition's row (any goroutine).
-func (s *Sink) requestRecheck(k partitionKey) {
+// rechecks are requests to the poll goroutine to read partitions' rows again: one partition
+// (a fence, a contest's grace period over, a retry), or all of them (a reset's notice). Any
+// goroutine sends; the poll goroutine serves them (serveRechecks).
+type rechecks struct {
+	one chan partitionKey
+	all chan struct{} // capacity 1
+}
+
+func newRechecks() rechecks {
+	return rechecks{one: make(chan partitionKey, recheckQueueLen), all: make(chan struct{}, 1)}
+}
+
+// request asks the poll goroutine to look at a partition's row (any goroutine).
+func (r rechecks) request(k partitionKey) {
 	select {
-	case s.recheck <- k:
+	case r.one <- k:
 	default:
-		s.recheckAll() // queue full: look at everything
+		r.requestAll() // queue full: look at everything
 	}
 }
 
-func (s *Sink) recheckAll() {
+// requestAll asks the poll goroutine to look at every partition's row (any goroutine).
+func (r rechecks) requestAll() {
 	select {
-	case s.recheckEvery <- struct{}{}:
+	case r.all <- struct{}{}:
 	default:
 	}
 }
 
 // serveRechecks runs on the poll goroutine.
-func (s *Sink) serveRechecks() {
+func (p *poller) serveRechecks() {
 	for {
 		select {
-		case k := <-s.recheck:
-			s.reclaimIfReset(k)
-		case <-s.recheckEvery:
-			for k := range s.workers {
-				s.reclaimIfReset(k)
+		case k := <-p.rechecks.one:
+			p.reclaimIfReset(k)
+		case <-p.rechecks.all:
+			for k := range p.workers {
+				p.reclaimIfReset(k)
 			}
 		default:
 			return
@@ -65,38 +76,38 @@ func (s *Sink) serveRechecks() {
 }
 
 // reclaimIfReset claims k again if an operator moved it since this instance claimed it.
-func (s *Sink) reclaimIfReset(k partitionKey) {
-	w := s.workers[k]
+func (p *poller) reclaimIfReset(k partitionKey) {
+	w := p.workers[k]
 	if w == nil {
 		return // revoked meanwhile
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ClaimTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ClaimTimeout)
 	defer cancel()
-	pos, found, err := s.store.Peek(ctx, k.topic, k.partition) // the reset committed before its notice
+	pos, found, err := p.store.Peek(ctx, k.topic, k.partition) // the reset committed before its notice
 	if err != nil {
 		if w.dead.Load() { // fenced, and nothing else will look at it again
-			s.reclaimFailed(k, err)
+			p.reclaimFailed(k, err)
 			return
 		}
-		s.log.Warn("could not read the offset row after a notice; looking again later", "topic", k.topic, "partition", k.partition, "err", err)
-		time.AfterFunc(s.cfg.MaxRetryBackoff, func() { s.requestRecheck(k) })
+		p.log.Warn("could not read the offset row after a notice; looking again later", "topic", k.topic, "partition", k.partition, "err", err)
+		time.AfterFunc(p.cfg.MaxRetryBackoff, func() { p.rechecks.request(k) })
 		return
 	}
-	if found && pos.Epoch != w.epoch && !s.resetOfMine(pos, w) {
+	if found && pos.Epoch != w.epoch && !p.resetOfMine(pos, w) {
 		// Another instance's claim fenced this worker (contest.go). Nothing it holds can
 		// commit under the epoch it had: stop it, if it has not stopped yet.
 		if !w.dead.Load() {
 			w.cancel()
 			select {
 			case <-w.done:
-			case <-time.After(5 * time.Second):
-				s.log.Error("a handler ignored cancellation; leaving it behind (its commits will be fenced)", "topic", k.topic, "partition", k.partition)
+			case <-time.After(stopGrace):
+				p.log.Error("a handler ignored cancellation; leaving it behind (its commits will be fenced)", "topic", k.topic, "partition", k.partition)
 			}
 		}
-		s.contest(ctx, k, w, pos)
+		p.contest(ctx, k, w, pos)
 		return
 	}
-	if !found || !s.resetOfMine(pos, w) {
+	if !found || !p.resetOfMine(pos, w) {
 		return // still ours: nothing to do here
 	}
 	// Abort the old worker: whatever it has in flight is fenced by the new epoch anyway. A
@@ -104,26 +115,26 @@ func (s *Sink) reclaimIfReset(k partitionKey) {
 	w.cancel()
 	select {
 	case <-w.done:
-	case <-time.After(5 * time.Second):
-		s.log.Error("a handler ignored cancellation; leaving it behind (its commits will be fenced)", "topic", k.topic, "partition", k.partition)
+	case <-time.After(stopGrace):
+		p.log.Error("a handler ignored cancellation; leaving it behind (its commits will be fenced)", "topic", k.topic, "partition", k.partition)
 	}
-	cl, pos, err := s.reclaim(ctx, k, w, pos)
+	cl, pos, err := p.reclaim(ctx, k, w, pos)
 	if errors.Is(err, rebalance.ErrClaimTaken) {
 		// Another instance claimed it between our read and our claim: it is theirs, unless
 		// this instance still holds the partition after the grace period (contest.go).
-		s.log.Warn("partition claimed by another instance before this one could claim it again after an operator reset; stopped here",
+		p.log.Warn("partition claimed by another instance before this one could claim it again after an operator reset; stopped here",
 			"topic", k.topic, "partition", k.partition, "owner", pos.Owner, "epoch", pos.Epoch)
-		s.recordFailure(k.topic, k.partition, &FencedError{Pipeline: s.cfg.Pipeline, Topic: k.topic, Partition: k.partition,
+		p.stops.record(k.topic, k.partition, &FencedError{Pipeline: p.cfg.Pipeline, Topic: k.topic, Partition: k.partition,
 			Epoch: w.epoch, Start: w.next.Load()})
-		s.contest(ctx, k, w, pos)
+		p.contest(ctx, k, w, pos)
 		return
 	}
 	if err != nil {
-		s.reclaimFailed(k, err)
+		p.reclaimFailed(k, err)
 		return
 	}
-	if s.restartWorker(k, cl) {
-		s.log.Info("partition claimed again after an operator reset", "topic", k.topic, "partition", k.partition,
+	if p.restartWorker(k, cl) {
+		p.log.Info("partition claimed again after an operator reset", "topic", k.topic, "partition", k.partition,
 			"from_offset", w.next.Load(), "to_offset", cl.NextOffset, "epoch", cl.Epoch, "by", pos.Owner)
 	}
 }
@@ -131,33 +142,31 @@ func (s *Sink) reclaimIfReset(k partitionKey) {
 // restartWorker starts a new worker for k, assigned in Kafka and claimed again as cl (poll
 // goroutine), in place of the one that stopped, and seeks the consumer to cl's offset. It
 // reports false, with the partition stopped, when the seek failed.
-func (s *Sink) restartWorker(k partitionKey, cl rebalance.Claim) bool {
-	s.m.claims.add(1)
-	delete(s.contested, k)
-	nw := newWorker(s.wcfg, k.topic, k.partition, cl.Epoch, cl.NextOffset)
-	s.workers[k] = nw
-	s.setLive(k, nw)
-	if _, ok := s.paused[k]; ok {
-		delete(s.paused, k)
-		_ = s.consumer.Resume([]kafka.TopicPartition{{Topic: &k.topic, Partition: k.partition}})
+func (p *poller) restartWorker(k partitionKey, cl rebalance.Claim) bool {
+	p.m.claims.add(1)
+	delete(p.contested, k)
+	nw := newWorker(p.wcfg, k.topic, k.partition, cl.Epoch, cl.NextOffset)
+	p.workers[k] = nw
+	p.setLive(k, nw)
+	if _, ok := p.paused[k]; ok {
+		delete(p.paused, k)
+		_ = p.consumer.Resume([]kafka.TopicPartition{{Topic: &k.topic, Partition: k.partition}})
 	}
-	s.mu.Lock()
-	delete(s.failed, k)
-	s.mu.Unlock()
-	if s.kcommit != nil {
-		s.kcommit.forget(k.topic, k.partition)
+	p.stops.forget(k)
+	if p.kcommit != nil {
+		p.kcommit.forget(k.topic, k.partition)
 	}
 	go nw.run()
 	// With an infinite timeout, no record fetched for the old position reaches us afterwards.
-	res, err := s.consumer.SeekPartitions([]kafka.TopicPartition{{Topic: &k.topic, Partition: k.partition, Offset: kafka.Offset(cl.NextOffset)}})
+	res, err := p.consumer.SeekPartitions([]kafka.TopicPartition{{Topic: &k.topic, Partition: k.partition, Offset: kafka.Offset(cl.NextOffset)}})
 	if err == nil && len(res) == 1 && res[0].Error != nil {
 		err = res[0].Error
 	}
 	if err != nil {
-		s.log.Error("seek after claiming a partition again failed; stopping the partition", "topic", k.topic, "partition", k.partition, "err", err)
+		p.log.Error("seek after claiming a partition again failed; stopping the partition", "topic", k.topic, "partition", k.partition, "err", err)
 		nw.cancel()
 		<-nw.done
-		s.recordFailure(k.topic, k.partition, err)
+		p.stops.record(k.topic, k.partition, err)
 		return false
 	}
 	return true
@@ -165,9 +174,9 @@ func (s *Sink) restartWorker(k partitionKey, cl rebalance.Claim) bool {
 
 // resetOfMine reports whether pos is an operator's change that fenced this instance's worker
 // w, so that this instance, and only this one, claims the partition again.
-func (s *Sink) resetOfMine(pos rebalance.Position, w *worker) bool {
+func (p *poller) resetOfMine(pos rebalance.Position, w *worker) bool {
 	was, ok := rebalance.ResetFrom(pos.Owner)
-	return pos.Epoch != w.epoch && ok && was == s.cfg.InstanceID
+	return pos.Epoch != w.epoch && ok && was == p.cfg.InstanceID
 }
 
 // reclaim claims k again on the condition that its row still has the epoch of the
@@ -176,10 +185,10 @@ func (s *Sink) resetOfMine(pos rebalance.Position, w *worker) bool {
 // errors (a lock held past LockTimeout, a lost connection) are retried with backoff for up
 // to ctx's deadline, reading the row again before each try. It returns an error matching
 // rebalance.ErrClaimTaken, with the row read, when someone else came first.
-func (s *Sink) reclaim(ctx context.Context, k partitionKey, w *worker, pos rebalance.Position) (rebalance.Claim, rebalance.Position, error) {
-	backoff := s.cfg.RetryBackoff
+func (p *poller) reclaim(ctx context.Context, k partitionKey, w *worker, pos rebalance.Position) (rebalance.Claim, rebalance.Position, error) {
+	backoff := p.cfg.RetryBackoff
 	for attempt := 1; ; attempt++ {
-		cl, err := s.store.ClaimIf(ctx, k.topic, k.partition, pos.Epoch)
+		cl, err := p.store.ClaimIf(ctx, k.topic, k.partition, pos.Epoch)
 		if err == nil {
 			return cl, pos, nil
 		}
@@ -190,27 +199,27 @@ func (s *Sink) reclaim(ctx context.Context, k partitionKey, w *worker, pos rebal
 		if errors.Is(err, rebalance.ErrClaimTaken) {
 			backoff = 0 // read the row at once: a newer reset of ours is claimed at its epoch
 		} else {
-			s.log.Warn("re-claim after an operator reset failed, retrying", "topic", k.topic, "partition", k.partition,
+			p.log.Warn("re-claim after an operator reset failed, retrying", "topic", k.topic, "partition", k.partition,
 				"attempt", attempt, "backoff", backoff, "err", err)
 		}
 		select {
 		case <-ctx.Done():
-			return rebalance.Claim{}, pos, fmt.Errorf("re-claim %s[%d] after an operator reset: gave up after %s: %w", k.topic, k.partition, s.cfg.ClaimTimeout, err)
+			return rebalance.Claim{}, pos, fmt.Errorf("re-claim %s[%d] after an operator reset: gave up after %s: %w", k.topic, k.partition, p.cfg.ClaimTimeout, err)
 		case <-time.After(backoff):
 		}
-		backoff = min(max(2*backoff, s.cfg.RetryBackoff), s.cfg.MaxRetryBackoff)
+		backoff = min(max(2*backoff, p.cfg.RetryBackoff), p.cfg.MaxRetryBackoff)
 		var found bool
 		var perr error
-		if pos, found, perr = s.store.Peek(ctx, k.topic, k.partition); perr != nil {
+		if pos, found, perr = p.store.Peek(ctx, k.topic, k.partition); perr != nil {
 			continue // pos is unchanged: try the same claim again
 		}
 		switch {
 		case !found:
 			return rebalance.Claim{}, pos, fmt.Errorf("re-claim %s[%d]: offset row vanished: %w", k.topic, k.partition, rebalance.ErrClaimTaken)
-		case pos.Owner == s.cfg.InstanceID && pos.Epoch == tried+1 && !errors.Is(err, rebalance.ErrClaimTaken):
+		case pos.Owner == p.cfg.InstanceID && pos.Epoch == tried+1 && !errors.Is(err, rebalance.ErrClaimTaken):
 			// The last try's COMMIT took effect although its connection failed.
 			return rebalance.Claim{Topic: k.topic, Partition: k.partition, Epoch: pos.Epoch, NextOffset: pos.NextOffset}, pos, nil
-		case !s.resetOfMine(pos, w):
+		case !p.resetOfMine(pos, w):
 			return rebalance.Claim{}, pos, fmt.Errorf("re-claim %s[%d]: %w", k.topic, k.partition, rebalance.ErrClaimTaken)
 		}
 	}
@@ -219,57 +228,11 @@ func (s *Sink) reclaim(ctx context.Context, k partitionKey, w *worker, pos rebal
 // reclaimFailed makes a failed re-claim loud (an ERROR line, PartitionErrors) and asks for
 // another look at the partition after MaxRetryBackoff, so that it is claimed once the
 // database lets it.
-func (s *Sink) reclaimFailed(k partitionKey, err error) {
-	retry := s.cfg.MaxRetryBackoff
-	s.log.Error("re-claim after an operator reset failed; partition paused, trying again later", "topic", k.topic,
+func (p *poller) reclaimFailed(k partitionKey, err error) {
+	retry := p.cfg.MaxRetryBackoff
+	p.log.Error("re-claim after an operator reset failed; partition paused, trying again later", "topic", k.topic,
 		"partition", k.partition, "retry_in", retry, "err", err)
-	s.recordFailure(k.topic, k.partition, &PartitionError{Topic: k.topic, Partition: k.partition,
+	p.stops.record(k.topic, k.partition, &PartitionError{Topic: k.topic, Partition: k.partition,
 		Err: fmt.Errorf("%w: %w", ErrReclaimFailed, err)})
-	time.AfterFunc(retry, func() { s.requestRecheck(k) })
-}
-
-// listen waits for notifications of operator resets on a dedicated connection and asks the
-// poll goroutine to look at every partition. It reconnects after errors until ctx ends.
-func (s *Sink) listen(ctx context.Context) {
-	backoff := s.cfg.RetryBackoff
-	for ctx.Err() == nil {
-		// A connection from the pool (its BeforeConnect hooks apply), taken out of it.
-		var conn *pgx.Conn
-		pc, err := s.pool.Acquire(ctx)
-		if err == nil {
-			conn = pc.Hijack()
-		}
-		if err == nil {
-			_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{rebalance.NotifyChannel}.Sanitize())
-		}
-		if err == nil {
-			backoff = s.cfg.RetryBackoff
-			s.recheckAll() // anything missed while not listening
-			for {
-				var n *pgconn.Notification
-				n, err = conn.WaitForNotification(ctx)
-				if err != nil {
-					break
-				}
-				if n.Payload == s.cfg.Pipeline {
-					s.recheckAll()
-				}
-			}
-		}
-		if conn != nil {
-			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_ = conn.Close(cctx)
-			cancel()
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		s.log.Warn("listening for operator resets failed; retrying", "err", err, "backoff", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, s.cfg.MaxRetryBackoff)
-	}
+	time.AfterFunc(retry, func() { p.rechecks.request(k) })
 }

@@ -54,12 +54,13 @@ type workerConfig struct {
 	tracer trace.Tracer
 	log    *slog.Logger
 
-	// committed is told each stored next offset after its COMMIT (the advisory Kafka
-	// commits); nil for none.
-	committed func(topic string, partition int32, next int64)
-	// failed is told why the partition stopped: fenced, a handler error, a failed Open. It
-	// runs on the worker goroutine.
-	failed func(w *worker, err error)
+	// kcommit is told each stored next offset after its COMMIT (the advisory Kafka commits,
+	// Config.CommitToKafka); nil for none.
+	kcommit *kafkaCommitter
+	// stops records why the partition stopped (fail); rechecks asks the poll goroutine to
+	// read a fenced partition's row again.
+	stops    *stopLedger
+	rechecks rechecks
 }
 
 // txStarter begins the transaction of a batch (*pgxpool.Pool).
@@ -279,12 +280,12 @@ func (w *worker) run() {
 	// A topic that appeared under a pattern subscription may have no route: stop here,
 	// before Open, rather than let the plugin see records it has nowhere to write.
 	if err := checkRoute(w.cfg.plugin, w.topic, w.cfg.subscription.pattern(w.topic)); err != nil {
-		w.cfg.failed(w, &PartitionError{Topic: w.topic, Partition: w.partition, Err: err})
+		w.fail(&PartitionError{Topic: w.topic, Partition: w.partition, Err: err})
 		return
 	}
 	if err := w.restoreDeadLetters(); err != nil { // the breaker remembers across claims
 		if w.ctx.Err() == nil {
-			w.cfg.failed(w, &PartitionError{Topic: w.topic, Partition: w.partition, Err: err})
+			w.fail(&PartitionError{Topic: w.topic, Partition: w.partition, Err: err})
 		}
 		return
 	}
@@ -297,7 +298,7 @@ func (w *worker) run() {
 	}()
 	if err := w.cfg.plugin.Open(w.ctx, p); err != nil {
 		if w.ctx.Err() == nil {
-			w.cfg.failed(w, &PartitionError{Topic: w.topic, Partition: w.partition, Err: fmt.Errorf("plugin open: %w", err)})
+			w.fail(&PartitionError{Topic: w.topic, Partition: w.partition, Err: fmt.Errorf("plugin open: %w", err)})
 		}
 		return
 	}
@@ -306,7 +307,7 @@ func (w *worker) run() {
 		if len(batch) == 0 && !stopping { // idle at the end of the partition
 			if err := w.skipMarkers(); err != nil {
 				if w.ctx.Err() == nil {
-					w.cfg.failed(w, err)
+					w.fail(err)
 				}
 				return
 			}
@@ -321,7 +322,7 @@ func (w *worker) run() {
 			w.settled(batch, size, err == nil)
 			if err != nil {
 				if w.ctx.Err() == nil {
-					w.cfg.failed(w, err)
+					w.fail(err)
 				} else { // an abort is not the partition's fault
 					w.cfg.log.Info("in-flight batch rolled back: partition revoked or lost", "topic", w.topic,
 						"partition", w.partition, "first_offset", batch[0].Offset, "records", len(batch))
@@ -332,6 +333,32 @@ func (w *worker) run() {
 		if stopping {
 			return
 		}
+	}
+}
+
+// fail reports why the partition stopped: fenced, a handler error, a failed Open, out of
+// range (worker goroutine, or the poll goroutine for a worker that has stopped).
+func (w *worker) fail(err error) {
+	if errors.Is(err, ErrFenced) && w.stopping() {
+		// Told to stop on revoke while committing what was queued, and the next owner came
+		// first: the partition is no longer ours, so this is no error of ours.
+		w.cfg.log.Info("queued batch fenced after the partition was revoked; the new owner applies it", "topic", w.topic,
+			"partition", w.partition, "epoch", w.epoch)
+		return
+	}
+	w.cfg.stops.record(w.topic, w.partition, err) // logs it, with the remedy
+	if errors.Is(err, ErrFenced) {
+		w.cfg.rechecks.request(partitionKey{w.topic, w.partition}) // an operator's reset is claimed again
+	}
+}
+
+// stopping reports whether the worker was told to stop (revoke, shutdown).
+func (w *worker) stopping() bool {
+	select {
+	case <-w.stop:
+		return true
+	default:
+		return false
 	}
 }
 

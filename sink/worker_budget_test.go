@@ -12,7 +12,7 @@ func twoWorkers(t *testing.T, lim batchLimits) (*testWorker, *testWorker) {
 	a := newTestWorker(t, lim, nil)
 	b := newWorker(a.cfg, "t", 1, 1, 0)
 	b.commitBatch = a.fake.commit
-	tb := &testWorker{worker: b, fake: a.fake, failures: a.failures}
+	tb := &testWorker{worker: b, fake: a.fake}
 	t.Cleanup(func() {
 		b.cancel()
 		if tb.started {

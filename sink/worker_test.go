@@ -68,10 +68,15 @@ func (f *fakeCommit) batchSizes() []int {
 
 type testWorker struct {
 	*worker
-	fake     *fakeCommit
-	failures chan error
-	started  bool
+	fake    *fakeCommit
+	started bool
 }
+
+// failures are why the worker's partition stopped, as its stop ledger has them.
+func (tw *testWorker) failures() []error { return tw.cfg.stops.errors() }
+
+// testStops is a stop ledger that logs nothing and writes nowhere (no persistence goroutine).
+func testStops() *stopLedger { return newStopLedger(&Config{}, slog.New(slog.DiscardHandler)) }
 
 // start runs the worker goroutine; the test's cleanup aborts it and waits for it.
 func (tw *testWorker) start() {
@@ -84,18 +89,17 @@ func newTestWorker(t *testing.T, lim batchLimits, answer func(call) error) *test
 	if lim.buffered == 0 {
 		lim.buffered = 1 << 20
 	}
-	failures := make(chan error, 10)
 	cfg := &workerConfig{
 		plugin:       handlerPlugin(func(context.Context, pgx.Tx, Batch) error { return nil }),
 		limits:       lim,
 		retryBackoff: time.Millisecond, maxRetryBackoff: 4 * time.Millisecond,
 		m: &metrics{}, tracer: newTracer(nil), log: slog.New(slog.DiscardHandler), total: new(atomic.Int64),
-		failed: func(_ *worker, err error) { failures <- err },
+		stops: testStops(), rechecks: newRechecks(),
 	}
 	fake := &fakeCommit{answer: answer, called: make(chan struct{}, 100)}
 	w := newWorker(cfg, "t", 0, 1, 0)
 	w.commitBatch = fake.commit
-	tw := &testWorker{worker: w, fake: fake, failures: failures}
+	tw := &testWorker{worker: w, fake: fake}
 	t.Cleanup(func() {
 		w.cancel()
 		if tw.started {
@@ -278,8 +282,8 @@ func TestWorkerRetriesTransientErrorsWithTheSameBatch(t *testing.T) {
 	if n := tw.cfg.m.retries.load(); n != 2 {
 		t.Fatalf("retries %d, want 2", n)
 	}
-	if len(tw.failures) != 0 {
-		t.Fatalf("partition failed: %v", <-tw.failures)
+	if errs := tw.failures(); len(errs) != 0 {
+		t.Fatalf("partition failed: %v", errs)
 	}
 }
 
@@ -313,13 +317,8 @@ func TestWorkerStopsThePartitionOnAHandlerError(t *testing.T) {
 	tw.pushValues(1, 1, 1)
 	tw.start()
 	waitDone(t, tw.worker) // without a stop: the error ends the worker
-	select {
-	case err := <-tw.failures:
-		if !errors.Is(err, herr) {
-			t.Fatalf("failure %v, want the handler error", err)
-		}
-	default:
-		t.Fatal("the handler error was not reported")
+	if errs := tw.failures(); len(errs) != 1 || !errors.Is(errs[0], herr) {
+		t.Fatalf("failures %v, want the handler error", errs)
 	}
 	if got := tw.fake.batchSizes(); !slices.Equal(got, []int{1}) {
 		t.Fatalf("batch sizes %v: the records after the failed batch were committed", got)
@@ -336,8 +335,8 @@ func TestWorkerFencedIsNotRetried(t *testing.T) {
 	tw.pushValues(1)
 	tw.start()
 	waitDone(t, tw.worker)
-	if err := <-tw.failures; !errors.Is(err, ErrFenced) {
-		t.Fatalf("failure %v, want ErrFenced", err)
+	if errs := tw.failures(); len(errs) != 1 || !errors.Is(errs[0], ErrFenced) {
+		t.Fatalf("failures %v, want ErrFenced", errs)
 	}
 	if n := len(tw.fake.snapshot()); n != 1 {
 		t.Fatalf("%d commit calls, want 1", n)
@@ -355,8 +354,8 @@ func TestWorkerAbortIsNotAPartitionFailure(t *testing.T) {
 	<-tw.fake.called
 	tw.cancel()
 	waitDone(t, tw.worker)
-	if len(tw.failures) != 0 {
-		t.Fatalf("an abort was reported as a failure: %v", <-tw.failures)
+	if errs := tw.failures(); len(errs) != 0 {
+		t.Fatalf("an abort was reported as a failure: %v", errs)
 	}
 }
 
@@ -380,8 +379,8 @@ func TestAwaitWorkersAbortsPastTheTimeout(t *testing.T) {
 	if progress != 1 || tw.ctx.Err() == nil {
 		t.Fatalf("progress %d, context %v: want one worker done, aborted", progress, tw.ctx.Err())
 	}
-	if len(tw.failures) != 0 {
-		t.Fatalf("an abort was reported as a failure: %v", <-tw.failures)
+	if errs := tw.failures(); len(errs) != 0 {
+		t.Fatalf("an abort was reported as a failure: %v", errs)
 	}
 }
 
@@ -424,9 +423,9 @@ func TestWorkerChecksDeferredConstraintsOnlyAfterACommitFailure(t *testing.T) {
 	})
 	tw.pushValues(1, 1)
 	tw.start()
-	err := <-tw.failures
 	waitDone(t, tw.worker)
-	if !slices.Equal(checked, []bool{false, false, true}) || !errors.Is(err, errIsolate) {
-		t.Fatalf("checkDeferred per attempt %v, failure %v; want [false false true] and the isolation error", checked, err)
+	errs := tw.failures()
+	if !slices.Equal(checked, []bool{false, false, true}) || len(errs) != 1 || !errors.Is(errs[0], errIsolate) {
+		t.Fatalf("checkDeferred per attempt %v, failures %v; want [false false true] and the isolation error", checked, errs)
 	}
 }

@@ -32,21 +32,21 @@ func isRetryable(err error) bool {
 	return pgerr.Classify(err) == pgerr.Transient
 }
 
-// commit applies one batch of the partition in one transaction:
+// commit is one try (t) of one batch of the partition, in one transaction:
 //
 //  1. the conditional offset update (epoch and expected next offset), which takes the row lock;
-//  2. the plugin's writes through the same transaction; with isolate, in savepoints around
+//  2. the plugin's writes through the same transaction; with t.isolate, in savepoints around
 //     poison records, which go to the dead-letter table (see deadletter.go);
 //  3. COMMIT. Only after it does the in-memory position advance.
 //
 // A COMMIT that fails on the connection has an unknown outcome and is settled by reading
-// the row back.
-func (w *worker) commit(batch []Record, attempt int, isolate bool) (err error) {
+// the row back. Poison met on the way ends the try as t.poisoned says (retry.go).
+func (w *worker) commit(batch []Record, t *tries) (err error) {
 	cfg := w.cfg
 	start := w.next.Load()
 	end := batch[len(batch)-1].Offset + 1
 	began := time.Now()
-	span := w.startBatch(batch, attempt, isolate)
+	span := w.startBatch(batch, t.attempt, t.isolate)
 	defer func() { span.end(err, cfg.redact) }()
 	ctx := span.phase(cfg.tracer, "eosink.write")
 	failpoint.Eval(failpoint.AfterFetch)
@@ -74,14 +74,14 @@ func (w *worker) commit(batch []Record, attempt int, isolate bool) (err error) {
 	failpoint.Eval(failpoint.AfterOffsetUpdate)
 
 	res, err := WriteBatch(ctx, tx, cfg.plugin, Batch{Topic: w.topic, Partition: w.partition, Records: batch},
-		WriteOptions{Isolate: isolate, CheckDeferred: isolate && w.checkDeferred, Schema: cfg.schema, Pipeline: cfg.pipeline,
+		WriteOptions{Isolate: t.isolate, CheckDeferred: t.isolate && t.checkDeferred, Schema: cfg.schema, Pipeline: cfg.pipeline,
 			RedactErrorValues: cfg.redact})
 	if err != nil {
 		w.logPanic(batch, err)
 		if isRetryable(err) {
 			return err
 		}
-		if !isolate && cfg.onPoison == DeadLetter && IsPoison(err) {
+		if t.isolates(cfg.onPoison, err, false) {
 			return errIsolate
 		}
 		return &HandlerError{Topic: w.topic, Partition: w.partition, FirstOffset: batch[0].Offset, LastOffset: end - 1, Err: err}
@@ -106,7 +106,7 @@ func (w *worker) commit(batch []Record, attempt int, isolate bool) (err error) {
 	if err := tx.Commit(ctx); err != nil {
 		if !pgerr.IsConnectionError(err) && ctx.Err() == nil {
 			err = fmt.Errorf("commit: %w", err) // the server answered: rolled back
-			if !w.checkDeferred && cfg.onPoison == DeadLetter && IsPoison(err) {
+			if t.isolates(cfg.onPoison, err, true) {
 				return errIsolateAtCommit // a deferred constraint: isolate, checking them per part
 			}
 			if IsPoison(err) {

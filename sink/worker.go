@@ -118,14 +118,12 @@ type worker struct {
 	dead   atomic.Bool        // run returned
 
 	// Worker goroutine only: the outcomes of the partition's last records, for the dead-letter
-	// circuit breaker (nil: off), and whether the batch being applied isolates with its
-	// deferred constraints checked per part (its COMMIT failed on one).
-	deadLetters   *deadLetterWindow
-	checkDeferred bool
-	panicLogged   int64 // first offset + 1 of the batch whose panic's stack was logged (logPanic)
+	// circuit breaker (nil: off).
+	deadLetters *deadLetterWindow
+	panicLogged int64 // first offset + 1 of the batch whose panic's stack was logged (logPanic)
 
-	// commitBatch commits one batch: the commit method, or a stand-in in unit tests.
-	commitBatch func(batch []Record, attempt int, isolate bool) error
+	// commitBatch runs one try of a batch: the commit method, or a stand-in in unit tests.
+	commitBatch func(batch []Record, t *tries) error
 
 	// Worker goroutine only, for the eosink.fetch span: when the batch being formed had its
 	// first record queued (queuedAt), and when it was complete.
@@ -452,57 +450,4 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 		case <-w.ctx.Done():
 		}
 	}
-}
-
-// apply commits one batch, retrying transient errors with backoff until it commits, the
-// partition is fenced, the handler fails for good, or the worker is aborted.
-func (w *worker) apply(batch []Record) error {
-	backoff := w.cfg.retryBackoff
-	isolate := false
-	w.checkDeferred = false
-	for attempt := 1; ; attempt++ {
-		err := w.commitBatch(batch, attempt, isolate)
-		if err == nil {
-			return nil
-		}
-		if errors.Is(err, errIsolateAtCommit) && !w.checkDeferred {
-			// A deferred constraint failed at COMMIT: isolate again, checking the deferred
-			// constraints at the end of each part.
-			w.cfg.log.Info("batch failed a deferred constraint at COMMIT; writing it again in savepoints with deferred constraints checked per part",
-				"topic", w.topic, "partition", w.partition, "first_offset", batch[0].Offset, "records", len(batch))
-			isolate, w.checkDeferred = true, true
-			continue
-		}
-		if errors.Is(err, errIsolate) && !isolate {
-			// Poison with the DeadLetter policy: at once, again, isolating it. A retry after
-			// a transient error keeps isolating.
-			w.cfg.log.Info("batch holds a poison record; writing it again in savepoints", "topic", w.topic,
-				"partition", w.partition, "first_offset", batch[0].Offset, "records", len(batch))
-			isolate = true
-			continue
-		}
-		if !isRetryable(err) || w.ctx.Err() != nil {
-			return err
-		}
-		w.cfg.log.Warn("batch failed, retrying", "topic", w.topic, "partition", w.partition,
-			"first_offset", batch[0].Offset, "attempt", attempt, "backoff", backoff, "err", err)
-		w.cfg.m.retry(err)
-		if err := w.backoff(&backoff); err != nil {
-			return err
-		}
-	}
-}
-
-// backoff waits *d, or less if the worker is aborted (then it returns the context's error),
-// and doubles *d up to MaxRetryBackoff.
-func (w *worker) backoff(d *time.Duration) error {
-	t := time.NewTimer(*d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-w.ctx.Done():
-		return w.ctx.Err()
-	}
-	*d = min(2**d, w.cfg.maxRetryBackoff)
-	return nil
 }

@@ -20,9 +20,10 @@ import (
 
 // call is one call of the stand-in commit.
 type call struct {
-	offsets []int64
-	attempt int
-	isolate bool
+	offsets       []int64
+	attempt       int
+	isolate       bool
+	checkDeferred bool
 }
 
 // fakeCommit records calls and answers each with the result of answer (nil: success).
@@ -33,8 +34,8 @@ type fakeCommit struct {
 	called chan struct{} // one send per call, without blocking
 }
 
-func (f *fakeCommit) commit(batch []Record, attempt int, isolate bool) error {
-	c := call{attempt: attempt, isolate: isolate}
+func (f *fakeCommit) commit(batch []Record, t *tries) error {
+	c := call{attempt: t.attempt, isolate: t.isolate, checkDeferred: t.checkDeferred}
 	for _, r := range batch {
 		c.offsets = append(c.offsets, r.Offset)
 	}
@@ -410,13 +411,12 @@ func TestAwaitWorkersLeavesAWorkerThatIgnoresCancellation(t *testing.T) {
 // part; a third COMMIT failure stops the partition.
 func TestWorkerChecksDeferredConstraintsOnlyAfterACommitFailure(t *testing.T) {
 	var checked []bool
-	var tw *testWorker
-	tw = newTestWorker(t, batchLimits{records: 2, bytes: 1 << 20, wait: time.Hour}, func(c call) error {
-		checked = append(checked, tw.checkDeferred) // the worker goroutine's own field, read on it
+	tw := newTestWorker(t, batchLimits{records: 2, bytes: 1 << 20, wait: time.Hour}, func(c call) error {
+		checked = append(checked, c.checkDeferred)
 		switch {
 		case !c.isolate:
 			return errIsolate // poison at a statement: isolate, deferred constraints as declared
-		case !tw.checkDeferred:
+		case !c.checkDeferred:
 			return errIsolateAtCommit
 		}
 		return errIsolateAtCommit // still failing: not isolated a third time

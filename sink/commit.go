@@ -47,11 +47,11 @@ func (w *worker) commit(batch []Record, t *tries) (err error) {
 	end := batch[len(batch)-1].Offset + 1
 	began := time.Now()
 	span := w.startBatch(batch, t.attempt, t.isolate)
-	defer func() { span.end(err, cfg.redact) }()
+	defer func() { span.end(err, cfg.redactErrorValues) }()
 	ctx := span.phase(cfg.tracer, "eosink.write")
 	failpoint.Eval(failpoint.AfterFetch)
 
-	tx, err := cfg.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: cfg.isolation})
+	tx, err := cfg.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: cfg.isolationLevel})
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
@@ -75,7 +75,7 @@ func (w *worker) commit(batch []Record, t *tries) (err error) {
 
 	res, err := WriteBatch(ctx, tx, cfg.plugin, Batch{Topic: w.topic, Partition: w.partition, Records: batch},
 		WriteOptions{Isolate: t.isolate, CheckDeferred: t.isolate && t.checkDeferred, Schema: cfg.schema, Pipeline: cfg.pipeline,
-			RedactErrorValues: cfg.redact})
+			RedactErrorValues: cfg.redactErrorValues})
 	if err != nil {
 		w.logPanic(batch, err)
 		if isRetryable(err) {
@@ -162,7 +162,7 @@ func (w *worker) settle(rng rebalance.Range, pid uint32, commitErr error) error 
 	cfg.log.Warn("commit outcome unknown; reading the offset row back", "topic", w.topic,
 		"partition", w.partition, "start", rng.Start, "end", rng.End, "pid", pid, "err", commitErr)
 	cfg.m.unknownCommits.add(1)
-	ctx, cancel := context.WithTimeout(w.ctx, cfg.settleTimeout)
+	ctx, cancel := context.WithTimeout(w.ctx, cfg.claimTimeout)
 	defer cancel()
 	backoff := cfg.retryBackoff
 	for attempt := 1; ; attempt++ {
@@ -185,7 +185,7 @@ func (w *worker) settle(rng rebalance.Range, pid uint32, commitErr error) error 
 		}
 		if ctx.Err() != nil {
 			return &PartitionError{Topic: w.topic, Partition: w.partition,
-				Err: fmt.Errorf("%w after %s (offsets %d..%d, epoch %d): %v", ErrCommitUnsettled, cfg.settleTimeout, rng.Start, rng.End-1, rng.Epoch, err)}
+				Err: fmt.Errorf("%w after %s (offsets %d..%d, epoch %d): %v", ErrCommitUnsettled, cfg.claimTimeout, rng.Start, rng.End-1, rng.Epoch, err)}
 		}
 		cfg.log.Warn("reading the offset row back failed; retrying", "topic", w.topic, "partition", w.partition,
 			"attempt", attempt, "backoff", backoff, "err", err)

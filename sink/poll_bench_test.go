@@ -32,7 +32,7 @@ func benchMessages(topic string, n int) []*kafka.Message {
 func BenchmarkDispatchToBatch(b *testing.B) {
 	const batch = 5000
 	msgs := benchMessages("bench", batch)
-	cfg := &workerConfig{limits: batchLimits{records: batch, bytes: 64 << 20, wait: time.Hour, buffered: 1 << 40}}
+	cfg := &workerConfig{limits: batchLimits{maxBatchRecords: batch, maxBatchBytes: 64 << 20, maxBatchWait: time.Hour, maxBufferedBytes: 1 << 40}}
 	cfg.total = &(&Sink{}).buffered
 	p := newPoller(&Config{}, nil, &metrics{}, nil, &pollClock{})
 	w := newWorker(cfg, "bench", 0, 1, 0)

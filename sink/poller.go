@@ -79,7 +79,7 @@ func (p *poller) run(ctx context.Context, bal *rebalance.Balancer) error {
 	holding := false
 	for ctx.Err() == nil {
 		p.clock.touch()
-		if gate.hold(p.wcfg.total.Load(), int64(p.wcfg.limits.total), time.Now()) {
+		if gate.hold(p.wcfg.total.Load(), int64(p.wcfg.limits.maxTotalBufferedBytes), time.Now()) {
 			// At MaxTotalBufferedBytes: take no records until commits free some (capgate.go).
 			if !holding {
 				holding = true

@@ -208,7 +208,7 @@ func (w *worker) skipMarkers() error {
 		return nil
 	}
 	rng := rebalance.Range{Topic: w.topic, Partition: w.partition, Epoch: w.epoch, Start: start, End: end}
-	tx, err := cfg.db.BeginTx(w.ctx, pgx.TxOptions{IsoLevel: cfg.isolation})
+	tx, err := cfg.db.BeginTx(w.ctx, pgx.TxOptions{IsoLevel: cfg.isolationLevel})
 	if err != nil {
 		return giveUp(err)
 	}

@@ -228,11 +228,11 @@ func (s *Sink) workerConfig() *workerConfig {
 	return &workerConfig{
 		subscription: sub,
 		plugin:       s.plugin, db: s.pool, store: s.store,
-		limits: batchLimits{records: c.MaxBatchRecords, bytes: c.MaxBatchBytes, wait: c.MaxBatchWait, buffered: c.MaxBufferedBytes,
-			total: c.MaxTotalBufferedBytes},
-		isolation: c.IsolationLevel, onPoison: c.OnPoison, schema: c.Schema, pipeline: c.Pipeline, redact: c.RedactErrorValues,
-		deadLetterRatio: c.MaxDeadLetterRatio, deadLetterWindow: c.DeadLetterWindow,
-		retryBackoff: c.RetryBackoff, maxRetryBackoff: c.MaxRetryBackoff, settleTimeout: c.ClaimTimeout,
+		limits: batchLimits{maxBatchRecords: c.MaxBatchRecords, maxBatchBytes: c.MaxBatchBytes, maxBatchWait: c.MaxBatchWait,
+			maxBufferedBytes: c.MaxBufferedBytes, maxTotalBufferedBytes: c.MaxTotalBufferedBytes},
+		isolationLevel: c.IsolationLevel, onPoison: c.OnPoison, schema: c.Schema, pipeline: c.Pipeline,
+		redactErrorValues: c.RedactErrorValues, maxDeadLetterRatio: c.MaxDeadLetterRatio, deadLetterWindow: c.DeadLetterWindow,
+		retryBackoff: c.RetryBackoff, maxRetryBackoff: c.MaxRetryBackoff, claimTimeout: c.ClaimTimeout,
 		m: s.m, tracer: s.tracer, log: s.log, total: &s.buffered,
 		stops: s.stops, rechecks: s.poll.rechecks,
 	}

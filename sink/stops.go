@@ -17,11 +17,11 @@ import (
 // stopped_* columns not yet written. Any goroutine records and reads it, under mu; its
 // persistence goroutine (run) writes the pending changes.
 type stopLedger struct {
-	log      *slog.Logger
-	schema   string // of the offsets table
-	pipeline string
-	instance string // Config.InstanceID: the owner a stop is written for
-	redact   bool   // Config.RedactErrorValues, for the stopped_error text
+	log               *slog.Logger
+	schema            string // of the offsets table
+	pipeline          string
+	instance          string // Config.InstanceID: the owner a stop is written for
+	redactErrorValues bool   // for the stopped_error text
 
 	mu      sync.Mutex
 	failed  map[partitionKey]error       // why partitions stopped on this instance, latest per partition
@@ -32,7 +32,7 @@ type stopLedger struct {
 
 func newStopLedger(cfg *Config, log *slog.Logger) *stopLedger {
 	return &stopLedger{
-		log: log, schema: cfg.Schema, pipeline: cfg.Pipeline, instance: cfg.InstanceID, redact: cfg.RedactErrorValues,
+		log: log, schema: cfg.Schema, pipeline: cfg.Pipeline, instance: cfg.InstanceID, redactErrorValues: cfg.RedactErrorValues,
 		failed: map[partitionKey]error{}, stops: map[partitionKey]stopInfo{}, pending: map[partitionKey]pendingStop{},
 		wake: make(chan struct{}, 1),
 	}
@@ -156,7 +156,7 @@ func (l *stopLedger) flush(ctx context.Context, db *pgxpool.Pool) {
 		if p.stop != nil {
 			_, err = db.Exec(ctx, `UPDATE `+table+` SET stopped_reason = $4, stopped_error = $5, stopped_at = now(), stopped_by = $6
 				WHERE pipeline = $1 AND topic = $2 AND partition = $3 AND owner = $6`,
-				l.pipeline, k.topic, k.partition, p.stop.reason, pgerr.SafeText(ErrorText(p.stop.err, l.redact)), l.instance)
+				l.pipeline, k.topic, k.partition, p.stop.reason, pgerr.SafeText(ErrorText(p.stop.err, l.redactErrorValues)), l.instance)
 		} else {
 			_, err = db.Exec(ctx, `UPDATE `+table+` SET stopped_reason = NULL, stopped_error = NULL, stopped_at = NULL, stopped_by = NULL
 				WHERE pipeline = $1 AND topic = $2 AND partition = $3 AND epoch = $4 AND stopped_reason IS NOT NULL`,

@@ -16,38 +16,38 @@ import (
 )
 
 // workerConfig is everything a partition worker uses. The Sink builds one in Run and shares it
-// between its workers; a worker never sees the Sink.
+// between its workers; a worker never sees the Sink. A field copied from Config carries the
+// Config field's name.
 type workerConfig struct {
 	plugin Plugin
 	db     txStarter        // the pool: one transaction per batch
 	store  *rebalance.Store // the offset fence (Advance) and the row read that settles a COMMIT
 
-	limits    batchLimits
-	isolation pgx.TxIsoLevel
-	onPoison  PoisonPolicy
-	schema    string // of the dead_letters table
-	pipeline  string
-	redact    bool // Config.RedactErrorValues, for the dead letters' and spans' error texts
+	limits            batchLimits
+	isolationLevel    pgx.TxIsoLevel
+	onPoison          PoisonPolicy
+	schema            string // of the dead_letters table
+	pipeline          string
+	redactErrorValues bool // for the dead letters' and spans' error texts
 	// subscription names the pattern that matched a topic, for a *NoRouteError.
 	subscription subscription
 
-	// The dead-letter circuit breaker (breaker.go): Config.MaxDeadLetterRatio and
-	// Config.DeadLetterWindow.
-	deadLetterRatio  float64
-	deadLetterWindow int
+	// The dead-letter circuit breaker (breaker.go).
+	maxDeadLetterRatio float64
+	deadLetterWindow   int
 
 	retryBackoff, maxRetryBackoff time.Duration
-	settleTimeout                 time.Duration // how long settle reads the row back (ClaimTimeout)
+	claimTimeout                  time.Duration // how long settle reads the row back
 
 	// total is the memory of records fetched and not yet committed summed over the sink's
-	// partitions (every worker's buffered), for limits.total: the Sink's, shared by its
+	// partitions (every worker's buffered), for limits.maxTotalBufferedBytes: the Sink's, shared by its
 	// workers.
 	total *atomic.Int64
-	// capPausing: the total has stayed at limits.total for capGrace (capGate), so push pauses
+	// capPausing: the total has stayed at limits.maxTotalBufferedBytes for capGrace (capGate), so push pauses
 	// a partition once it holds its fair share.
 	capPausing atomic.Bool
 	// active counts the workers that have not returned, for each one's fair share of
-	// limits.total (fairShare).
+	// limits.maxTotalBufferedBytes (fairShare).
 	active atomic.Int64
 
 	m      *metrics
@@ -68,16 +68,15 @@ type txStarter interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
 
-// batchLimits are the batching settings (Config.MaxBatch*, Config.MaxBufferedBytes,
-// Config.MaxTotalBufferedBytes).
+// batchLimits are the batching settings, named as in Config.
 type batchLimits struct {
-	records  int
-	bytes    int
-	wait     time.Duration
-	buffered int
-	// total caps the buffered bytes of all the sink's partitions together (held in
-	// workerConfig.total); 0: no cap.
-	total int
+	maxBatchRecords  int
+	maxBatchBytes    int
+	maxBatchWait     time.Duration
+	maxBufferedBytes int
+	// maxTotalBufferedBytes caps the buffered bytes of all the sink's partitions together
+	// (held in workerConfig.total); 0: no cap.
+	maxTotalBufferedBytes int
 }
 
 // worker owns one assigned partition: it collects that partition's records into batches and
@@ -140,7 +139,7 @@ func newWorker(cfg *workerConfig, topic string, partition int32, epoch, next int
 	w.commitBatch = w.commit
 	cfg.active.Add(1) // every worker runs; run's end (drop) takes it back
 	if cfg.onPoison == DeadLetter {
-		w.deadLetters = newDeadLetterWindow(cfg.deadLetterWindow, cfg.deadLetterRatio)
+		w.deadLetters = newDeadLetterWindow(cfg.deadLetterWindow, cfg.maxDeadLetterRatio)
 	}
 	w.next.Store(next)
 	return w
@@ -181,13 +180,13 @@ func (w *worker) push(r Record) (full bool) {
 	w.queue = append(w.queue, r)
 	w.buffered += size
 	own := w.buffered
-	full = own >= w.cfg.limits.buffered
+	full = own >= w.cfg.limits.maxBufferedBytes
 	w.mu.Unlock()
 	total := w.cfg.total.Add(int64(size))
 	// At the sink-wide cap the poll loop stops taking records (capGate). When that lasts,
 	// partitions stuck with most of the total would starve the others: a partition then
 	// pauses once it holds its fair share, and the total stays under about twice the cap.
-	full = full || (w.cfg.limits.total > 0 && w.cfg.capPausing.Load() && total >= int64(w.cfg.limits.total) && own >= w.fairShare())
+	full = full || (w.cfg.limits.maxTotalBufferedBytes > 0 && w.cfg.capPausing.Load() && total >= int64(w.cfg.limits.maxTotalBufferedBytes) && own >= w.fairShare())
 	if full {
 		// Fetching pauses: no more records come until this partition commits, so its batch
 		// must not wait for MaxBatchWait to pass (nextBatch).
@@ -209,16 +208,16 @@ func (w *worker) canResume() bool {
 	w.mu.Lock()
 	own := w.buffered
 	w.mu.Unlock()
-	if own >= w.cfg.limits.buffered/2 {
+	if own >= w.cfg.limits.maxBufferedBytes/2 {
 		return false
 	}
-	lim := w.cfg.limits.total
+	lim := w.cfg.limits.maxTotalBufferedBytes
 	return lim == 0 || w.cfg.total.Load() < int64(lim/2) || own < w.fairShare()/2
 }
 
 // fairShare is this partition's share of MaxTotalBufferedBytes: the cap over the workers.
 func (w *worker) fairShare() int {
-	return w.cfg.limits.total / int(max(1, w.cfg.active.Load()))
+	return w.cfg.limits.maxTotalBufferedBytes / int(max(1, w.cfg.active.Load()))
 }
 
 // drop gives back what a worker that has returned still holds: records queued but never
@@ -388,15 +387,15 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 		}
 		w.mu.Lock()
 		n, bytes := 0, 0
-		for n < len(w.queue) && n < lim.records {
+		for n < len(w.queue) && n < lim.maxBatchRecords {
 			sz := recordSize(&w.queue[n])
-			if n > 0 && bytes+sz > lim.bytes {
+			if n > 0 && bytes+sz > lim.maxBatchBytes {
 				break
 			}
 			bytes += sz
 			n++
 		}
-		full := n == lim.records || n < len(w.queue) || bytes >= lim.bytes || w.held
+		full := n == lim.maxBatchRecords || n < len(w.queue) || bytes >= lim.maxBatchBytes || w.held
 		if n == 0 && !stopping && w.markersEnd.Load() > w.next.Load() {
 			w.mu.Unlock()
 			return nil, false // nothing queued: move past the markers at the end (ranges.go)
@@ -407,7 +406,7 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 		if n > 0 && !expired && !full && !stopping {
 			// MaxBatchWait runs from the oldest record's push, not from now: a record that
 			// arrived while the previous batch committed has waited that long already.
-			if left := time.Until(w.queuedAt.Add(lim.wait)); left <= 0 {
+			if left := time.Until(w.queuedAt.Add(lim.maxBatchWait)); left <= 0 {
 				expired = true
 			} else if timer == nil {
 				timer = time.NewTimer(left)

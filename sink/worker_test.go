@@ -87,8 +87,8 @@ func (tw *testWorker) start() {
 
 func newTestWorker(t *testing.T, lim batchLimits, answer func(call) error) *testWorker {
 	t.Helper()
-	if lim.buffered == 0 {
-		lim.buffered = 1 << 20
+	if lim.maxBufferedBytes == 0 {
+		lim.maxBufferedBytes = 1 << 20
 	}
 	cfg := &workerConfig{
 		plugin:       handlerPlugin(func(context.Context, pgx.Tx, Batch) error { return nil }),
@@ -127,7 +127,7 @@ func waitDone(t *testing.T, w *worker) {
 }
 
 func TestWorkerBatchesByRecordCountAndCommitsTheRestOnStop(t *testing.T) {
-	tw := newTestWorker(t, batchLimits{records: 3, bytes: 1 << 20, wait: time.Hour}, nil)
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 3, maxBatchBytes: 1 << 20, maxBatchWait: time.Hour}, nil)
 	tw.pushValues(1, 1, 1, 1, 1, 1, 1)
 	tw.start()
 	for range 2 {
@@ -149,7 +149,7 @@ func TestWorkerBatchesByRecordCountAndCommitsTheRestOnStop(t *testing.T) {
 func TestWorkerBacklogRestFormsAtOnce(t *testing.T) {
 	// Four records queued, batches of three: the fourth has waited already, so its batch
 	// forms right after the first commits, not MaxBatchWait (an hour) later.
-	tw := newTestWorker(t, batchLimits{records: 3, bytes: 1 << 20, wait: time.Hour}, nil)
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 3, maxBatchBytes: 1 << 20, maxBatchWait: time.Hour}, nil)
 	tw.pushValues(1, 1, 1, 1)
 	tw.start()
 	for i := range 2 {
@@ -167,7 +167,7 @@ func TestWorkerBacklogRestFormsAtOnce(t *testing.T) {
 func TestWorkerBatchesByBytes(t *testing.T) {
 	// 10 bytes per batch: two 4-byte values fit, a third does not; a record larger than the
 	// limit goes alone.
-	tw := newTestWorker(t, batchLimits{records: 100, bytes: 10, wait: time.Hour}, nil)
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 100, maxBatchBytes: 10, maxBatchWait: time.Hour}, nil)
 	tw.pushValues(4, 4, 4, 20, 4)
 	tw.start()
 	for range 3 {
@@ -181,7 +181,7 @@ func TestWorkerBatchesByBytes(t *testing.T) {
 }
 
 func TestWorkerCommitsAPartialBatchAfterMaxBatchWait(t *testing.T) {
-	tw := newTestWorker(t, batchLimits{records: 100, bytes: 1 << 20, wait: 20 * time.Millisecond}, nil)
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 100, maxBatchBytes: 1 << 20, maxBatchWait: 20 * time.Millisecond}, nil)
 	tw.start()
 	tw.pushValues(1, 1)
 	select {
@@ -204,7 +204,7 @@ func TestWorkerBatchWaitRunsFromTheFirstRecordsArrival(t *testing.T) {
 	second := make(chan seen, 1)
 	var released time.Time // worker goroutine only
 	var tw *testWorker
-	tw = newTestWorker(t, batchLimits{records: 2, bytes: 1 << 20, wait: wait}, func(c call) error {
+	tw = newTestWorker(t, batchLimits{maxBatchRecords: 2, maxBatchBytes: 1 << 20, maxBatchWait: wait}, func(c call) error {
 		if c.offsets[0] == 0 {
 			<-release // the first batch's commit takes longer than MaxBatchWait
 			released = time.Now()
@@ -241,7 +241,7 @@ func TestWorkerBatchWaitRunsFromTheFirstRecordsArrival(t *testing.T) {
 }
 
 func TestWorkerPushReportsAFullBuffer(t *testing.T) {
-	tw := newTestWorker(t, batchLimits{records: 100, bytes: 1 << 20, wait: time.Hour, buffered: 1000}, nil)
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 100, maxBatchBytes: 1 << 20, maxBatchWait: time.Hour, maxBufferedBytes: 1000}, nil)
 	if full := tw.push(Record{Offset: 0, Value: make([]byte, 500)}); full {
 		t.Fatal("full after 660 of 1000 bytes")
 	}
@@ -258,7 +258,7 @@ func TestWorkerPushReportsAFullBuffer(t *testing.T) {
 
 func TestWorkerRetriesTransientErrorsWithTheSameBatch(t *testing.T) {
 	serialization := &pgconn.PgError{Code: "40001", Message: "could not serialize access"}
-	tw := newTestWorker(t, batchLimits{records: 2, bytes: 1 << 20, wait: time.Hour}, func(c call) error {
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 2, maxBatchBytes: 1 << 20, maxBatchWait: time.Hour}, func(c call) error {
 		if c.attempt < 3 {
 			return serialization
 		}
@@ -289,7 +289,7 @@ func TestWorkerRetriesTransientErrorsWithTheSameBatch(t *testing.T) {
 }
 
 func TestWorkerIsolatesAPoisonBatchAtOnce(t *testing.T) {
-	tw := newTestWorker(t, batchLimits{records: 2, bytes: 1 << 20, wait: time.Hour}, func(c call) error {
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 2, maxBatchBytes: 1 << 20, maxBatchWait: time.Hour}, func(c call) error {
 		if !c.isolate {
 			return errIsolate
 		}
@@ -314,7 +314,7 @@ func TestWorkerIsolatesAPoisonBatchAtOnce(t *testing.T) {
 
 func TestWorkerStopsThePartitionOnAHandlerError(t *testing.T) {
 	herr := &HandlerError{Topic: "t", Partition: 0, FirstOffset: 0, LastOffset: 0, Err: errors.New("boom")}
-	tw := newTestWorker(t, batchLimits{records: 1, bytes: 1 << 20, wait: time.Hour}, func(call) error { return herr })
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 1, maxBatchBytes: 1 << 20, maxBatchWait: time.Hour}, func(call) error { return herr })
 	tw.pushValues(1, 1, 1)
 	tw.start()
 	waitDone(t, tw.worker) // without a stop: the error ends the worker
@@ -330,7 +330,7 @@ func TestWorkerStopsThePartitionOnAHandlerError(t *testing.T) {
 }
 
 func TestWorkerFencedIsNotRetried(t *testing.T) {
-	tw := newTestWorker(t, batchLimits{records: 1, bytes: 1 << 20, wait: time.Hour}, func(call) error {
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 1, maxBatchBytes: 1 << 20, maxBatchWait: time.Hour}, func(call) error {
 		return &FencedError{Pipeline: "p", Topic: "t", Partition: 0, Epoch: 1, Start: 0}
 	})
 	tw.pushValues(1)
@@ -345,7 +345,7 @@ func TestWorkerFencedIsNotRetried(t *testing.T) {
 }
 
 func TestWorkerAbortIsNotAPartitionFailure(t *testing.T) {
-	tw := newTestWorker(t, batchLimits{records: 1, bytes: 1 << 20, wait: time.Hour}, nil)
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 1, maxBatchBytes: 1 << 20, maxBatchWait: time.Hour}, nil)
 	tw.fake.answer = func(call) error {
 		<-tw.ctx.Done() // an in-flight transaction until the revoke aborts it
 		return tw.ctx.Err()
@@ -361,7 +361,7 @@ func TestWorkerAbortIsNotAPartitionFailure(t *testing.T) {
 }
 
 func TestAwaitWorkersAbortsPastTheTimeout(t *testing.T) {
-	tw := newTestWorker(t, batchLimits{records: 1, bytes: 1 << 20, wait: time.Hour}, nil)
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 1, maxBatchBytes: 1 << 20, maxBatchWait: time.Hour}, nil)
 	tw.fake.answer = func(call) error {
 		<-tw.ctx.Done()
 		return tw.ctx.Err()
@@ -389,7 +389,7 @@ func TestAwaitWorkersLeavesAWorkerThatIgnoresCancellation(t *testing.T) {
 	defer func(g time.Duration) { stopGrace = g }(stopGrace)
 	stopGrace = 20 * time.Millisecond
 	release := make(chan struct{})
-	tw := newTestWorker(t, batchLimits{records: 1, bytes: 1 << 20, wait: time.Hour}, func(call) error {
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 1, maxBatchBytes: 1 << 20, maxBatchWait: time.Hour}, func(call) error {
 		<-release // ignores its context
 		return nil
 	})
@@ -411,7 +411,7 @@ func TestAwaitWorkersLeavesAWorkerThatIgnoresCancellation(t *testing.T) {
 // part; a third COMMIT failure stops the partition.
 func TestWorkerChecksDeferredConstraintsOnlyAfterACommitFailure(t *testing.T) {
 	var checked []bool
-	tw := newTestWorker(t, batchLimits{records: 2, bytes: 1 << 20, wait: time.Hour}, func(c call) error {
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 2, maxBatchBytes: 1 << 20, maxBatchWait: time.Hour}, func(c call) error {
 		checked = append(checked, c.checkDeferred)
 		switch {
 		case !c.isolate:

@@ -40,7 +40,7 @@ func isRetryable(err error) bool {
 //  3. COMMIT. Only after it does the in-memory position advance.
 //
 // A COMMIT that fails on the connection has an unknown outcome and is settled by reading
-// the row back. Poison met on the way ends the try as t.poisoned says (retry.go).
+// the row back. Poison met on the way ends the try as t.isolates decides (worker_retry.go).
 func (w *worker) commit(batch []Record, t *tries) (err error) {
 	cfg := w.cfg
 	start := w.next.Load()

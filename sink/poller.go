@@ -15,9 +15,9 @@ import (
 
 // poller is the poll goroutine's subsystem. Run's goroutine polls the consumer (run), serves
 // the rebalance callbacks from within Poll (it is the Balancer's rebalance.Lifecycle:
-// assign.go, contest.go), hands records to the partition workers (dispatch), pauses and
-// resumes partitions, checks their ranges (ranges.go) and reads their rows again after a
-// fence or an operator's reset (reset.go). It owns the consumer, the workers map and the
+// poller_assign.go, poller_contest.go), hands records to the partition workers (dispatch), pauses and
+// resumes partitions, checks their ranges (poller_ranges.go) and reads their rows again after a
+// fence or an operator's reset (poller_reset.go). It owns the consumer, the workers map and the
 // advisory Kafka commits; the fields below say which other goroutines may touch what.
 type poller struct {
 	// Set by New, then read-only.
@@ -40,9 +40,9 @@ type poller struct {
 	paused   map[partitionKey]*worker
 	kcommit  *kafkaCommitter // nil without Config.CommitToKafka
 	// contested are the partitions assigned here whose rows another instance's claim holds,
-	// waiting for their grace period (contest.go).
+	// waiting for their grace period (poller_contest.go).
 	contested map[partitionKey]contest
-	ranges    rangeChecker // range checks while running (ranges.go)
+	ranges    rangeChecker // range checks while running (poller_ranges.go)
 
 	liveMu sync.Mutex
 	live   map[partitionKey]*worker // copy of workers for metrics and checkEpochs, under liveMu

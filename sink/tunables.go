@@ -23,13 +23,13 @@ const (
 	capWait = 2 * time.Millisecond
 )
 
-// Stopping workers (assign.go, reset.go).
+// Stopping workers (poller_assign.go, poller_reset.go).
 
 // stopGrace is how long a worker aborted after its timeout still gets before it is left
 // behind (its later commits are fenced). A variable for tests.
 var stopGrace = 5 * time.Second
 
-// Checks while running (ranges.go, kafka_commit.go, contest.go, reset.go).
+// Checks while running (poller_ranges.go, kafka_commit.go, poller_contest.go, poller_reset.go).
 
 // rangeCheckInterval is how often running partitions are checked against the log. A
 // variable for tests.

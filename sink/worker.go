@@ -96,7 +96,7 @@ type worker struct {
 	fetchNext int64        // poll goroutine only: next offset expected from Kafka
 	topicID   string       // stored at the claim, for the range check; "" when unknown
 	// markersEnd is an end of the partition the poll goroutine saw: offsets below it that
-	// were not delivered hold no committed record (ranges.go).
+	// were not delivered hold no committed record (poller_ranges.go).
 	markersEnd atomic.Int64
 
 	mu       sync.Mutex
@@ -398,7 +398,7 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 		full := n == lim.maxBatchRecords || n < len(w.queue) || bytes >= lim.maxBatchBytes || w.held
 		if n == 0 && !stopping && w.markersEnd.Load() > w.next.Load() {
 			w.mu.Unlock()
-			return nil, false // nothing queued: move past the markers at the end (ranges.go)
+			return nil, false // nothing queued: move past the markers at the end (worker_markers.go)
 		}
 		if n > 0 && w.waitStart.IsZero() {
 			w.waitStart = w.queuedAt

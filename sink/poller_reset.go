@@ -21,7 +21,7 @@ import (
 // names this sink's InstanceID as the fenced owner does it claim the partition again and
 // seek to the new position. A fence by another instance's claim stops the partition here;
 // if this instance still holds it in Kafka a grace period later, that claim went nowhere
-// and this instance claims it again (contest.go). Partitions stopped when they were claimed (out of range, topic
+// and this instance claims it again (poller_contest.go). Partitions stopped when they were claimed (out of range, topic
 // recreated) were never assigned; they take a new position at their next assignment.
 
 // ErrReclaimFailed: after an operator's reset, claiming the partition again kept failing
@@ -94,7 +94,7 @@ func (p *poller) reclaimIfReset(k partitionKey) {
 		return
 	}
 	if found && pos.Epoch != w.epoch && !p.resetOfMine(pos, w) {
-		// Another instance's claim fenced this worker (contest.go). Nothing it holds can
+		// Another instance's claim fenced this worker (poller_contest.go). Nothing it holds can
 		// commit under the epoch it had: stop it, if it has not stopped yet.
 		if !w.dead.Load() {
 			w.cancel()
@@ -121,7 +121,7 @@ func (p *poller) reclaimIfReset(k partitionKey) {
 	cl, pos, err := p.reclaim(ctx, k, w, pos)
 	if errors.Is(err, rebalance.ErrClaimTaken) {
 		// Another instance claimed it between our read and our claim: it is theirs, unless
-		// this instance still holds the partition after the grace period (contest.go).
+		// this instance still holds the partition after the grace period (poller_contest.go).
 		p.log.Warn("partition claimed by another instance before this one could claim it again after an operator reset; stopped here",
 			"topic", k.topic, "partition", k.partition, "owner", pos.Owner, "epoch", pos.Epoch)
 		p.stops.record(k.topic, k.partition, &FencedError{Pipeline: p.cfg.Pipeline, Topic: k.topic, Partition: k.partition,

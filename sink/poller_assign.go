@@ -114,7 +114,7 @@ func awaitWorkers(ws []*worker, aborted bool, timeout time.Duration, log *slog.L
 	}
 }
 
-// Start, Stop and Failed, with Contested (contest.go), make the poller the Balancer's
+// Start, Stop and Failed, with Contested (poller_contest.go), make the poller the Balancer's
 // rebalance.Lifecycle. They run on the poll goroutine, from within Poll.
 var _ rebalance.Lifecycle = (*poller)(nil)
 

@@ -15,10 +15,11 @@ import (
 
 // poller is the poll goroutine's subsystem. Run's goroutine polls the consumer (run), serves
 // the rebalance callbacks from within Poll (it is the Balancer's rebalance.Lifecycle:
-// poller_assign.go, poller_contest.go), hands records to the partition workers (dispatch), pauses and
-// resumes partitions, checks their ranges (poller_ranges.go) and reads their rows again after a
-// fence or an operator's reset (poller_reset.go). It owns the consumer, the workers map and the
-// advisory Kafka commits; the fields below say which other goroutines may touch what.
+// poller_assign.go, poller_contest.go), hands records to the partition workers (dispatch),
+// pauses and resumes partitions, checks their ranges (poller_ranges.go) and reads their rows
+// again after a fence or an operator's reset (poller_reset.go). It owns the consumer, the
+// workers map and the advisory Kafka commits; the fields below say which other goroutines
+// may touch what.
 type poller struct {
 	// Set by New, then read-only.
 	cfg   *Config
@@ -95,10 +96,8 @@ func (p *poller) run(ctx context.Context, bal *rebalance.Balancer) error {
 			continue
 		}
 		holding = false
-		// Paused partitions resume from this loop (resumeDrained), after Poll returns. With
-		// every partition paused no record ends a Poll early, and a drained partition would
-		// sit idle for the whole timeout: records of a few KiB, whose buffers fill in a
-		// batch or two, lost half their rate to that wait.
+		// Paused partitions resume from this loop (resumeDrained), after Poll returns: poll
+		// often while any is paused (pausedPollMs).
 		timeout := pollTimeoutMs
 		if len(p.paused) > 0 {
 			timeout = pausedPollMs

@@ -126,7 +126,7 @@ func (w *worker) admitDeadLetters(batch []Record, dead []Poisoned) ([]bool, erro
 	}
 	first, last := batch[0].Offset, batch[len(batch)-1].Offset
 	return nil, &TooManyDeadLettersError{Topic: w.topic, Partition: w.partition, FirstOffset: first, LastOffset: last,
-		DeadLetters: peak, Window: len(w.deadLetters.ring), MaxRatio: w.cfg.deadLetterRatio, Err: dead[len(dead)-1].Err}
+		DeadLetters: peak, Window: len(w.deadLetters.ring), MaxRatio: w.cfg.maxDeadLetterRatio, Err: dead[len(dead)-1].Err}
 }
 
 // restore fills the window as if the records at offsets next-len(ring) .. next-1 had just been
@@ -180,7 +180,7 @@ func (w *worker) restoreDeadLetters() error {
 // loadDeadLetterOffsets returns the offsets of the partition's dead letters in
 // [next-DeadLetterWindow, next).
 func (w *worker) loadDeadLetterOffsets(next int64) ([]int64, error) {
-	ctx, cancel := context.WithTimeout(w.ctx, w.cfg.settleTimeout)
+	ctx, cancel := context.WithTimeout(w.ctx, w.cfg.claimTimeout)
 	defer cancel()
 	tx, err := w.cfg.db.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {

@@ -5,23 +5,15 @@ import (
 	"time"
 )
 
-// capGrace is how long the poll loop holds off at MaxTotalBufferedBytes before it falls back
-// to pausing partitions on their fair share: longer than a batch takes to form and commit,
-// so that only a partition stuck in a slow handler, holding the total, makes it pause.
-const capGrace = time.Second
-
-// capWait is how long the poll loop sleeps between checks while it holds off.
-const capWait = 2 * time.Millisecond
-
 // capGate decides what the poll loop does at MaxTotalBufferedBytes (the sink-wide total of
 // buffered records, workerConfig.total).
 //
 // At the cap the loop stops taking records from the consumer until commits bring the total
 // under it; librdkafka keeps what it prefetched, within its own bounded queue, and fetches
-// again once that queue has room. Pausing partitions costs far more with librdkafka: a pause
+// again once that queue has room. Pausing partitions costs more with librdkafka: a pause
 // drops the partition's prefetched records, and a resumed partition waits for its broker
-// thread to decide to fetch again, up to a second when every partition was paused
-// (docs/benchmarks.md, issue 15: Debezium change events of 3.4 KB ran at half the rate).
+// thread to decide to fetch again, up to a second when every partition was paused, so that
+// large records whose buffers fill in a batch or two would lose much of their rate to it.
 //
 // When the total stays at the cap for capGrace, a partition stuck in a slow handler holds it
 // and the others must not wait on it: pausing turns on, and push pauses a partition once it

@@ -32,26 +32,26 @@ func isRetryable(err error) bool {
 	return pgerr.Classify(err) == pgerr.Transient
 }
 
-// commit applies one batch of the partition in one transaction:
+// commit is one try (t) of one batch of the partition, in one transaction:
 //
 //  1. the conditional offset update (epoch and expected next offset), which takes the row lock;
-//  2. the plugin's writes through the same transaction; with isolate, in savepoints around
+//  2. the plugin's writes through the same transaction; with t.isolate, in savepoints around
 //     poison records, which go to the dead-letter table (see deadletter.go);
 //  3. COMMIT. Only after it does the in-memory position advance.
 //
 // A COMMIT that fails on the connection has an unknown outcome and is settled by reading
-// the row back.
-func (w *worker) commit(batch []Record, attempt int, isolate bool) (err error) {
+// the row back. Poison met on the way ends the try as t.isolates decides (worker_retry.go).
+func (w *worker) commit(batch []Record, t *tries) (err error) {
 	cfg := w.cfg
 	start := w.next.Load()
 	end := batch[len(batch)-1].Offset + 1
 	began := time.Now()
-	span := w.startBatch(batch, attempt, isolate)
-	defer func() { span.end(err, cfg.redact) }()
+	span := w.startBatch(batch, t.attempt, t.isolate)
+	defer func() { span.end(err, cfg.redactErrorValues) }()
 	ctx := span.phase(cfg.tracer, "eosink.write")
 	failpoint.Eval(failpoint.AfterFetch)
 
-	tx, err := cfg.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: cfg.isolation})
+	tx, err := cfg.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: cfg.isolationLevel})
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
@@ -74,14 +74,14 @@ func (w *worker) commit(batch []Record, attempt int, isolate bool) (err error) {
 	failpoint.Eval(failpoint.AfterOffsetUpdate)
 
 	res, err := writeBatch(ctx, tx, cfg.plugin, Batch{Topic: w.topic, Partition: w.partition, Records: batch},
-		writeOptions{Isolate: isolate, CheckDeferred: isolate && w.checkDeferred, Schema: cfg.schema, Pipeline: cfg.pipeline,
-			RedactErrorValues: cfg.redact})
+		writeOptions{Isolate: t.isolate, CheckDeferred: t.isolate && t.checkDeferred, Schema: cfg.schema, Pipeline: cfg.pipeline,
+			RedactErrorValues: cfg.redactErrorValues})
 	if err != nil {
 		w.logPanic(batch, err)
 		if isRetryable(err) {
 			return err
 		}
-		if !isolate && cfg.onPoison == DeadLetter && IsPoison(err) {
+		if t.isolates(cfg.onPoison, err, false) {
 			return errIsolate
 		}
 		return &HandlerError{Topic: w.topic, Partition: w.partition, FirstOffset: batch[0].Offset, LastOffset: end - 1, Err: err}
@@ -106,7 +106,7 @@ func (w *worker) commit(batch []Record, attempt int, isolate bool) (err error) {
 	if err := tx.Commit(ctx); err != nil {
 		if !pgerr.IsConnectionError(err) && ctx.Err() == nil {
 			err = fmt.Errorf("commit: %w", err) // the server answered: rolled back
-			if !w.checkDeferred && cfg.onPoison == DeadLetter && IsPoison(err) {
+			if t.isolates(cfg.onPoison, err, true) {
 				return errIsolateAtCommit // a deferred constraint: isolate, checking them per part
 			}
 			if IsPoison(err) {
@@ -136,8 +136,8 @@ func (w *worker) commit(batch []Record, attempt int, isolate bool) (err error) {
 				"offset", d.Record.Offset, "err", d.Err)
 		}
 	}
-	if cfg.committed != nil {
-		cfg.committed(w.topic, w.partition, end)
+	if cfg.kcommit != nil {
+		cfg.kcommit.note(w.topic, w.partition, end)
 	}
 	return nil
 }
@@ -162,7 +162,7 @@ func (w *worker) settle(rng rebalance.Range, pid uint32, commitErr error) error 
 	cfg.log.Warn("commit outcome unknown; reading the offset row back", "topic", w.topic,
 		"partition", w.partition, "start", rng.Start, "end", rng.End, "pid", pid, "err", commitErr)
 	cfg.m.unknownCommits.add(1)
-	ctx, cancel := context.WithTimeout(w.ctx, cfg.settleTimeout)
+	ctx, cancel := context.WithTimeout(w.ctx, cfg.claimTimeout)
 	defer cancel()
 	backoff := cfg.retryBackoff
 	for attempt := 1; ; attempt++ {
@@ -185,7 +185,7 @@ func (w *worker) settle(rng rebalance.Range, pid uint32, commitErr error) error 
 		}
 		if ctx.Err() != nil {
 			return &PartitionError{Topic: w.topic, Partition: w.partition,
-				Err: fmt.Errorf("%w after %s (offsets %d..%d, epoch %d): %v", ErrCommitUnsettled, cfg.settleTimeout, rng.Start, rng.End-1, rng.Epoch, err)}
+				Err: fmt.Errorf("%w after %s (offsets %d..%d, epoch %d): %v", ErrCommitUnsettled, cfg.claimTimeout, rng.Start, rng.End-1, rng.Epoch, err)}
 		}
 		cfg.log.Warn("reading the offset row back failed; retrying", "topic", w.topic, "partition", w.partition,
 			"attempt", attempt, "backoff", backoff, "err", err)

@@ -165,8 +165,7 @@ type Config struct {
 	// sink's records in memory stay bounded whatever the partition count: librdkafka's
 	// prefetch queue (one queue for the whole consumer, queued.max.messages.kbytes: 16 MiB
 	// unless set in Kafka) plus twice MaxTotalBufferedBytes at most. At least MaxBatchBytes.
-	// Defaults to 32 MiB (DefaultMaxTotalBufferedBytes), which keeps the peak RSS of the
-	// benchmark's sink under 256 MiB (docs/benchmarks.md).
+	// Defaults to 32 MiB (DefaultMaxTotalBufferedBytes).
 	MaxTotalBufferedBytes int
 
 	// IsolationLevel of each batch's transaction. The fence is correct at any level; choose
@@ -276,20 +275,19 @@ func orDefault[T int | time.Duration](p *T, def T) {
 func (c *Config) kafkaConfig() kafka.ConfigMap {
 	m := kafka.ConfigMap{
 		"isolation.level":        "read_committed",
-		"enable.partition.eof":   true, // the end of a partition moves its position past trailing markers (ranges.go)
+		"enable.partition.eof":   true, // the end of a partition moves its position past trailing markers (poller_ranges.go)
 		"go.logs.channel.enable": false,
 		// librdkafka's prefetch queue: with the high-level consumer one queue for the whole
 		// consumer, whatever the partition count (librdkafka's CONFIGURATION.md); the records
-		// the sink holds past it are bounded by MaxTotalBufferedBytes. 16 MiB: with
-		// fetch.queue.backoff.ms short (below) it delivered 537-byte records as fast as 64 MiB did
-		// here and took 15 to 80 MiB less peak memory (docs/benchmarks.md, issue 15); before
-		// that setting, 16 MiB starved the sink of such records.
+		// the sink holds past it are bounded by MaxTotalBufferedBytes. 16 MiB, with
+		// fetch.queue.backoff.ms short (below): a larger queue delivers small records no faster
+		// and costs memory; with librdkafka's default backoff, a queue this size starves the
+		// sink of small records.
 		"queued.max.messages.kbytes": 16384,
 		// librdkafka waits this long before fetching again for a partition whose queue is over
-		// its thresholds; its default of 1s left the consumer idle between bursts (raw consume
-		// 132k -> 262k records/s here, docs/benchmarks.md, Memory). 0 made its broker thread spin while
-		// the sink holds off at MaxTotalBufferedBytes (capgate.go): 24 of the eos_cdc
-		// process's 37 CPU seconds on change events. The thresholds still bound memory.
+		// its thresholds: its default of 1s leaves the consumer idle between bursts, and 0
+		// makes its broker thread spin while the sink holds off at MaxTotalBufferedBytes
+		// (capgate.go). The thresholds still bound memory.
 		"fetch.queue.backoff.ms": 10,
 	}
 	for k, v := range c.Kafka {

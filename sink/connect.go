@@ -27,12 +27,12 @@ func (s *Sink) metadata(ctx context.Context, topic *string, all bool, timeout ti
 	var last kafka.Error
 	for {
 		attempt := min(time.Until(deadline), time.Second)
-		md, err := s.consumer.GetMetadata(topic, all, int(max(attempt, 100*time.Millisecond).Milliseconds()))
+		md, err := s.poll.consumer.GetMetadata(topic, all, int(max(attempt, 100*time.Millisecond).Milliseconds()))
 		if err == nil {
 			return md, nil
 		}
 		for {
-			ev := s.consumer.Poll(0)
+			ev := s.poll.consumer.Poll(0)
 			if ev == nil {
 				break
 			}

@@ -20,13 +20,13 @@ func (s *Sink) Healthy() error {
 		return nil
 	}
 	limit := max(s.cfg.RevokeTimeout, s.cfg.ClaimTimeout) + 10*time.Second
-	if since := s.sincePolled(); since > limit {
+	if since := s.clock.since(); since > limit {
 		return fmt.Errorf("eosink: the consumer loop has not turned for %s (limit %s)", since.Round(time.Second), limit)
 	}
 	if s.cfg.UnhealthyOnStoppedPartition {
 		// Only the partition and the reason: the error's text can hold record values, and
 		// /healthz is served without authentication. PartitionErrors has the whole error.
-		for k, st := range s.stoppedPartitions() {
+		for k, st := range s.stops.stoppedPartitions() {
 			return fmt.Errorf("eosink: partition %s[%d] stopped (%s); eosink status shows why", k.topic, k.partition, st.reason)
 		}
 	}
@@ -36,11 +36,3 @@ func (s *Sink) Healthy() error {
 // clockStart is the origin of the poll loop's timestamps. Durations measured from it use the
 // monotonic clock, so that a wall-clock step never makes Healthy fail or pass wrongly.
 var clockStart = time.Now()
-
-// touch records that the poll loop turned (or made progress in a long callback).
-func (s *Sink) touch() { s.polled.Store(int64(time.Since(clockStart))) }
-
-// sincePolled is the time since the last touch, on the monotonic clock.
-func (s *Sink) sincePolled() time.Duration {
-	return time.Since(clockStart) - time.Duration(s.polled.Load())
-}

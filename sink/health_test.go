@@ -14,10 +14,10 @@ import (
 // without authentication) names the stopped partition and its reason, never the error's
 // text, which can hold record values (a constraint violation's "Failing row contains ...").
 func TestHealthzShowsOnlyTheStopReason(t *testing.T) {
-	s := &Sink{cfg: Config{UnhealthyOnStoppedPartition: true}, stops: map[partitionKey]stopInfo{}}
+	s := &Sink{cfg: Config{UnhealthyOnStoppedPartition: true}, stops: testStops()}
 	s.running.Store(true)
-	s.touch()
-	s.stops[partitionKey{"orders", 3}] = stopInfo{reason: StopPoison,
+	s.clock.touch()
+	s.stops.stops[partitionKey{"orders", 3}] = stopInfo{reason: StopPoison,
 		err: errors.New(`ERROR: null value in column "note" violates not-null constraint: Failing row contains (42, s3cret-card-4111)`)}
 	srv := httptest.NewServer(sinkhttp.Handler(s, nil))
 	defer srv.Close()

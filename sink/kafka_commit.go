@@ -94,10 +94,6 @@ func (k *kafkaCommitter) commit() {
 	}
 }
 
-// divergenceCheckEvery is how often the group's committed offsets in Kafka are read back and
-// compared with what was sent.
-const divergenceCheckEvery = 30 * time.Second
-
 // checkDivergence warns, once per value, about partitions whose committed offset in Kafka
 // differs from the stored position last sent: Kafka's tools then show a wrong lag (commits
 // failing, or another client committing for the group). Positions never come from it.
@@ -109,7 +105,7 @@ func (k *kafkaCommitter) checkDivergence() {
 	for key := range k.sent {
 		parts = append(parts, kafka.TopicPartition{Topic: &key.topic, Partition: key.partition})
 	}
-	got, err := k.c.Committed(parts, 5000)
+	got, err := k.c.Committed(parts, int(brokerQueryTimeout.Milliseconds()))
 	if err != nil {
 		k.log.Debug("read the group's committed offsets", "err", err)
 		return

@@ -130,7 +130,7 @@ func (c *partitionCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *partitionCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.s
-	for _, w := range s.liveWorkers() {
+	for _, w := range s.poll.liveWorkers() {
 		p := strconv.Itoa(int(w.partition))
 		ch <- prometheus.MustNewConstMetric(c.m.buffered, prometheus.GaugeValue, float64(w.bufferedBytes()), w.topic, p)
 		s.consumerMu.RLock() // Run closes the consumer only under the write lock

@@ -25,37 +25,18 @@ type Sink struct {
 	ran    atomic.Bool
 	pool   *pgxpool.Pool
 	store  *offsets.Store
-	wcfg   *workerConfig // what every partition worker uses; set in Run
 	// buffered is the memory of fetched, uncommitted records over all partitions
 	// (MaxTotalBufferedBytes); the workers add and subtract.
 	buffered atomic.Int64
 
-	// Owned by the poll goroutine (Run and the rebalance callbacks it serves).
-	consumer *kafka.Consumer
-	workers  map[partitionKey]*worker
-	paused   map[partitionKey]*worker
-	kcommit  *kafkaCommitter
-	// contested are the partitions assigned here whose rows another instance's claim holds,
-	// waiting for their grace period (contest.go).
-	contested map[partitionKey]contest
-
-	ranges       rangeChecker      // range checks while running (ranges.go)
-	recheck      chan partitionKey // partitions whose row to read again (fenced, see reset.go)
-	recheckEvery chan struct{}     // read every partition's row again (notified of a reset)
-
-	mu     sync.Mutex
-	failed map[partitionKey]error    // why partitions stopped on this instance, latest per partition
-	stops  map[partitionKey]stopInfo // partitions stopped here now (stopped.go)
-
-	pendingStops map[partitionKey]pendingStop // stop states to write on the offsets rows
-	persistWake  chan struct{}
+	poll  *poller     // the poll goroutine's subsystem (poller.go)
+	stops *stopLedger // the partitions stopped on this instance (stops.go)
+	clock pollClock   // when the poll loop last turned (Healthy)
 
 	m          *metrics
-	live       map[partitionKey]*worker // copy of workers for metrics, under mu
-	consumerMu sync.RWMutex             // write-held to set scraped; read-held while metrics use it
-	scraped    *kafka.Consumer          // the consumer while it is open, for metrics
-	polled     atomic.Int64             // monotonic nanos since clockStart of the last poll loop iteration (touch)
-	running    atomic.Bool              // Run is consuming
+	consumerMu sync.RWMutex    // write-held to set scraped; read-held while metrics use it
+	scraped    *kafka.Consumer // the consumer while it is open, for metrics
+	running    atomic.Bool     // Run is consuming
 }
 
 type partitionKey struct {
@@ -89,22 +70,10 @@ func New(cfg Config) (*Sink, error) {
 		return nil, err
 	}
 	s := &Sink{
-		cfg:     c,
-		log:     errorLogger(c.Logger, c.RedactErrorValues).With("pipeline", c.Pipeline),
-		workers: map[partitionKey]*worker{},
-		paused:  map[partitionKey]*worker{},
-
-		contested: map[partitionKey]contest{},
-		failed:    map[partitionKey]error{},
-		stops:     map[partitionKey]stopInfo{},
-
-		pendingStops: map[partitionKey]pendingStop{},
-		persistWake:  make(chan struct{}, 1),
-
-		recheck:      make(chan partitionKey, 256),
-		recheckEvery: make(chan struct{}, 1),
-		live:         map[partitionKey]*worker{},
+		cfg: c,
+		log: errorLogger(c.Logger, c.RedactErrorValues).With("pipeline", c.Pipeline),
 	}
+	s.stops = newStopLedger(&s.cfg, s.log)
 	s.tracer = newTracer(c.TracerProvider)
 	s.plugin = c.Plugin
 	if s.plugin == nil {
@@ -115,6 +84,7 @@ func New(cfg Config) (*Sink, error) {
 		return nil, err
 	}
 	s.m = m
+	s.poll = newPoller(&s.cfg, s.log, m, s.stops, &s.clock)
 	return s, nil
 }
 
@@ -138,13 +108,7 @@ func (s *Sink) Stats() Stats {
 // partition: *FencedError, *HandlerError or *PartitionError values. A stopped partition stays
 // assigned but makes no progress until it is reassigned. Safe to call from any goroutine.
 func (s *Sink) PartitionErrors() []error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	errs := make([]error, 0, len(s.failed))
-	for _, err := range s.failed {
-		errs = append(errs, err)
-	}
-	return errs
+	return s.stops.errors()
 }
 
 // Run connects to PostgreSQL and Kafka, joins the consumer group and applies records until
@@ -186,13 +150,15 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 		s.log.Warn("claim terminated a stalled session of this pipeline holding the offset row",
 			"topic", topic, "partition", partition, "pid", pid, "terminated", ok)
 	}
-	s.wcfg = s.workerConfig()
+	p := s.poll
+	p.store = s.store
+	p.wcfg = s.workerConfig()
 
 	c, err := kafka.NewConsumer(ptr(s.cfg.kafkaConfig()))
 	if err != nil {
 		return fmt.Errorf("eosink: kafka consumer: %w", err)
 	}
-	s.consumer = c
+	p.consumer = c
 	s.setScraped(c)
 	defer s.setScraped(nil)
 	topics, err := s.checkTopics(ctx)
@@ -203,23 +169,24 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 		_ = c.Close()
 		return err
 	}
-	// The heartbeat starts once Kafka answers: a sink that cannot connect writes nothing.
+	// The stop ledger's persistence goroutine, with the heartbeat, starts once Kafka answers:
+	// a sink that cannot connect writes nothing.
 	pctx, stopPersister := context.WithCancel(context.Background())
 	persisted := make(chan struct{})
 	go func() {
 		defer close(persisted)
-		s.persister(pctx)
+		s.stops.run(pctx, s.store, s.beat)
 	}()
 	defer func() { stopPersister(); <-persisted }()
-	bal := rebalance.NewBalancer(s.store, s.cfg.InitialPosition, (*lifecycle)(s), s.log)
+	bal := rebalance.NewBalancer(s.store, s.cfg.InitialPosition, p, s.log)
 	bal.ClaimTimeout = s.cfg.ClaimTimeout
 	if err := c.SubscribeTopics(s.cfg.Topics, bal.OnRebalance); err != nil {
 		_ = c.Close()
 		return fmt.Errorf("eosink: subscribe %v: %w", s.cfg.Topics, err)
 	}
 	if s.cfg.CommitToKafka {
-		s.kcommit = newKafkaCommitter(c, s.cfg.KafkaCommitInterval, s.log)
-		s.wcfg.committed = s.kcommit.note
+		p.kcommit = newKafkaCommitter(c, s.cfg.KafkaCommitInterval, s.log)
+		p.wcfg.kcommit = p.kcommit
 	}
 	s.log.Info("sink started", "topics", s.cfg.Topics, "matching", topics, "group", s.cfg.GroupID, "instance", s.cfg.InstanceID)
 
@@ -231,15 +198,15 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 	}()
 	s.running.Store(true)
 	started = true
-	err = s.poll(ctx, bal)
+	err = p.run(ctx, bal)
 	s.running.Store(false)
-	s.closeRanges()
+	p.closeRanges()
 	stopListening()
 	<-listening
 
-	s.drain()
-	if s.kcommit != nil {
-		s.kcommit.close()
+	p.drain()
+	if p.kcommit != nil {
+		p.kcommit.close()
 	}
 	bal.Close()
 	s.setScraped(nil)
@@ -262,12 +229,12 @@ func (s *Sink) workerConfig() *workerConfig {
 	return &workerConfig{
 		subscription: sub,
 		plugin:       s.plugin, db: s.pool, store: s.store,
-		limits: batchLimits{records: c.MaxBatchRecords, bytes: c.MaxBatchBytes, wait: c.MaxBatchWait, buffered: c.MaxBufferedBytes,
-			total: c.MaxTotalBufferedBytes},
-		isolation: c.IsolationLevel, onPoison: c.OnPoison, schema: c.Schema, pipeline: c.Pipeline, redact: c.RedactErrorValues,
-		deadLetterRatio: c.MaxDeadLetterRatio, deadLetterWindow: c.DeadLetterWindow,
-		retryBackoff: c.RetryBackoff, maxRetryBackoff: c.MaxRetryBackoff, settleTimeout: c.ClaimTimeout,
+		limits: batchLimits{maxBatchRecords: c.MaxBatchRecords, maxBatchBytes: c.MaxBatchBytes, maxBatchWait: c.MaxBatchWait,
+			maxBufferedBytes: c.MaxBufferedBytes, maxTotalBufferedBytes: c.MaxTotalBufferedBytes},
+		isolationLevel: c.IsolationLevel, onPoison: c.OnPoison, schema: c.Schema, pipeline: c.Pipeline,
+		redactErrorValues: c.RedactErrorValues, maxDeadLetterRatio: c.MaxDeadLetterRatio, deadLetterWindow: c.DeadLetterWindow,
+		retryBackoff: c.RetryBackoff, maxRetryBackoff: c.MaxRetryBackoff, claimTimeout: c.ClaimTimeout,
 		m: s.m, tracer: s.tracer, log: s.log, total: &s.buffered,
-		failed: s.partitionFailed,
+		stops: s.stops, rechecks: s.poll.rechecks,
 	}
 }

@@ -1,14 +1,10 @@
 package sink
 
 import (
-	"context"
 	"errors"
 	"strconv"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/eosink/eosink/internal/pgerr"
 )
 
 // Loud stops. Every partition that stops on this instance (refused at claim, fenced, a
@@ -91,56 +87,6 @@ func stopRemedy(reason string) string {
 	return "see the error; restart the instance once the cause is fixed"
 }
 
-// stopInfo is why a partition stopped on this instance.
-type stopInfo struct {
-	reason string
-	err    error
-	at     time.Time
-}
-
-// recordFailure is the one place a stopped partition is reported: PartitionErrors, the
-// ERROR line (once per stop), the gauge, and the offsets row. Any goroutine.
-func (s *Sink) recordFailure(topic string, partition int32, err error) {
-	k := partitionKey{topic, partition}
-	reason := StopReason(err)
-	s.mu.Lock()
-	s.failed[k] = err
-	prev, again := s.stops[k]
-	s.stops[k] = stopInfo{reason: reason, err: err, at: time.Now()}
-	s.mu.Unlock()
-	if again && prev.reason == reason {
-		return
-	}
-	msg := "partition stopped"
-	if reason == StopFenced {
-		msg = "partition fenced: another instance or an operator moved it; stopped here"
-	}
-	s.log.Error(msg, "topic", topic, "partition", partition, "reason", reason, "err", err, "remedy", stopRemedy(reason))
-	s.persistStop(k, &stopInfo{reason: reason, err: err}, 0)
-}
-
-// clearStop forgets a stop once the partition is claimed again under epoch (0: revoked,
-// nothing to write).
-func (s *Sink) clearStop(k partitionKey, epoch int64) {
-	s.mu.Lock()
-	delete(s.stops, k)
-	s.mu.Unlock()
-	if epoch > 0 {
-		s.persistStop(k, nil, epoch)
-	}
-}
-
-// stoppedPartitions returns the partitions stopped on this instance now.
-func (s *Sink) stoppedPartitions() map[partitionKey]stopInfo {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[partitionKey]stopInfo, len(s.stops))
-	for k, v := range s.stops {
-		out[k] = v
-	}
-	return out
-}
-
 // stopCollector exports eosink_partition_stopped.
 type stopCollector struct {
 	s    *Sink
@@ -150,83 +96,7 @@ type stopCollector struct {
 func (c *stopCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *stopCollector) Collect(ch chan<- prometheus.Metric) {
-	for k, st := range c.s.stoppedPartitions() {
+	for k, st := range c.s.stops.stoppedPartitions() {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, 1, k.topic, strconv.Itoa(int(k.partition)), st.reason)
-	}
-}
-
-// pendingStop is a change of a row's stopped_* columns waiting to be written: a stop (by
-// this instance, while it is the row's owner) or, with stop nil, a clear under epoch.
-type pendingStop struct {
-	stop  *stopInfo
-	epoch int64
-}
-
-// heartbeatInterval is how often the sink writes its heartbeat and retries pending writes.
-var heartbeatInterval = 3 * time.Second
-
-func (s *Sink) persistStop(k partitionKey, st *stopInfo, epoch int64) {
-	s.mu.Lock()
-	s.pendingStops[k] = pendingStop{stop: st, epoch: epoch}
-	s.mu.Unlock()
-	select {
-	case s.persistWake <- struct{}{}:
-	default:
-	}
-}
-
-// persister writes pending stops and the instance's heartbeat until ctx ends; then it
-// writes what is pending once more and marks the instance stopped. Run starts it once the
-// pool is open.
-func (s *Sink) persister(ctx context.Context) {
-	t := time.NewTicker(heartbeatInterval)
-	defer t.Stop()
-	for {
-		s.flushStops(context.Background())
-		s.heartbeat(context.Background(), false)
-		s.checkEpochs(context.Background())
-		select {
-		case <-ctx.Done():
-			s.flushStops(context.Background())
-			s.heartbeat(context.Background(), true)
-			return
-		case <-t.C:
-		case <-s.persistWake:
-		}
-	}
-}
-
-func (s *Sink) flushStops(ctx context.Context) {
-	s.mu.Lock()
-	pending := s.pendingStops
-	s.pendingStops = map[partitionKey]pendingStop{}
-	s.mu.Unlock()
-	for k, p := range pending {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		var err error
-		if p.stop != nil {
-			err = s.store.MarkStopped(ctx, k.topic, k.partition, p.stop.reason, pgerr.SafeText(ErrorText(p.stop.err, s.cfg.RedactErrorValues)))
-		} else {
-			err = s.store.ClearStopped(ctx, k.topic, k.partition, p.epoch)
-		}
-		cancel()
-		if err != nil {
-			s.log.Warn("could not record a partition's stop state on its offsets row; retrying", "topic", k.topic, "partition", k.partition, "err", err)
-			s.mu.Lock()
-			if _, newer := s.pendingStops[k]; !newer {
-				s.pendingStops[k] = p
-			}
-			s.mu.Unlock()
-		}
-	}
-}
-
-// heartbeat writes this instance's row of the instances table (stopped at shutdown).
-func (s *Sink) heartbeat(ctx context.Context, stopped bool) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	err := s.store.Heartbeat(ctx, stopped)
-	if err != nil {
-		s.log.Warn("heartbeat failed", "err", err)
 	}
 }

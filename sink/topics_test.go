@@ -110,10 +110,10 @@ func TestNewChecksListedTopicsRoutes(t *testing.T) {
 // *NoRouteError, and the plugin never sees it.
 func TestWorkerStopsUnroutedTopicBeforeOpen(t *testing.T) {
 	p := &routerPlugin{routes: map[string]bool{"a": true}}
-	var failed []error
-	cfg := &workerConfig{plugin: p, log: slog.New(slog.DiscardHandler), total: new(atomic.Int64), failed: func(_ *worker, err error) { failed = append(failed, err) }}
+	cfg := &workerConfig{plugin: p, log: slog.New(slog.DiscardHandler), total: new(atomic.Int64), stops: testStops(), rechecks: newRechecks()}
 	w := newWorker(cfg, "b", 2, 1, 0)
 	w.run()
+	failed := cfg.stops.errors()
 	if len(failed) != 1 || !errors.Is(failed[0], ErrNoRoute) || StopReason(failed[0]) != StopNoRoute {
 		t.Fatalf("failed with %v", failed)
 	}

@@ -16,50 +16,51 @@ import (
 )
 
 // workerConfig is everything a partition worker uses. The Sink builds one in Run and shares it
-// between its workers; a worker never sees the Sink.
+// between its workers; a worker never sees the Sink. A field copied from Config carries the
+// Config field's name.
 type workerConfig struct {
 	plugin Plugin
 	db     txStarter      // the pool: one transaction per batch
 	store  *offsets.Store // the offset fence (Advance) and the row read that settles a COMMIT
 
-	limits    batchLimits
-	isolation pgx.TxIsoLevel
-	onPoison  PoisonPolicy
-	schema    string // of the dead_letters table
-	pipeline  string
-	redact    bool // Config.RedactErrorValues, for the dead letters' and spans' error texts
+	limits            batchLimits
+	isolationLevel    pgx.TxIsoLevel
+	onPoison          PoisonPolicy
+	schema            string // of the dead_letters table
+	pipeline          string
+	redactErrorValues bool // for the dead letters' and spans' error texts
 	// subscription names the pattern that matched a topic, for a *NoRouteError.
 	subscription subscription
 
-	// The dead-letter circuit breaker (breaker.go): Config.MaxDeadLetterRatio and
-	// Config.DeadLetterWindow.
-	deadLetterRatio  float64
-	deadLetterWindow int
+	// The dead-letter circuit breaker (breaker.go).
+	maxDeadLetterRatio float64
+	deadLetterWindow   int
 
 	retryBackoff, maxRetryBackoff time.Duration
-	settleTimeout                 time.Duration // how long settle reads the row back (ClaimTimeout)
+	claimTimeout                  time.Duration // how long settle reads the row back
 
 	// total is the memory of records fetched and not yet committed summed over the sink's
-	// partitions (every worker's buffered), for limits.total: the Sink's, shared by its
+	// partitions (every worker's buffered), for limits.maxTotalBufferedBytes: the Sink's, shared by its
 	// workers.
 	total *atomic.Int64
-	// capPausing: the total has stayed at limits.total for capGrace (capGate), so push pauses
+	// capPausing: the total has stayed at limits.maxTotalBufferedBytes for capGrace (capGate), so push pauses
 	// a partition once it holds its fair share.
 	capPausing atomic.Bool
 	// active counts the workers that have not returned, for each one's fair share of
-	// limits.total (fairShare).
+	// limits.maxTotalBufferedBytes (fairShare).
 	active atomic.Int64
 
 	m      *metrics
 	tracer trace.Tracer
 	log    *slog.Logger
 
-	// committed is told each stored next offset after its COMMIT (the advisory Kafka
-	// commits); nil for none.
-	committed func(topic string, partition int32, next int64)
-	// failed is told why the partition stopped: fenced, a handler error, a failed Open. It
-	// runs on the worker goroutine.
-	failed func(w *worker, err error)
+	// kcommit is told each stored next offset after its COMMIT (the advisory Kafka commits,
+	// Config.CommitToKafka); nil for none.
+	kcommit *kafkaCommitter
+	// stops records why the partition stopped (fail); rechecks asks the poll goroutine to
+	// read a fenced partition's row again.
+	stops    *stopLedger
+	rechecks rechecks
 }
 
 // txStarter begins the transaction of a batch (*pgxpool.Pool).
@@ -67,16 +68,15 @@ type txStarter interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
 
-// batchLimits are the batching settings (Config.MaxBatch*, Config.MaxBufferedBytes,
-// Config.MaxTotalBufferedBytes).
+// batchLimits are the batching settings, named as in Config.
 type batchLimits struct {
-	records  int
-	bytes    int
-	wait     time.Duration
-	buffered int
-	// total caps the buffered bytes of all the sink's partitions together (held in
-	// workerConfig.total); 0: no cap.
-	total int
+	maxBatchRecords  int
+	maxBatchBytes    int
+	maxBatchWait     time.Duration
+	maxBufferedBytes int
+	// maxTotalBufferedBytes caps the buffered bytes of all the sink's partitions together
+	// (held in workerConfig.total); 0: no cap.
+	maxTotalBufferedBytes int
 }
 
 // worker owns one assigned partition: it collects that partition's records into batches and
@@ -96,7 +96,7 @@ type worker struct {
 	fetchNext int64        // poll goroutine only: next offset expected from Kafka
 	topicID   string       // stored at the claim, for the range check; "" when unknown
 	// markersEnd is an end of the partition the poll goroutine saw: offsets below it that
-	// were not delivered hold no committed record (ranges.go).
+	// were not delivered hold no committed record (poller_ranges.go).
 	markersEnd atomic.Int64
 
 	mu       sync.Mutex
@@ -117,14 +117,12 @@ type worker struct {
 	dead   atomic.Bool        // run returned
 
 	// Worker goroutine only: the outcomes of the partition's last records, for the dead-letter
-	// circuit breaker (nil: off), and whether the batch being applied isolates with its
-	// deferred constraints checked per part (its COMMIT failed on one).
-	deadLetters   *deadLetterWindow
-	checkDeferred bool
-	panicLogged   int64 // first offset + 1 of the batch whose panic's stack was logged (logPanic)
+	// circuit breaker (nil: off).
+	deadLetters *deadLetterWindow
+	panicLogged int64 // first offset + 1 of the batch whose panic's stack was logged (logPanic)
 
-	// commitBatch commits one batch: the commit method, or a stand-in in unit tests.
-	commitBatch func(batch []Record, attempt int, isolate bool) error
+	// commitBatch runs one try of a batch: the commit method, or a stand-in in unit tests.
+	commitBatch func(batch []Record, t *tries) error
 
 	// Worker goroutine only, for the eosink.fetch span: when the batch being formed had its
 	// first record queued (queuedAt), and when it was complete.
@@ -141,7 +139,7 @@ func newWorker(cfg *workerConfig, topic string, partition int32, epoch, next int
 	w.commitBatch = w.commit
 	cfg.active.Add(1) // every worker runs; run's end (drop) takes it back
 	if cfg.onPoison == DeadLetter {
-		w.deadLetters = newDeadLetterWindow(cfg.deadLetterWindow, cfg.deadLetterRatio)
+		w.deadLetters = newDeadLetterWindow(cfg.deadLetterWindow, cfg.maxDeadLetterRatio)
 	}
 	w.next.Store(next)
 	return w
@@ -182,13 +180,13 @@ func (w *worker) push(r Record) (full bool) {
 	w.queue = append(w.queue, r)
 	w.buffered += size
 	own := w.buffered
-	full = own >= w.cfg.limits.buffered
+	full = own >= w.cfg.limits.maxBufferedBytes
 	w.mu.Unlock()
 	total := w.cfg.total.Add(int64(size))
 	// At the sink-wide cap the poll loop stops taking records (capGate). When that lasts,
 	// partitions stuck with most of the total would starve the others: a partition then
 	// pauses once it holds its fair share, and the total stays under about twice the cap.
-	full = full || (w.cfg.limits.total > 0 && w.cfg.capPausing.Load() && total >= int64(w.cfg.limits.total) && own >= w.fairShare())
+	full = full || (w.cfg.limits.maxTotalBufferedBytes > 0 && w.cfg.capPausing.Load() && total >= int64(w.cfg.limits.maxTotalBufferedBytes) && own >= w.fairShare())
 	if full {
 		// Fetching pauses: no more records come until this partition commits, so its batch
 		// must not wait for MaxBatchWait to pass (nextBatch).
@@ -210,16 +208,16 @@ func (w *worker) canResume() bool {
 	w.mu.Lock()
 	own := w.buffered
 	w.mu.Unlock()
-	if own >= w.cfg.limits.buffered/2 {
+	if own >= w.cfg.limits.maxBufferedBytes/2 {
 		return false
 	}
-	lim := w.cfg.limits.total
+	lim := w.cfg.limits.maxTotalBufferedBytes
 	return lim == 0 || w.cfg.total.Load() < int64(lim/2) || own < w.fairShare()/2
 }
 
 // fairShare is this partition's share of MaxTotalBufferedBytes: the cap over the workers.
 func (w *worker) fairShare() int {
-	return w.cfg.limits.total / int(max(1, w.cfg.active.Load()))
+	return w.cfg.limits.maxTotalBufferedBytes / int(max(1, w.cfg.active.Load()))
 }
 
 // drop gives back what a worker that has returned still holds: records queued but never
@@ -279,12 +277,12 @@ func (w *worker) run() {
 	// A topic that appeared under a pattern subscription may have no route: stop here,
 	// before Open, rather than let the plugin see records it has nowhere to write.
 	if err := checkRoute(w.cfg.plugin, w.topic, w.cfg.subscription.pattern(w.topic)); err != nil {
-		w.cfg.failed(w, &PartitionError{Topic: w.topic, Partition: w.partition, Err: err})
+		w.fail(&PartitionError{Topic: w.topic, Partition: w.partition, Err: err})
 		return
 	}
 	if err := w.restoreDeadLetters(); err != nil { // the breaker remembers across claims
 		if w.ctx.Err() == nil {
-			w.cfg.failed(w, &PartitionError{Topic: w.topic, Partition: w.partition, Err: err})
+			w.fail(&PartitionError{Topic: w.topic, Partition: w.partition, Err: err})
 		}
 		return
 	}
@@ -297,7 +295,7 @@ func (w *worker) run() {
 	}()
 	if err := w.cfg.plugin.Open(w.ctx, p); err != nil {
 		if w.ctx.Err() == nil {
-			w.cfg.failed(w, &PartitionError{Topic: w.topic, Partition: w.partition, Err: fmt.Errorf("plugin open: %w", err)})
+			w.fail(&PartitionError{Topic: w.topic, Partition: w.partition, Err: fmt.Errorf("plugin open: %w", err)})
 		}
 		return
 	}
@@ -306,7 +304,7 @@ func (w *worker) run() {
 		if len(batch) == 0 && !stopping { // idle at the end of the partition
 			if err := w.skipMarkers(); err != nil {
 				if w.ctx.Err() == nil {
-					w.cfg.failed(w, err)
+					w.fail(err)
 				}
 				return
 			}
@@ -321,7 +319,7 @@ func (w *worker) run() {
 			w.settled(batch, size, err == nil)
 			if err != nil {
 				if w.ctx.Err() == nil {
-					w.cfg.failed(w, err)
+					w.fail(err)
 				} else { // an abort is not the partition's fault
 					w.cfg.log.Info("in-flight batch rolled back: partition revoked or lost", "topic", w.topic,
 						"partition", w.partition, "first_offset", batch[0].Offset, "records", len(batch))
@@ -332,6 +330,32 @@ func (w *worker) run() {
 		if stopping {
 			return
 		}
+	}
+}
+
+// fail reports why the partition stopped: fenced, a handler error, a failed Open, out of
+// range (worker goroutine, or the poll goroutine for a worker that has stopped).
+func (w *worker) fail(err error) {
+	if errors.Is(err, ErrFenced) && w.stopping() {
+		// Told to stop on revoke while committing what was queued, and the next owner came
+		// first: the partition is no longer ours, so this is no error of ours.
+		w.cfg.log.Info("queued batch fenced after the partition was revoked; the new owner applies it", "topic", w.topic,
+			"partition", w.partition, "epoch", w.epoch)
+		return
+	}
+	w.cfg.stops.record(w.topic, w.partition, err) // logs it, with the remedy
+	if errors.Is(err, ErrFenced) {
+		w.cfg.rechecks.request(partitionKey{w.topic, w.partition}) // an operator's reset is claimed again
+	}
+}
+
+// stopping reports whether the worker was told to stop (revoke, shutdown).
+func (w *worker) stopping() bool {
+	select {
+	case <-w.stop:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -363,18 +387,18 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 		}
 		w.mu.Lock()
 		n, bytes := 0, 0
-		for n < len(w.queue) && n < lim.records {
+		for n < len(w.queue) && n < lim.maxBatchRecords {
 			sz := recordSize(&w.queue[n])
-			if n > 0 && bytes+sz > lim.bytes {
+			if n > 0 && bytes+sz > lim.maxBatchBytes {
 				break
 			}
 			bytes += sz
 			n++
 		}
-		full := n == lim.records || n < len(w.queue) || bytes >= lim.bytes || w.held
+		full := n == lim.maxBatchRecords || n < len(w.queue) || bytes >= lim.maxBatchBytes || w.held
 		if n == 0 && !stopping && w.markersEnd.Load() > w.next.Load() {
 			w.mu.Unlock()
-			return nil, false // nothing queued: move past the markers at the end (ranges.go)
+			return nil, false // nothing queued: move past the markers at the end (worker_markers.go)
 		}
 		if n > 0 && w.waitStart.IsZero() {
 			w.waitStart = w.queuedAt
@@ -382,7 +406,7 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 		if n > 0 && !expired && !full && !stopping {
 			// MaxBatchWait runs from the oldest record's push, not from now: a record that
 			// arrived while the previous batch committed has waited that long already.
-			if left := time.Until(w.queuedAt.Add(lim.wait)); left <= 0 {
+			if left := time.Until(w.queuedAt.Add(lim.maxBatchWait)); left <= 0 {
 				expired = true
 			} else if timer == nil {
 				timer = time.NewTimer(left)
@@ -425,57 +449,4 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 		case <-w.ctx.Done():
 		}
 	}
-}
-
-// apply commits one batch, retrying transient errors with backoff until it commits, the
-// partition is fenced, the handler fails for good, or the worker is aborted.
-func (w *worker) apply(batch []Record) error {
-	backoff := w.cfg.retryBackoff
-	isolate := false
-	w.checkDeferred = false
-	for attempt := 1; ; attempt++ {
-		err := w.commitBatch(batch, attempt, isolate)
-		if err == nil {
-			return nil
-		}
-		if errors.Is(err, errIsolateAtCommit) && !w.checkDeferred {
-			// A deferred constraint failed at COMMIT: isolate again, checking the deferred
-			// constraints at the end of each part.
-			w.cfg.log.Info("batch failed a deferred constraint at COMMIT; writing it again in savepoints with deferred constraints checked per part",
-				"topic", w.topic, "partition", w.partition, "first_offset", batch[0].Offset, "records", len(batch))
-			isolate, w.checkDeferred = true, true
-			continue
-		}
-		if errors.Is(err, errIsolate) && !isolate {
-			// Poison with the DeadLetter policy: at once, again, isolating it. A retry after
-			// a transient error keeps isolating.
-			w.cfg.log.Info("batch holds a poison record; writing it again in savepoints", "topic", w.topic,
-				"partition", w.partition, "first_offset", batch[0].Offset, "records", len(batch))
-			isolate = true
-			continue
-		}
-		if !isRetryable(err) || w.ctx.Err() != nil {
-			return err
-		}
-		w.cfg.log.Warn("batch failed, retrying", "topic", w.topic, "partition", w.partition,
-			"first_offset", batch[0].Offset, "attempt", attempt, "backoff", backoff, "err", err)
-		w.cfg.m.retry(err)
-		if err := w.backoff(&backoff); err != nil {
-			return err
-		}
-	}
-}
-
-// backoff waits *d, or less if the worker is aborted (then it returns the context's error),
-// and doubles *d up to MaxRetryBackoff.
-func (w *worker) backoff(d *time.Duration) error {
-	t := time.NewTimer(*d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-w.ctx.Done():
-		return w.ctx.Err()
-	}
-	*d = min(2**d, w.cfg.maxRetryBackoff)
-	return nil
 }

@@ -12,7 +12,7 @@ func twoWorkers(t *testing.T, lim batchLimits) (*testWorker, *testWorker) {
 	a := newTestWorker(t, lim, nil)
 	b := newWorker(a.cfg, "t", 1, 1, 0)
 	b.commitBatch = a.fake.commit
-	tb := &testWorker{worker: b, fake: a.fake, failures: a.failures}
+	tb := &testWorker{worker: b, fake: a.fake}
 	t.Cleanup(func() {
 		b.cancel()
 		if tb.started {
@@ -25,7 +25,7 @@ func twoWorkers(t *testing.T, lim batchLimits) (*testWorker, *testWorker) {
 func TestWorkerTotalBudgetPausesEveryPartition(t *testing.T) {
 	// 660 bytes a record (500 + overhead): each partition may hold 10 000, all together 1 500
 	// (750 each while there are two).
-	a, b := twoWorkers(t, batchLimits{records: 100, bytes: 1 << 20, wait: time.Hour, buffered: 10_000, total: 1500})
+	a, b := twoWorkers(t, batchLimits{maxBatchRecords: 100, maxBatchBytes: 1 << 20, maxBatchWait: time.Hour, maxBufferedBytes: 10_000, maxTotalBufferedBytes: 1500})
 	// Until the total has stayed at the cap for capGrace, the poll loop holds off instead
 	// (capGate) and push pauses no partition on the total.
 	b.push(Record{Offset: 0, Value: make([]byte, 500)})
@@ -79,7 +79,7 @@ func TestWorkerTotalBudgetPausesEveryPartition(t *testing.T) {
 }
 
 func TestWorkerGivesBackItsBufferWhenItStops(t *testing.T) {
-	a, b := twoWorkers(t, batchLimits{records: 100, bytes: 1 << 20, wait: time.Hour, buffered: 1 << 20, total: 1 << 20})
+	a, b := twoWorkers(t, batchLimits{maxBatchRecords: 100, maxBatchBytes: 1 << 20, maxBatchWait: time.Hour, maxBufferedBytes: 1 << 20, maxTotalBufferedBytes: 1 << 20})
 	a.pushValues(100, 100, 100)
 	b.pushValues(100)
 	// a is aborted before it commits anything (a lost partition): its queued records must

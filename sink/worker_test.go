@@ -20,9 +20,10 @@ import (
 
 // call is one call of the stand-in commit.
 type call struct {
-	offsets []int64
-	attempt int
-	isolate bool
+	offsets       []int64
+	attempt       int
+	isolate       bool
+	checkDeferred bool
 }
 
 // fakeCommit records calls and answers each with the result of answer (nil: success).
@@ -33,8 +34,8 @@ type fakeCommit struct {
 	called chan struct{} // one send per call, without blocking
 }
 
-func (f *fakeCommit) commit(batch []Record, attempt int, isolate bool) error {
-	c := call{attempt: attempt, isolate: isolate}
+func (f *fakeCommit) commit(batch []Record, t *tries) error {
+	c := call{attempt: t.attempt, isolate: t.isolate, checkDeferred: t.checkDeferred}
 	for _, r := range batch {
 		c.offsets = append(c.offsets, r.Offset)
 	}
@@ -68,10 +69,15 @@ func (f *fakeCommit) batchSizes() []int {
 
 type testWorker struct {
 	*worker
-	fake     *fakeCommit
-	failures chan error
-	started  bool
+	fake    *fakeCommit
+	started bool
 }
+
+// failures are why the worker's partition stopped, as its stop ledger has them.
+func (tw *testWorker) failures() []error { return tw.cfg.stops.errors() }
+
+// testStops is a stop ledger that logs nothing and writes nowhere (no persistence goroutine).
+func testStops() *stopLedger { return newStopLedger(&Config{}, slog.New(slog.DiscardHandler)) }
 
 // start runs the worker goroutine; the test's cleanup aborts it and waits for it.
 func (tw *testWorker) start() {
@@ -81,21 +87,20 @@ func (tw *testWorker) start() {
 
 func newTestWorker(t *testing.T, lim batchLimits, answer func(call) error) *testWorker {
 	t.Helper()
-	if lim.buffered == 0 {
-		lim.buffered = 1 << 20
+	if lim.maxBufferedBytes == 0 {
+		lim.maxBufferedBytes = 1 << 20
 	}
-	failures := make(chan error, 10)
 	cfg := &workerConfig{
 		plugin:       handlerPlugin(func(context.Context, pgx.Tx, Batch) error { return nil }),
 		limits:       lim,
 		retryBackoff: time.Millisecond, maxRetryBackoff: 4 * time.Millisecond,
 		m: &metrics{}, tracer: newTracer(nil), log: slog.New(slog.DiscardHandler), total: new(atomic.Int64),
-		failed: func(_ *worker, err error) { failures <- err },
+		stops: testStops(), rechecks: newRechecks(),
 	}
 	fake := &fakeCommit{answer: answer, called: make(chan struct{}, 100)}
 	w := newWorker(cfg, "t", 0, 1, 0)
 	w.commitBatch = fake.commit
-	tw := &testWorker{worker: w, fake: fake, failures: failures}
+	tw := &testWorker{worker: w, fake: fake}
 	t.Cleanup(func() {
 		w.cancel()
 		if tw.started {
@@ -122,7 +127,7 @@ func waitDone(t *testing.T, w *worker) {
 }
 
 func TestWorkerBatchesByRecordCountAndCommitsTheRestOnStop(t *testing.T) {
-	tw := newTestWorker(t, batchLimits{records: 3, bytes: 1 << 20, wait: time.Hour}, nil)
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 3, maxBatchBytes: 1 << 20, maxBatchWait: time.Hour}, nil)
 	tw.pushValues(1, 1, 1, 1, 1, 1, 1)
 	tw.start()
 	for range 2 {
@@ -144,7 +149,7 @@ func TestWorkerBatchesByRecordCountAndCommitsTheRestOnStop(t *testing.T) {
 func TestWorkerBacklogRestFormsAtOnce(t *testing.T) {
 	// Four records queued, batches of three: the fourth has waited already, so its batch
 	// forms right after the first commits, not MaxBatchWait (an hour) later.
-	tw := newTestWorker(t, batchLimits{records: 3, bytes: 1 << 20, wait: time.Hour}, nil)
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 3, maxBatchBytes: 1 << 20, maxBatchWait: time.Hour}, nil)
 	tw.pushValues(1, 1, 1, 1)
 	tw.start()
 	for i := range 2 {
@@ -162,7 +167,7 @@ func TestWorkerBacklogRestFormsAtOnce(t *testing.T) {
 func TestWorkerBatchesByBytes(t *testing.T) {
 	// 10 bytes per batch: two 4-byte values fit, a third does not; a record larger than the
 	// limit goes alone.
-	tw := newTestWorker(t, batchLimits{records: 100, bytes: 10, wait: time.Hour}, nil)
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 100, maxBatchBytes: 10, maxBatchWait: time.Hour}, nil)
 	tw.pushValues(4, 4, 4, 20, 4)
 	tw.start()
 	for range 3 {
@@ -176,7 +181,7 @@ func TestWorkerBatchesByBytes(t *testing.T) {
 }
 
 func TestWorkerCommitsAPartialBatchAfterMaxBatchWait(t *testing.T) {
-	tw := newTestWorker(t, batchLimits{records: 100, bytes: 1 << 20, wait: 20 * time.Millisecond}, nil)
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 100, maxBatchBytes: 1 << 20, maxBatchWait: 20 * time.Millisecond}, nil)
 	tw.start()
 	tw.pushValues(1, 1)
 	select {
@@ -199,7 +204,7 @@ func TestWorkerBatchWaitRunsFromTheFirstRecordsArrival(t *testing.T) {
 	second := make(chan seen, 1)
 	var released time.Time // worker goroutine only
 	var tw *testWorker
-	tw = newTestWorker(t, batchLimits{records: 2, bytes: 1 << 20, wait: wait}, func(c call) error {
+	tw = newTestWorker(t, batchLimits{maxBatchRecords: 2, maxBatchBytes: 1 << 20, maxBatchWait: wait}, func(c call) error {
 		if c.offsets[0] == 0 {
 			<-release // the first batch's commit takes longer than MaxBatchWait
 			released = time.Now()
@@ -236,7 +241,7 @@ func TestWorkerBatchWaitRunsFromTheFirstRecordsArrival(t *testing.T) {
 }
 
 func TestWorkerPushReportsAFullBuffer(t *testing.T) {
-	tw := newTestWorker(t, batchLimits{records: 100, bytes: 1 << 20, wait: time.Hour, buffered: 1000}, nil)
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 100, maxBatchBytes: 1 << 20, maxBatchWait: time.Hour, maxBufferedBytes: 1000}, nil)
 	if full := tw.push(Record{Offset: 0, Value: make([]byte, 500)}); full {
 		t.Fatal("full after 660 of 1000 bytes")
 	}
@@ -253,7 +258,7 @@ func TestWorkerPushReportsAFullBuffer(t *testing.T) {
 
 func TestWorkerRetriesTransientErrorsWithTheSameBatch(t *testing.T) {
 	serialization := &pgconn.PgError{Code: "40001", Message: "could not serialize access"}
-	tw := newTestWorker(t, batchLimits{records: 2, bytes: 1 << 20, wait: time.Hour}, func(c call) error {
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 2, maxBatchBytes: 1 << 20, maxBatchWait: time.Hour}, func(c call) error {
 		if c.attempt < 3 {
 			return serialization
 		}
@@ -278,13 +283,13 @@ func TestWorkerRetriesTransientErrorsWithTheSameBatch(t *testing.T) {
 	if n := tw.cfg.m.retries.load(); n != 2 {
 		t.Fatalf("retries %d, want 2", n)
 	}
-	if len(tw.failures) != 0 {
-		t.Fatalf("partition failed: %v", <-tw.failures)
+	if errs := tw.failures(); len(errs) != 0 {
+		t.Fatalf("partition failed: %v", errs)
 	}
 }
 
 func TestWorkerIsolatesAPoisonBatchAtOnce(t *testing.T) {
-	tw := newTestWorker(t, batchLimits{records: 2, bytes: 1 << 20, wait: time.Hour}, func(c call) error {
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 2, maxBatchBytes: 1 << 20, maxBatchWait: time.Hour}, func(c call) error {
 		if !c.isolate {
 			return errIsolate
 		}
@@ -309,17 +314,12 @@ func TestWorkerIsolatesAPoisonBatchAtOnce(t *testing.T) {
 
 func TestWorkerStopsThePartitionOnAHandlerError(t *testing.T) {
 	herr := &HandlerError{Topic: "t", Partition: 0, FirstOffset: 0, LastOffset: 0, Err: errors.New("boom")}
-	tw := newTestWorker(t, batchLimits{records: 1, bytes: 1 << 20, wait: time.Hour}, func(call) error { return herr })
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 1, maxBatchBytes: 1 << 20, maxBatchWait: time.Hour}, func(call) error { return herr })
 	tw.pushValues(1, 1, 1)
 	tw.start()
 	waitDone(t, tw.worker) // without a stop: the error ends the worker
-	select {
-	case err := <-tw.failures:
-		if !errors.Is(err, herr) {
-			t.Fatalf("failure %v, want the handler error", err)
-		}
-	default:
-		t.Fatal("the handler error was not reported")
+	if errs := tw.failures(); len(errs) != 1 || !errors.Is(errs[0], herr) {
+		t.Fatalf("failures %v, want the handler error", errs)
 	}
 	if got := tw.fake.batchSizes(); !slices.Equal(got, []int{1}) {
 		t.Fatalf("batch sizes %v: the records after the failed batch were committed", got)
@@ -330,14 +330,14 @@ func TestWorkerStopsThePartitionOnAHandlerError(t *testing.T) {
 }
 
 func TestWorkerFencedIsNotRetried(t *testing.T) {
-	tw := newTestWorker(t, batchLimits{records: 1, bytes: 1 << 20, wait: time.Hour}, func(call) error {
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 1, maxBatchBytes: 1 << 20, maxBatchWait: time.Hour}, func(call) error {
 		return &FencedError{Pipeline: "p", Topic: "t", Partition: 0, Epoch: 1, Start: 0}
 	})
 	tw.pushValues(1)
 	tw.start()
 	waitDone(t, tw.worker)
-	if err := <-tw.failures; !errors.Is(err, ErrFenced) {
-		t.Fatalf("failure %v, want ErrFenced", err)
+	if errs := tw.failures(); len(errs) != 1 || !errors.Is(errs[0], ErrFenced) {
+		t.Fatalf("failures %v, want ErrFenced", errs)
 	}
 	if n := len(tw.fake.snapshot()); n != 1 {
 		t.Fatalf("%d commit calls, want 1", n)
@@ -345,7 +345,7 @@ func TestWorkerFencedIsNotRetried(t *testing.T) {
 }
 
 func TestWorkerAbortIsNotAPartitionFailure(t *testing.T) {
-	tw := newTestWorker(t, batchLimits{records: 1, bytes: 1 << 20, wait: time.Hour}, nil)
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 1, maxBatchBytes: 1 << 20, maxBatchWait: time.Hour}, nil)
 	tw.fake.answer = func(call) error {
 		<-tw.ctx.Done() // an in-flight transaction until the revoke aborts it
 		return tw.ctx.Err()
@@ -355,13 +355,13 @@ func TestWorkerAbortIsNotAPartitionFailure(t *testing.T) {
 	<-tw.fake.called
 	tw.cancel()
 	waitDone(t, tw.worker)
-	if len(tw.failures) != 0 {
-		t.Fatalf("an abort was reported as a failure: %v", <-tw.failures)
+	if errs := tw.failures(); len(errs) != 0 {
+		t.Fatalf("an abort was reported as a failure: %v", errs)
 	}
 }
 
 func TestAwaitWorkersAbortsPastTheTimeout(t *testing.T) {
-	tw := newTestWorker(t, batchLimits{records: 1, bytes: 1 << 20, wait: time.Hour}, nil)
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 1, maxBatchBytes: 1 << 20, maxBatchWait: time.Hour}, nil)
 	tw.fake.answer = func(call) error {
 		<-tw.ctx.Done()
 		return tw.ctx.Err()
@@ -380,8 +380,8 @@ func TestAwaitWorkersAbortsPastTheTimeout(t *testing.T) {
 	if progress != 1 || tw.ctx.Err() == nil {
 		t.Fatalf("progress %d, context %v: want one worker done, aborted", progress, tw.ctx.Err())
 	}
-	if len(tw.failures) != 0 {
-		t.Fatalf("an abort was reported as a failure: %v", <-tw.failures)
+	if errs := tw.failures(); len(errs) != 0 {
+		t.Fatalf("an abort was reported as a failure: %v", errs)
 	}
 }
 
@@ -389,7 +389,7 @@ func TestAwaitWorkersLeavesAWorkerThatIgnoresCancellation(t *testing.T) {
 	defer func(g time.Duration) { stopGrace = g }(stopGrace)
 	stopGrace = 20 * time.Millisecond
 	release := make(chan struct{})
-	tw := newTestWorker(t, batchLimits{records: 1, bytes: 1 << 20, wait: time.Hour}, func(call) error {
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 1, maxBatchBytes: 1 << 20, maxBatchWait: time.Hour}, func(call) error {
 		<-release // ignores its context
 		return nil
 	})
@@ -411,22 +411,21 @@ func TestAwaitWorkersLeavesAWorkerThatIgnoresCancellation(t *testing.T) {
 // part; a third COMMIT failure stops the partition.
 func TestWorkerChecksDeferredConstraintsOnlyAfterACommitFailure(t *testing.T) {
 	var checked []bool
-	var tw *testWorker
-	tw = newTestWorker(t, batchLimits{records: 2, bytes: 1 << 20, wait: time.Hour}, func(c call) error {
-		checked = append(checked, tw.checkDeferred) // the worker goroutine's own field, read on it
+	tw := newTestWorker(t, batchLimits{maxBatchRecords: 2, maxBatchBytes: 1 << 20, maxBatchWait: time.Hour}, func(c call) error {
+		checked = append(checked, c.checkDeferred)
 		switch {
 		case !c.isolate:
 			return errIsolate // poison at a statement: isolate, deferred constraints as declared
-		case !tw.checkDeferred:
+		case !c.checkDeferred:
 			return errIsolateAtCommit
 		}
 		return errIsolateAtCommit // still failing: not isolated a third time
 	})
 	tw.pushValues(1, 1)
 	tw.start()
-	err := <-tw.failures
 	waitDone(t, tw.worker)
-	if !slices.Equal(checked, []bool{false, false, true}) || !errors.Is(err, errIsolate) {
-		t.Fatalf("checkDeferred per attempt %v, failure %v; want [false false true] and the isolation error", checked, err)
+	errs := tw.failures()
+	if !slices.Equal(checked, []bool{false, false, true}) || len(errs) != 1 || !errors.Is(errs[0], errIsolate) {
+		t.Fatalf("checkDeferred per attempt %v, failures %v; want [false false true] and the isolation error", checked, errs)
 	}
 }

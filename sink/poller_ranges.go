@@ -2,15 +2,10 @@ package sink
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-	"github.com/jackc/pgx/v5"
-
-	"github.com/eosink/eosink/internal/pgerr"
-	"github.com/eosink/eosink/rebalance"
 )
 
 // Log ranges while running.
@@ -19,7 +14,7 @@ import (
 // poll goroutine checks each running partition against the broker: the log start and high
 // watermark (QueryWatermarkOffsets) and the topic id (DescribeTopics). The broker queries
 // run on a goroutine of their own; a failed query is retried at the next interval. A
-// partition is stopped (loudly, recordFailure) when
+// partition is stopped (loudly, stopLedger.record) when
 //   - the topic id differs from the one stored at the claim (ErrTopicRecreated);
 //   - the next record it needs was deleted: its fetch position is below the log start;
 //   - the log was truncated: its stored or fetch position is above the high watermark.
@@ -32,9 +27,6 @@ import (
 // what it was given, [next, P) holds no committed record, and the worker advances the row
 // to P in a transaction of its own (the same conditional update as a batch). Retention may
 // then delete those markers without stopping the partition at its next claim.
-
-// rangeCheckInterval is how often running partitions are checked against the log.
-var rangeCheckInterval = 5 * time.Second
 
 // rangeChecker is the state of the checks; poll goroutine only, except what the probe
 // goroutine sends on results.
@@ -57,12 +49,12 @@ type rangeProbe struct {
 }
 
 // requestRangeCheck makes the next turn of the poll loop check every partition.
-func (s *Sink) requestRangeCheck() { s.ranges.due = true }
+func (p *poller) requestRangeCheck() { p.ranges.due = true }
 
 // rangeChecks runs on the poll goroutine: it applies the results of a finished probe and
 // starts a new one when due.
-func (s *Sink) rangeChecks() {
-	rc := &s.ranges
+func (p *poller) rangeChecks() {
+	rc := &p.ranges
 	if rc.results == nil {
 		rc.results = make(chan []rangeProbe, 1)
 		rc.last = time.Now()
@@ -70,14 +62,14 @@ func (s *Sink) rangeChecks() {
 	select {
 	case probes := <-rc.results:
 		rc.busy = false
-		s.applyRanges(probes)
+		p.applyRanges(probes)
 	default:
 	}
 	if rc.busy || (!rc.due && time.Since(rc.last) < rangeCheckInterval) {
 		return
 	}
 	var probes []rangeProbe
-	for k, w := range s.workers {
+	for k, w := range p.workers {
 		if !w.dead.Load() {
 			probes = append(probes, rangeProbe{k: k, w: w, next: w.next.Load(), fetch: w.fetchNext})
 		}
@@ -87,16 +79,16 @@ func (s *Sink) rangeChecks() {
 		return
 	}
 	if rc.admin == nil {
-		a, err := kafka.NewAdminClientFromConsumer(s.consumer)
+		a, err := kafka.NewAdminClientFromConsumer(p.consumer)
 		if err != nil {
-			s.log.Warn("no admin client for the topic id check", "err", err)
+			p.log.Warn("no admin client for the topic id check", "err", err)
 		}
 		rc.admin = a
 	}
 	rc.busy = true
 	go func(c *kafka.Consumer, a *kafka.AdminClient, results chan<- []rangeProbe) {
 		results <- probeRanges(c, a, probes)
-	}(s.consumer, rc.admin, rc.results)
+	}(p.consumer, rc.admin, rc.results)
 }
 
 // probeRanges asks the broker (any goroutine).
@@ -110,7 +102,7 @@ func probeRanges(c *kafka.Consumer, a *kafka.AdminClient, probes []rangeProbe) [
 				names = append(names, p.k.topic)
 			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), brokerQueryTimeout)
 		res, err := a.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames(names))
 		cancel()
 		if err == nil {
@@ -124,44 +116,44 @@ func probeRanges(c *kafka.Consumer, a *kafka.AdminClient, probes []rangeProbe) [
 	for i := range probes {
 		p := &probes[i]
 		p.topicID = ids[p.k.topic]
-		p.low, p.high, p.err = c.QueryWatermarkOffsets(p.k.topic, p.k.partition, 5000)
+		p.low, p.high, p.err = c.QueryWatermarkOffsets(p.k.topic, p.k.partition, int(brokerQueryTimeout.Milliseconds()))
 	}
 	return probes
 }
 
 // applyRanges stops the partitions whose position no longer fits their log.
-func (s *Sink) applyRanges(probes []rangeProbe) {
-	for _, p := range probes {
-		w := p.w
-		if s.workers[p.k] != w || w.dead.Load() {
+func (p *poller) applyRanges(probes []rangeProbe) {
+	for _, pr := range probes {
+		w := pr.w
+		if p.workers[pr.k] != w || w.dead.Load() {
 			continue // revoked, claimed again or stopped meanwhile
 		}
 		// The log grows while the broker is asked: compare the positions from before the
 		// query with its high watermark, and the latest fetch position with its log start.
 		var cause error
-		next, fetch := p.next, w.fetchNext
+		next, fetch := pr.next, w.fetchNext
 		switch {
-		case p.topicID != "" && w.topicID != "" && p.topicID != w.topicID:
-			cause = fmt.Errorf("%w: stored topic id %s, broker has %s", ErrTopicRecreated, w.topicID, p.topicID)
-		case p.err != nil:
-			s.log.Warn("query watermark offsets failed; checking again shortly", "topic", p.k.topic, "partition", p.k.partition, "err", p.err)
+		case pr.topicID != "" && w.topicID != "" && pr.topicID != w.topicID:
+			cause = fmt.Errorf("%w: stored topic id %s, broker has %s", ErrTopicRecreated, w.topicID, pr.topicID)
+		case pr.err != nil:
+			p.log.Warn("query watermark offsets failed; checking again shortly", "topic", pr.k.topic, "partition", pr.k.partition, "err", pr.err)
 			continue
-		case fetch < p.low || p.next > p.high || p.fetch > p.high:
-			cause = fmt.Errorf("%w: stored next offset %d, fetch position %d, log has %d..%d", ErrOffsetOutOfRange, next, fetch, p.low, p.high)
+		case fetch < pr.low || pr.next > pr.high || pr.fetch > pr.high:
+			cause = fmt.Errorf("%w: stored next offset %d, fetch position %d, log has %d..%d", ErrOffsetOutOfRange, next, fetch, pr.low, pr.high)
 		default:
 			continue
 		}
 		w.cancel()
 		<-w.done
-		s.partitionFailed(w, &PartitionError{Topic: p.k.topic, Partition: p.k.partition, Err: cause})
-		s.pause(p.k, w)
+		w.fail(&PartitionError{Topic: pr.k.topic, Partition: pr.k.partition, Err: cause})
+		p.pause(pr.k, w)
 	}
 }
 
 // closeRanges waits for a probe in flight and releases the admin client; before the
 // consumer closes.
-func (s *Sink) closeRanges() {
-	rc := &s.ranges
+func (p *poller) closeRanges() {
+	rc := &p.ranges
 	if rc.busy {
 		<-rc.results
 		rc.busy = false
@@ -174,73 +166,12 @@ func (s *Sink) closeRanges() {
 
 // atEnd handles the end of a partition at e.Offset (poll goroutine): every committed record
 // below it was delivered, so the worker may move its position past what lies between.
-func (s *Sink) atEnd(e kafka.PartitionEOF) {
-	w := s.workers[partitionKey{*e.Topic, e.Partition}]
+func (p *poller) atEnd(e kafka.PartitionEOF) {
+	w := p.workers[partitionKey{*e.Topic, e.Partition}]
 	end := int64(e.Offset)
 	if w == nil || w.dead.Load() || end <= w.fetchNext {
 		return
 	}
 	w.fetchNext = end
 	w.skipTo(end)
-}
-
-// skipTo asks the worker to move its stored position to end once it has committed what it
-// was given (poll goroutine).
-func (w *worker) skipTo(end int64) {
-	w.markersEnd.Store(end)
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-}
-
-// skipMarkers runs on the worker goroutine with nothing queued or in flight: it advances the
-// row from the next offset to the end the poll goroutine saw, past transaction markers and
-// aborted records only, with the same conditional update as a batch. A fence stops the
-// partition; any other failure leaves the position where it was until the next end.
-func (w *worker) skipMarkers() error {
-	cfg := w.cfg
-	end, start := w.markersEnd.Load(), w.next.Load()
-	if end <= start {
-		return nil
-	}
-	giveUp := func(err error) error {
-		w.markersEnd.CompareAndSwap(end, 0)
-		cfg.log.Warn("could not move the stored position past transaction markers; it stays", "topic", w.topic,
-			"partition", w.partition, "next_offset", start, "end", end, "err", err)
-		return nil
-	}
-	rng := rebalance.Range{Topic: w.topic, Partition: w.partition, Epoch: w.epoch, Start: start, End: end}
-	tx, err := cfg.db.BeginTx(w.ctx, pgx.TxOptions{IsoLevel: cfg.isolation})
-	if err != nil {
-		return giveUp(err)
-	}
-	if err := cfg.store.Advance(w.ctx, tx, rng); err != nil {
-		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = tx.Rollback(rctx)
-		cancel()
-		if errors.Is(err, ErrFenced) {
-			cfg.m.fenced.add(1)
-			return err
-		}
-		return giveUp(err)
-	}
-	pid := tx.Conn().PgConn().PID() // the session to end if this COMMIT's outcome is unknown
-	if err := tx.Commit(w.ctx); err != nil {
-		if !pgerr.IsConnectionError(err) || w.ctx.Err() != nil {
-			return giveUp(err)
-		}
-		if err := w.settle(rng, pid, err); err != nil {
-			if errors.Is(err, ErrFenced) {
-				return err
-			}
-			return giveUp(err)
-		}
-	}
-	w.next.Store(end)
-	cfg.log.Debug("stored position moved past transaction markers", "topic", w.topic, "partition", w.partition, "from", start, "to", end)
-	if cfg.committed != nil {
-		cfg.committed(w.topic, w.partition, end)
-	}
-	return nil
 }

@@ -32,11 +32,11 @@ func benchMessages(topic string, n int) []*kafka.Message {
 func BenchmarkDispatchToBatch(b *testing.B) {
 	const batch = 5000
 	msgs := benchMessages("bench", batch)
-	cfg := &workerConfig{limits: batchLimits{records: batch, bytes: 64 << 20, wait: time.Hour, buffered: 1 << 40}}
+	cfg := &workerConfig{limits: batchLimits{maxBatchRecords: batch, maxBatchBytes: 64 << 20, maxBatchWait: time.Hour, maxBufferedBytes: 1 << 40}}
 	cfg.total = &(&Sink{}).buffered
-	s := &Sink{workers: map[partitionKey]*worker{}, paused: map[partitionKey]*worker{}}
+	p := newPoller(&Config{}, nil, &metrics{}, nil, &pollClock{})
 	w := newWorker(cfg, "bench", 0, 1, 0)
-	s.workers[partitionKey{"bench", 0}] = w
+	p.workers[partitionKey{"bench", 0}] = w
 	b.ReportAllocs()
 	cpu0 := cpuTime()
 	var offset kafka.Offset
@@ -44,7 +44,7 @@ func BenchmarkDispatchToBatch(b *testing.B) {
 		for _, m := range msgs {
 			m.TopicPartition.Offset = offset
 			offset++
-			s.dispatch(m)
+			p.dispatch(m)
 		}
 		recs, _ := w.nextBatch()
 		if len(recs) != batch {

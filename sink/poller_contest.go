@@ -20,7 +20,7 @@ import (
 // belongs to a claim that goes nowhere: its instance learns at its next poll that it lost
 // the assignment, and stops.
 //
-// So a partition whose claim was abandoned (Lifecycle.Contested), or whose worker was fenced
+// So a partition whose claim was abandoned (poller.Contested), or whose worker was fenced
 // by another instance's claim (at a commit, or, for an idle partition, seen by checkEpochs
 // with the heartbeat), is contested: it stays assigned here, paused, consuming
 // nothing. After contestGrace, if it is still assigned here (no revoke or loss came) and the
@@ -34,7 +34,7 @@ import (
 
 // contest is a contested partition waiting for contestGrace (poll goroutine only).
 type contest struct {
-	w     *worker // the stopped worker (or the placeholder of an abandoned claim) in s.workers
+	w     *worker // the stopped worker (or the placeholder of an abandoned claim) in p.workers
 	epoch int64   // the other claim's epoch, as read at since
 	since time.Time
 }
@@ -43,54 +43,53 @@ type contest struct {
 // claim. The partition is assigned in Kafka; a worker that has already stopped stands for
 // it, so that its records are paused and dropped, until contestGrace tells whether the other
 // claim is real.
-func (l *lifecycle) Contested(c rebalance.Claim) {
-	s := (*Sink)(l)
-	s.touch()
+func (p *poller) Contested(c rebalance.Claim) {
+	p.clock.touch()
 	k := partitionKey{c.Topic, c.Partition}
-	w := newWorker(s.wcfg, c.Topic, c.Partition, 0, c.NextOffset) // epoch 0: never this instance's
+	w := newWorker(p.wcfg, c.Topic, c.Partition, 0, c.NextOffset) // epoch 0: never this instance's
 	w.dead.Store(true)
 	w.drop()
 	close(w.done)
-	s.workers[k] = w
-	s.contested[k] = contest{w: w, epoch: c.Epoch, since: time.Now()}
-	s.scheduleContest(k)
+	p.workers[k] = w
+	p.contested[k] = contest{w: w, epoch: c.Epoch, since: time.Now()}
+	p.scheduleContest(k)
 }
 
 // contest is called when a stopped worker w of k finds pos, another instance's claim, in the
 // row: it starts the grace period, or, once that has passed with the row unchanged, claims
 // the partition again (poll goroutine).
-func (s *Sink) contest(ctx context.Context, k partitionKey, w *worker, pos rebalance.Position) {
-	c, ok := s.contested[k]
+func (p *poller) contest(ctx context.Context, k partitionKey, w *worker, pos rebalance.Position) {
+	c, ok := p.contested[k]
 	if !ok || c.w != w || c.epoch != pos.Epoch {
 		if ok && c.w == w {
-			s.log.Info("contested partition claimed again by another instance; waiting again", "topic", k.topic,
+			p.log.Info("contested partition claimed again by another instance; waiting again", "topic", k.topic,
 				"partition", k.partition, "owner", pos.Owner, "epoch", pos.Epoch)
 		} else {
-			s.log.Warn("partition assigned here is claimed by another instance; claiming it again if it is still assigned here after the grace period",
-				"topic", k.topic, "partition", k.partition, "owner", pos.Owner, "epoch", pos.Epoch, "grace", s.contestGrace())
+			p.log.Warn("partition assigned here is claimed by another instance; claiming it again if it is still assigned here after the grace period",
+				"topic", k.topic, "partition", k.partition, "owner", pos.Owner, "epoch", pos.Epoch, "grace", p.contestGrace())
 		}
-		s.contested[k] = contest{w: w, epoch: pos.Epoch, since: time.Now()}
-		s.scheduleContest(k)
+		p.contested[k] = contest{w: w, epoch: pos.Epoch, since: time.Now()}
+		p.scheduleContest(k)
 		return
 	}
-	if time.Since(c.since) < s.contestGrace() {
+	if time.Since(c.since) < p.contestGrace() {
 		return // a look is scheduled for the end of the grace period
 	}
-	cl, err := s.store.ClaimIf(ctx, k.topic, k.partition, pos.Epoch)
+	cl, err := p.store.ClaimIf(ctx, k.topic, k.partition, pos.Epoch)
 	if err != nil {
 		if errors.Is(err, rebalance.ErrClaimTaken) {
 			c.since = time.Now() // claimed again meanwhile: a live owner, or another stale one
-			s.contested[k] = c
-			s.scheduleContest(k)
+			p.contested[k] = c
+			p.scheduleContest(k)
 			return
 		}
-		s.log.Warn("claiming a contested partition failed; trying again later", "topic", k.topic, "partition", k.partition,
-			"retry_in", s.cfg.MaxRetryBackoff, "err", err)
-		time.AfterFunc(s.cfg.MaxRetryBackoff, func() { s.requestRecheck(k) })
+		p.log.Warn("claiming a contested partition failed; trying again later", "topic", k.topic, "partition", k.partition,
+			"retry_in", p.cfg.MaxRetryBackoff, "err", err)
+		time.AfterFunc(p.cfg.MaxRetryBackoff, func() { p.rechecks.request(k) })
 		return
 	}
-	if s.restartWorker(k, cl) {
-		s.log.Info("partition claimed again: the claim that took it went nowhere while it stayed assigned here",
+	if p.restartWorker(k, cl) {
+		p.log.Info("partition claimed again: the claim that took it went nowhere while it stayed assigned here",
 			"topic", k.topic, "partition", k.partition, "epoch", cl.Epoch, "next_offset", cl.NextOffset, "was_owner", pos.Owner)
 	}
 }
@@ -98,11 +97,11 @@ func (s *Sink) contest(ctx context.Context, k partitionKey, w *worker, pos rebal
 // checkEpochs compares the epochs of the running workers' rows with their own, and asks the
 // poll goroutine to look at each row another claim took (reclaimIfReset, then contest): an
 // idle partition has no commit to be fenced by, so a stale claim of it would otherwise go
-// unseen until its next record. The persister calls it with every heartbeat; a failed read
+// unseen until its next record. The stop ledger's persistence goroutine calls it with every heartbeat (heartbeat.go); a failed read
 // is left to the next one.
-func (s *Sink) checkEpochs(ctx context.Context) {
-	ws := s.liveWorkers()
-	if len(ws) == 0 || s.store == nil {
+func (p *poller) checkEpochs(ctx context.Context) {
+	ws := p.liveWorkers()
+	if len(ws) == 0 || p.store == nil {
 		return
 	}
 	topics := make([]string, len(ws))
@@ -110,30 +109,30 @@ func (s *Sink) checkEpochs(ctx context.Context) {
 	for i, w := range ws {
 		topics[i], partitions[i] = w.topic, w.partition
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
 	defer cancel()
-	epochs, err := s.store.Epochs(ctx, topics, partitions)
+	epochs, err := p.store.Epochs(ctx, topics, partitions)
 	if err != nil {
 		return
 	}
 	for _, w := range ws {
 		if e, ok := epochs[w.topic][w.partition]; ok && e != w.epoch {
-			s.requestRecheck(partitionKey{w.topic, w.partition})
+			p.rechecks.request(partitionKey{w.topic, w.partition})
 		}
 	}
 }
 
 // scheduleContest asks for a look at k once its grace period has passed.
-func (s *Sink) scheduleContest(k partitionKey) {
-	time.AfterFunc(s.contestGrace()+100*time.Millisecond, func() { s.requestRecheck(k) })
+func (p *poller) scheduleContest(k partitionKey) {
+	time.AfterFunc(p.contestGrace()+contestLookDelay, func() { p.rechecks.request(k) })
 }
 
 // contestGrace is how long a contested partition waits: the consumer's session.timeout.ms,
-// librdkafka's default of 45s when not set (and for group.protocol=consumer, whose session
-// timeout the broker sets, 45s by default).
-func (s *Sink) contestGrace() time.Duration {
-	ms := 45000
-	if v, ok := s.cfg.Kafka["session.timeout.ms"]; ok {
+// librdkafka's default (defaultSessionTimeoutMs) when not set, and that default for
+// group.protocol=consumer, whose session timeout the broker sets.
+func (p *poller) contestGrace() time.Duration {
+	ms := defaultSessionTimeoutMs
+	if v, ok := p.cfg.Kafka["session.timeout.ms"]; ok {
 		switch v := v.(type) {
 		case int:
 			ms = v
@@ -143,8 +142,8 @@ func (s *Sink) contestGrace() time.Duration {
 			}
 		}
 	}
-	if p, _ := s.cfg.Kafka["group.protocol"].(string); p == "consumer" {
-		ms = 45000
+	if p, _ := p.cfg.Kafka["group.protocol"].(string); p == "consumer" {
+		ms = defaultSessionTimeoutMs
 	}
 	return time.Duration(ms) * time.Millisecond
 }

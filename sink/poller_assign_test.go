@@ -18,15 +18,16 @@ func TestFenceAfterRevokeIsNoPartitionError(t *testing.T) {
 	}
 	fenced := &FencedError{Pipeline: "p", Topic: "t", Partition: 0, Epoch: 1, Start: 10}
 
-	revoked := newWorker(&workerConfig{}, "t", 0, 1, 10)
+	wcfg := &workerConfig{log: s.log, stops: s.stops, rechecks: s.poll.rechecks}
+	revoked := newWorker(wcfg, "t", 0, 1, 10)
 	close(revoked.stop)
-	s.partitionFailed(revoked, fenced)
+	revoked.fail(fenced)
 	if errs := s.PartitionErrors(); len(errs) != 0 {
 		t.Fatalf("fence after revoke recorded: %v", errs)
 	}
 
-	assigned := newWorker(&workerConfig{}, "t", 1, 1, 10)
-	s.partitionFailed(assigned, fenced)
+	assigned := newWorker(wcfg, "t", 1, 1, 10)
+	assigned.fail(fenced)
 	if errs := s.PartitionErrors(); len(errs) != 1 || !errors.Is(errs[0], ErrFenced) {
 		t.Fatalf("fence while assigned: %v, want it recorded", errs)
 	}

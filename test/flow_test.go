@@ -165,9 +165,15 @@ func TestStuckPartitionHoldingTheTotalDoesNotStallOthers(t *testing.T) {
 	if n0, _ := p.storedOrZero(t, 0); n0 != 0 {
 		t.Fatalf("blocked partition 0 moved to %d", n0)
 	}
-	if st := r.s.Stats(); st.Pauses == 0 || st.BufferedBytes < int64(cfg.MaxTotalBufferedBytes/2) {
-		t.Fatalf("stats %+v: partition 0 did not hold half of the total, so the test proves nothing", st)
-	}
+	// Partition 0 holds the total at the cap, so once it has stayed there for the cap's grace
+	// the sink pauses partition 0 on its fair share. Partitions 1 and 2 may have finished
+	// before any stay at the cap lasted that long (they keep bringing the total under it), so
+	// the pause is waited for, not expected at once.
+	testbed.Eventually(t, 20*time.Second, "partition 0 to hold half of the total and be paused", func() (bool, string) {
+		st := r.s.Stats()
+		return st.Pauses > 0 && st.BufferedBytes >= int64(cfg.MaxTotalBufferedBytes/2),
+			fmt.Sprintf("stats %+v: partition 0 did not hold half of the total, so the test proves nothing", st)
+	})
 	close(release)
 	p.WaitCaughtUp(t, 90*time.Second)
 	if err := r.stop(t); err != nil {

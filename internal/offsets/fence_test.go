@@ -18,12 +18,8 @@ import (
 // owner's conditional update matches no row and nothing it wrote commits.
 func TestStoreFencesOlderClaim(t *testing.T) {
 	t.Parallel()
-	e := testbed.Require(t)
-	schema := testbed.Schema(t, e)
+	e, schema := migrated(t)
 	ctx := context.Background()
-	if err := sink.Migrate(ctx, e.DatabaseURL, schema); err != nil {
-		t.Fatal(err)
-	}
 	pool := testbed.Pool(t, e)
 	a := offsets.NewStore(pool, schema, "pipe", "owner-a", time.Second)
 	b := offsets.NewStore(pool, schema, "pipe", "owner-b", time.Second)
@@ -87,12 +83,8 @@ func TestStoreFencesOlderClaim(t *testing.T) {
 // owner's epoch and commits intact. A missing row read at the start counts as epoch 0.
 func TestStaleClaimAtIsAbandoned(t *testing.T) {
 	t.Parallel()
-	e := testbed.Require(t)
-	schema := testbed.Schema(t, e)
+	e, schema := migrated(t)
 	ctx := context.Background()
-	if err := sink.Migrate(ctx, e.DatabaseURL, schema); err != nil {
-		t.Fatal(err)
-	}
 	pool := testbed.Pool(t, e)
 	stale := offsets.NewStore(pool, schema, "pipe", "stale", time.Second)
 	heir := offsets.NewStore(pool, schema, "pipe", "heir", time.Second)

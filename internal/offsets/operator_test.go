@@ -9,7 +9,6 @@ import (
 
 	"github.com/eosink/eosink/internal/offsets"
 	"github.com/eosink/eosink/internal/testbed"
-	"github.com/eosink/eosink/sink"
 )
 
 // TestStopsHeartbeatsAndMoves: the statements beside the fence, as the operator's listing
@@ -18,12 +17,8 @@ import (
 // move bumps the epoch, names the fenced owner and clears the stop.
 func TestStopsHeartbeatsAndMoves(t *testing.T) {
 	t.Parallel()
-	e := testbed.Require(t)
-	schema := testbed.Schema(t, e)
+	e, schema := migrated(t)
 	ctx := context.Background()
-	if err := sink.Migrate(ctx, e.DatabaseURL, schema); err != nil {
-		t.Fatal(err)
-	}
 	pool := testbed.Pool(t, e)
 	owner := offsets.NewStore(pool, schema, "pipe", "owner", time.Second)
 	other := offsets.NewStore(pool, schema, "pipe", "other", time.Second)

@@ -13,21 +13,16 @@ import (
 
 	"github.com/eosink/eosink/internal/offsets"
 	"github.com/eosink/eosink/internal/testbed"
-	"github.com/eosink/eosink/sink"
 )
 
-// TestTerminateWithoutPrivilegeIsReported (issue 11, finding 4): a claim blocked by a stalled
+// TestTerminateWithoutPrivilegeIsReported: a claim blocked by a stalled
 // session that its role may not end (here a superuser's session, which only a superuser may
 // end) reports the refusal (SQLSTATE 42501) instead of dropping it; the sink logs it with
 // the remedy.
 func TestTerminateWithoutPrivilegeIsReported(t *testing.T) {
 	t.Parallel()
-	e := testbed.Require(t)
-	schema := testbed.Schema(t, e)
+	e, schema := migrated(t)
 	ctx := context.Background()
-	if err := sink.Migrate(ctx, e.DatabaseURL, schema); err != nil {
-		t.Fatal(err)
-	}
 	su := testbed.Pool(t, e)
 	role := strings.ReplaceAll(testbed.Name(t, "r"), "-", "_")
 	for _, q := range []string{
@@ -83,12 +78,8 @@ func TestTerminateWithoutPrivilegeIsReported(t *testing.T) {
 // next try takes the partition.
 func TestStalledSessionEndedWhenThePoolIsBusy(t *testing.T) {
 	t.Parallel()
-	e := testbed.Require(t)
-	schema := testbed.Schema(t, e)
+	e, schema := migrated(t)
 	ctx := context.Background()
-	if err := sink.Migrate(ctx, e.DatabaseURL, schema); err != nil {
-		t.Fatal(err)
-	}
 	const app = "eosink:busy-pool-test"
 	// As a stalled owner's batch does: the offsets row is updated first, then it stops.
 	tx := holdOffsetRow(t, e, schema, app, "UPDATE "+pgx.Identifier{schema, "offsets"}.Sanitize()+" SET next_offset = next_offset")

@@ -1,0 +1,105 @@
+//go:build txncapture
+
+package txn
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/eosink/eosink/internal/testbed"
+	"github.com/jackc/pgx/v5"
+)
+
+// TestCaptureFixtures rewrites testdata/debezium/ from the real connector: Debezium with
+// provide.transaction.metadata=true and the JsonConverter with schemas, one snapshot row,
+// then a source transaction over two tables (three changes) and an empty one. Run it on a
+// test bed (make services, source its env) with -tags txncapture.
+func TestCaptureFixtures(t *testing.T) {
+	e := testbed.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	srcURL, _ := testbed.SourceDatabase(t, e, "txn")
+	src, err := pgx.Connect(ctx, srcURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close(context.Background())
+	if _, err := src.Exec(ctx, `CREATE TABLE public.accounts (id int PRIMARY KEY, balance numeric(12,2) NOT NULL);
+CREATE TABLE public.lines (order_id int, n int, qty int, PRIMARY KEY (order_id, n));
+INSERT INTO public.accounts VALUES (1, 100), (2, 100)`); err != nil {
+		t.Fatal(err)
+	}
+	prefix := testbed.Name(t, "txn")
+	d := testbed.RunDebezium(t, testbed.DebeziumOptions{Brokers: e.Brokers, SourceURL: srcURL,
+		Tables: []string{"public.accounts", "public.lines"}, TopicPrefix: prefix, Partitions: 2,
+		Connector: map[string]string{"provide.transaction.metadata": "true",
+			// The transaction topic keeps commit order only in one partition.
+			"topic.creation.groups":                 "txn",
+			"topic.creation.txn.include":            strings.ReplaceAll(prefix, ".", `\.`) + `\.transaction`,
+			"topic.creation.txn.partitions":         "1",
+			"topic.creation.txn.replication.factor": "1"}})
+	tx, err := src.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`UPDATE public.accounts SET balance = balance - 10 WHERE id = 1`,
+		`UPDATE public.accounts SET balance = balance + 10 WHERE id = 2`,
+		`INSERT INTO public.lines VALUES (7, 1, 3)`,
+	} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.Exec(ctx, `DELETE FROM public.lines WHERE order_id = 7`); err != nil {
+		t.Fatal(err)
+	}
+	topics := []string{prefix + ".transaction", d.Topic("public.accounts"), d.Topic("public.lines")}
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": e.Brokers, "group.id": "capture-" + prefix,
+		"auto.offset.reset": "earliest", "enable.auto.commit": false, "topic.metadata.refresh.interval.ms": 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SubscribeTopics(topics, nil); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	deadline := time.Now().Add(2 * time.Minute)
+	var markers, changes int
+	for time.Now().Before(deadline) && (markers < 4 || changes < 7) {
+		m, err := c.ReadMessage(time.Second)
+		if err != nil {
+			continue
+		}
+		topic := *m.TopicPartition.Topic
+		name := "change"
+		if strings.HasSuffix(topic, ".transaction") {
+			name = "marker"
+			markers++
+		} else {
+			changes++
+		}
+		short := strings.TrimPrefix(topic, prefix+".")
+		got = append(got, fmt.Sprintf("%s %s %d %d", name, short, m.TopicPartition.Partition, m.TopicPartition.Offset))
+		file := fmt.Sprintf("%s-%s-p%d-o%d.json", name, short, m.TopicPartition.Partition, m.TopicPartition.Offset)
+		if err := os.WriteFile(filepath.Join("testdata", "debezium", file), m.Value, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join("testdata", "debezium", strings.TrimSuffix(file, ".json")+".key"), m.Key, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sort.Strings(got)
+	t.Logf("captured %d markers, %d changes:\n%s", markers, changes, strings.Join(got, "\n"))
+}

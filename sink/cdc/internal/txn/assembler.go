@@ -140,6 +140,7 @@ func (a *Assembler) Marker(m Marker, at Position) error {
 		}
 		p.pass(at.Offset)
 		a.stats.Resent++
+		a.closeOpen(xid)
 		return nil
 	}
 	s := a.txs[xid]
@@ -149,6 +150,7 @@ func (a *Assembler) Marker(m Marker, at Position) error {
 		}
 		p.pass(at.Offset)
 		a.stats.Duplicates++
+		a.closeOpen(xid)
 		return nil
 	}
 	if m.EventCount > int64(a.cfg.MaxEvents) {
@@ -176,14 +178,19 @@ func (a *Assembler) Marker(m Marker, at Position) error {
 		s = newState(xid)
 		a.txs[xid] = s
 	}
-	if a.hasOpen && a.open == xid {
-		a.hasOpen = false
-	}
 	s.end = &m
 	s.endAt = heldAt{p, at.Offset}
 	p.hold(at.Offset)
 	a.ends = slices.Insert(a.ends, i, s)
+	a.closeOpen(xid)
 	return nil
+}
+
+// closeOpen notes that the END of xid was read.
+func (a *Assembler) closeOpen(xid uint64) {
+	if a.hasOpen && a.open == xid {
+		a.hasOpen = false
+	}
 }
 
 // Change takes a change event read at c.At, in offset order on its partition. A snapshot

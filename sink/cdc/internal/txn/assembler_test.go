@@ -156,9 +156,9 @@ func TestAssembler(t *testing.T) {
 			end(0, 10, 100, "a", 2).fails(ErrInconsistent), // total_order 3 of 2
 			end(0, 10, 100, "a", 1, "b", 2),
 			chg("c", 0, 0, 10, 1, 1, 0).fails(ErrInconsistent), // c not listed
-			chg("b", 0, 0, 10, 2, 3, 0).fails(ErrInconsistent),  // b #3 of 2
+			chg("b", 0, 0, 10, 2, 3, 0).fails(ErrInconsistent), // b #3 of 2
 			end(1, 10, 100, "a", 1, "b", 1, "c", 1).fails(ErrInconsistent),
-			chg("a", 0, 1, 10, 3, 2, 0).fails(ErrInconsistent), // total_order 3 is a #1
+			chg("a", 0, 1, 10, 3, 2, 0).fails(ErrInconsistent),  // total_order 3 is a #1
 			chg("b", 0, 1, 10, 1, 1, 50).fails(ErrInconsistent), // another PrevCommit
 			end(2, 12, 100).fails(ErrInconsistent),              // another xid at the same commit LSN
 			chg("b", 0, 2, 10, 1, 1, 0), chg("b", 0, 3, 10, 2, 2, 0),

@@ -103,3 +103,99 @@ INSERT INTO public.accounts VALUES (1, 100), (2, 100)`); err != nil {
 	sort.Strings(got)
 	t.Logf("captured %d markers, %d changes:\n%s", markers, changes, strings.Join(got, "\n"))
 }
+
+// TestCaptureRestart rewrites testdata/debezium-restart/ from the real connector killed
+// (SIGKILL, offsets not flushed) after two source transactions and started again on the
+// same slot and offsets, followed by a third: what a connector restart re-sends.
+func TestCaptureRestart(t *testing.T) {
+	e := testbed.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	srcURL, _ := testbed.SourceDatabase(t, e, "txr")
+	src, err := pgx.Connect(ctx, srcURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close(context.Background())
+	if _, err := src.Exec(ctx, `CREATE TABLE public.accounts (id int PRIMARY KEY, balance numeric(12,2) NOT NULL);
+CREATE TABLE public.lines (order_id int, n int, qty int, PRIMARY KEY (order_id, n))`); err != nil {
+		t.Fatal(err)
+	}
+	prefix := testbed.Name(t, "txr")
+	opts := testbed.DebeziumOptions{Brokers: e.Brokers, SourceURL: srcURL,
+		Tables: []string{"public.accounts", "public.lines"}, TopicPrefix: prefix, Partitions: 2,
+		Dir: t.TempDir(), SnapshotMode: "no_data",
+		Worker: map[string]string{"offset.flush.interval.ms": "600000"},
+		Connector: map[string]string{"provide.transaction.metadata": "true",
+			"topic.creation.groups":                 "txn",
+			"topic.creation.txn.include":            strings.ReplaceAll(prefix, ".", `\.`) + `\.transaction`,
+			"topic.creation.txn.partitions":         "1",
+			"topic.creation.txn.replication.factor": "1"}}
+	d := testbed.RunDebezium(t, opts)
+	exec := func(qs ...string) {
+		t.Helper()
+		tx, err := src.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range qs {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(`INSERT INTO public.accounts VALUES (1, 100), (2, 100)`, `INSERT INTO public.lines VALUES (7, 1, 3)`)
+	exec(`UPDATE public.accounts SET balance = balance - 10 WHERE id = 1`, `UPDATE public.accounts SET balance = balance + 10 WHERE id = 2`)
+	topics := []string{prefix + ".transaction", d.Topic("public.accounts"), d.Topic("public.lines")}
+	dir := filepath.Join("testdata", "debezium-restart")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	read := func(wantMarkers int) {
+		t.Helper()
+		c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": e.Brokers, "group.id": testbed.Name(t, "cap"),
+			"auto.offset.reset": "earliest", "enable.auto.commit": false, "topic.metadata.refresh.interval.ms": 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := c.SubscribeTopics(topics, nil); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		markers, idle := 0, 0
+		for markers < wantMarkers || idle < 5 {
+			m, err := c.ReadMessage(time.Second)
+			if err != nil {
+				if idle++; idle > 60 {
+					t.Fatalf("%d markers of %d after a minute", markers, wantMarkers)
+				}
+				continue
+			}
+			idle = 0
+			topic := *m.TopicPartition.Topic
+			name := "change"
+			if strings.HasSuffix(topic, ".transaction") {
+				name = "marker"
+				markers++
+			}
+			short := strings.TrimPrefix(topic, prefix+".")
+			got = append(got, fmt.Sprintf("%s %s %d %d", name, short, m.TopicPartition.Partition, m.TopicPartition.Offset))
+			file := fmt.Sprintf("%s-%s-p%d-o%d.json", name, short, m.TopicPartition.Partition, m.TopicPartition.Offset)
+			if err := os.WriteFile(filepath.Join(dir, file), m.Value, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sort.Strings(got)
+		t.Logf("read %d markers:\n%s", markers, strings.Join(got, "\n"))
+	}
+	read(4)
+	d.Kill()
+	d2 := testbed.RunDebezium(t, opts)
+	exec(`UPDATE public.lines SET qty = 4 WHERE order_id = 7`, `UPDATE public.accounts SET balance = 0 WHERE id = 1`)
+	read(6)
+	_ = d2
+}

@@ -17,8 +17,9 @@ const (
 
 // Config bounds an Assembler and says where it starts.
 type Config struct {
-	// MaxEvents and MaxBytes bound the changes held, all transactions together (Change.Size
-	// counts against MaxBytes). Default DefaultMaxEvents and DefaultMaxBytes.
+	// MaxEvents and MaxBytes bound what is held, all transactions together: changes and
+	// ENDs count against MaxEvents, Change.Size against MaxBytes. Default
+	// DefaultMaxEvents and DefaultMaxBytes.
 	MaxEvents int
 	MaxBytes  int64
 	// Watermark is the commit LSN of the last source transaction already applied (its
@@ -153,8 +154,11 @@ func (a *Assembler) Marker(m Marker, at Position) error {
 		a.closeOpen(xid)
 		return nil
 	}
-	if m.EventCount > int64(a.cfg.MaxEvents) {
-		return &LimitError{XID: xid, Events: m.EventCount, MaxEvents: a.cfg.MaxEvents, MaxBytes: a.cfg.MaxBytes, Alone: true}
+	// An END of a transaction without changes held yet is one more thing held; the END of
+	// one with changes held is always taken: it may complete it.
+	if m.EventCount > int64(a.cfg.MaxEvents) || (s == nil && a.held()+1 > int64(a.cfg.MaxEvents)) {
+		return &LimitError{XID: xid, Events: m.EventCount, MaxEvents: a.cfg.MaxEvents, MaxBytes: a.cfg.MaxBytes,
+			Alone: m.EventCount > int64(a.cfg.MaxEvents)}
 	}
 	i, found := slices.BinarySearchFunc(a.ends, m.ID.LSN, func(s *state, lsn int64) int {
 		switch {
@@ -231,12 +235,15 @@ func (a *Assembler) Change(c Change) error {
 			}
 		}
 	}
-	if a.stats.HeldEvents+1 > int64(a.cfg.MaxEvents) || a.stats.HeldBytes+c.Size > a.cfg.MaxBytes {
-		e := &LimitError{XID: xid, Events: 1, Bytes: c.Size, MaxEvents: a.cfg.MaxEvents, MaxBytes: a.cfg.MaxBytes}
-		if s != nil {
-			e.Events, e.Bytes = int64(len(s.changes))+1, s.bytes+c.Size
-		}
-		e.Alone = e.Events > int64(a.cfg.MaxEvents) || e.Bytes > a.cfg.MaxBytes
+	e := &LimitError{XID: xid, Events: 1, Bytes: c.Size, MaxEvents: a.cfg.MaxEvents, MaxBytes: a.cfg.MaxBytes}
+	if s != nil {
+		e.Events, e.Bytes = int64(len(s.changes))+1, s.bytes+c.Size
+	}
+	e.Alone = e.Events > int64(a.cfg.MaxEvents) || e.Bytes > a.cfg.MaxBytes
+	// The oldest transaction whose END was read is the one Next waits for: refusing its
+	// changes for the others' sake would never free anything. It is bounded by itself.
+	head := s != nil && len(a.ends) > 0 && a.ends[0] == s
+	if e.Alone || (!head && (a.held()+1 > int64(a.cfg.MaxEvents) || a.stats.HeldBytes+c.Size > a.cfg.MaxBytes)) {
 		return e
 	}
 	if s == nil {
@@ -283,6 +290,9 @@ func (a *Assembler) Waiting() (Pending, bool) {
 	s := a.ends[0]
 	return Pending{XID: s.xid, Commit: s.end.ID.LSN, Have: int64(len(s.changes)), Missing: s.missing()}, true
 }
+
+// held counts what is held against MaxEvents: the changes and the ENDs not emitted.
+func (a *Assembler) held() int64 { return a.stats.HeldEvents + int64(len(a.ends)) }
 
 // drop forgets s and releases its records.
 func (a *Assembler) drop(s *state) {

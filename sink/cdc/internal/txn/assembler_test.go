@@ -212,6 +212,17 @@ func TestAssemblerLimits(t *testing.T) {
 	if err := c.Change(*chg("a", 0, 2, 12, 1, 1, 200).c); err != nil {
 		t.Fatalf("after T1 was emitted: %v", err)
 	}
+	// ENDs count too: ENDs whose changes never come cannot grow without bound.
+	e := New(Config{MaxEvents: 2})
+	run(t, e, []step{end(0, 10, 100, "a", 1), end(1, 11, 200, "a", 1)})
+	if err := e.Marker(*end(2, 12, 300, "a", 1).m, Position{txTopic, 0, 2}); !errors.Is(err, ErrFull) {
+		t.Fatalf("a third END, bound 2: %v", err)
+	}
+	// The changes of the transaction Next waits for are taken past the others' share.
+	run(t, e, []step{chg("a", 0, 0, 10, 1, 1, 0), chg("a", 0, 1, 11, 1, 1, 100)})
+	if s := e.Stats(); s.Emitted != 2 {
+		t.Fatalf("the changes of the oldest ENDs, bound full of ENDs: %+v", s)
+	}
 	// Bytes.
 	d := New(Config{MaxEvents: 10, MaxBytes: 150})
 	run(t, d, []step{chg("a", 0, 0, 10, 1, 1, 0)})

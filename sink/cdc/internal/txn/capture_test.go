@@ -5,6 +5,8 @@ package txn
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -198,4 +200,102 @@ CREATE TABLE public.lines (order_id int, n int, qty int, PRIMARY KEY (order_id, 
 	exec(`UPDATE public.lines SET qty = 4 WHERE order_id = 7`, `UPDATE public.accounts SET balance = 0 WHERE id = 1`)
 	read(6)
 	_ = d2
+}
+
+// TestCaptureAvro rewrites testdata/debezium-avro/ from the real connector writing Avro
+// (Apicurio's converter, Confluent wire format) through the test bed's registry: one
+// source transaction over two tables, each record's value as it is in Kafka (.avro) and
+// every schema it names as the registry serves it (schema-<id>.json), for a test that
+// decodes them through sink/internal/schemaformat without a registry.
+func TestCaptureAvro(t *testing.T) {
+	e := testbed.Require(t)
+	reg := os.Getenv("EOSINK_REGISTRY_URL")
+	if reg == "" {
+		t.Fatal("EOSINK_REGISTRY_URL is not set")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	srcURL, _ := testbed.SourceDatabase(t, e, "txa")
+	src, err := pgx.Connect(ctx, srcURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close(context.Background())
+	if _, err := src.Exec(ctx, `CREATE TABLE public.accounts (id int PRIMARY KEY, balance numeric(12,2) NOT NULL);
+CREATE TABLE public.lines (order_id int, n int, qty int, PRIMARY KEY (order_id, n))`); err != nil {
+		t.Fatal(err)
+	}
+	prefix := testbed.Name(t, "txa")
+	d := testbed.RunDebezium(t, testbed.DebeziumOptions{Brokers: e.Brokers, SourceURL: srcURL,
+		Tables: []string{"public.accounts", "public.lines"}, TopicPrefix: prefix, SnapshotMode: "no_data",
+		Converter: testbed.Avro, RegistryURL: reg,
+		Connector: map[string]string{"provide.transaction.metadata": "true"}})
+	tx, err := src.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`INSERT INTO public.accounts VALUES (1, 100), (2, 100)`, `INSERT INTO public.lines VALUES (7, 1, 3)`} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	topics := []string{prefix + ".transaction", d.Topic("public.accounts"), d.Topic("public.lines")}
+	dir := filepath.Join("testdata", "debezium-avro")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": e.Brokers, "group.id": testbed.Name(t, "cap"),
+		"auto.offset.reset": "earliest", "enable.auto.commit": false, "topic.metadata.refresh.interval.ms": 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SubscribeTopics(topics, nil); err != nil {
+		t.Fatal(err)
+	}
+	ids, files := map[uint32]bool{}, map[string]bool{}
+	n := 0
+	for deadline := time.Now().Add(2 * time.Minute); n < 5 && time.Now().Before(deadline); {
+		m, err := c.ReadMessage(time.Second)
+		if err != nil {
+			continue
+		}
+		short := strings.TrimPrefix(*m.TopicPartition.Topic, prefix+".")
+		kind := "change"
+		if short == "transaction" {
+			kind = "marker"
+		}
+		file := fmt.Sprintf("%s-%s-p%d-o%d.avro", kind, short, m.TopicPartition.Partition, m.TopicPartition.Offset)
+		if !files[file] {
+			files[file] = true
+			n++
+		}
+		if err := os.WriteFile(filepath.Join(dir, file), m.Value, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Value) > 5 {
+			ids[uint32(m.Value[1])<<24|uint32(m.Value[2])<<16|uint32(m.Value[3])<<8|uint32(m.Value[4])] = true
+		}
+	}
+	if n < 5 {
+		t.Fatalf("%d records of 5", n)
+	}
+	for id := range ids {
+		resp, err := http.Get(fmt.Sprintf("%s/schemas/ids/%d", reg, id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("schema %d: %d %v", id, resp.StatusCode, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("schema-%d.json", id)), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("captured %d records, schemas %v", n, ids)
 }

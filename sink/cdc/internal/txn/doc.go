@@ -8,8 +8,9 @@
 //
 // DecodeMarker and DecodeChange read a record's payload already decoded into a tree: the
 // cdc plugin's JSON payload (JsonConverter, with or without schemas) or an Avro value of
-// sink/internal/schemaformat (longs as int64, unions unwrapped), so the plugin decodes each
-// record once, with its own decoders. DecodeMarkerJSON and DecodeChangeJSON take a
+// sink/internal/schemaformat (longs as int64, unions unwrapped; testdata/debezium-avro is
+// the real connector's Avro), so the plugin decodes each record once, with its own
+// decoders. DecodeMarkerJSON and DecodeChangeJSON take a
 // JsonConverter record's bytes (tests, tools). Every field is checked against what Debezium
 // writes: a wrong type, a missing field, a count below 0 or above MaxEventCount, an order
 // of 0, an id longer than MaxIDLen or not "<xid>:<lsn>", data_collections that do not add

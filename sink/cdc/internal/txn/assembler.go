@@ -173,6 +173,9 @@ func (a *Assembler) Marker(m Marker, at Position) error {
 		return conflict(xid, "its END's commit LSN %d is transaction %d's too", m.ID.LSN, a.ends[i].xid)
 	}
 	if s != nil {
+		if s.hasPrev && m.ID.LSN <= s.prev {
+			return conflict(xid, "its END's commit LSN %d is not after the commit its changes follow, %d", m.ID.LSN, s.prev)
+		}
 		for _, c := range s.changes {
 			if err := s.fits(&m, c); err != nil {
 				return err

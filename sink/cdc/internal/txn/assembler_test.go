@@ -158,12 +158,13 @@ func TestAssembler(t *testing.T) {
 			chg("c", 0, 0, 10, 1, 1, 0).fails(ErrInconsistent), // c not listed
 			chg("b", 0, 0, 10, 2, 3, 0).fails(ErrInconsistent), // b #3 of 2
 			end(1, 10, 100, "a", 1, "b", 1, "c", 1).fails(ErrInconsistent),
-			chg("a", 0, 1, 10, 3, 2, 0).fails(ErrInconsistent),  // total_order 3 is a #1
-			chg("b", 0, 1, 10, 1, 1, 50).fails(ErrInconsistent), // another PrevCommit
-			end(2, 12, 100).fails(ErrInconsistent),              // another xid at the same commit LSN
+			chg("a", 0, 1, 10, 3, 2, 0).fails(ErrInconsistent),                            // total_order 3 is a #1
+			chg("b", 0, 1, 10, 1, 1, 50).fails(ErrInconsistent),                           // another PrevCommit
+			end(2, 12, 100).fails(ErrInconsistent),                                        // another xid at the same commit LSN
+			chg("d", 0, 0, 13, 1, 1, 500), end(2, 13, 400, "d", 1).fails(ErrInconsistent), // commits before its changes' previous commit
 			chg("b", 0, 2, 10, 1, 1, 0), chg("b", 0, 3, 10, 2, 2, 0),
 		},
-		want: []string{"10 [1 2 3] a/0@1,b/0@4,dbz.transaction/0@1"},
+		want: []string{"10 [1 2 3] a/0@1,b/0@4,d/0@0,dbz.transaction/0@1"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := New(tc.cfg)

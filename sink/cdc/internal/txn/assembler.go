@@ -1,0 +1,311 @@
+package txn
+
+import (
+	"errors"
+	"slices"
+)
+
+// ErrNotInTransaction is a change event without a transaction, a snapshot read (op r),
+// given to Change: apply it as the plugin does today and Pass its position.
+var ErrNotInTransaction = errors.New("txn: a snapshot read (op r) belongs to no transaction: apply it and Pass its position")
+
+// Defaults of Config.
+const (
+	DefaultMaxEvents = 100_000
+	DefaultMaxBytes  = 64 << 20
+)
+
+// Config bounds an Assembler and says where it starts.
+type Config struct {
+	// MaxEvents and MaxBytes bound what is held, all transactions together: changes and
+	// ENDs count against MaxEvents, Change.Size against MaxBytes. Default
+	// DefaultMaxEvents and DefaultMaxBytes.
+	MaxEvents int
+	MaxBytes  int64
+	// Watermark is the commit LSN of the last source transaction already applied (its
+	// END's LSN), 0 for none: what is at or before it is recognised as re-sent and skipped.
+	Watermark int64
+}
+
+// Change is one change event given to the assembler.
+type Change struct {
+	At    Position // the record's topic, partition and offset
+	Meta  Meta
+	Size  int64 // bytes it takes held, counted against Config.MaxBytes
+	Value any   // the decoded event, the caller's; the assembler does not read it
+}
+
+// Tx is a complete source transaction.
+type Tx struct {
+	XID    uint64
+	Commit int64  // the END's LSN, the transaction's commit LSN: the new watermark
+	End    Marker // its END
+	// Changes are every change of the transaction, across its data collections, topics and
+	// partitions, by total_order.
+	Changes []Change
+	// Positions are the next offsets that committing this transaction advances to: every
+	// partition (the transaction topic's included) whose safe next offset moved since the
+	// previous Tx. A partition may advance less than past this transaction's records, or
+	// not at all, while a later transaction holds an earlier record of it.
+	Positions []Position
+}
+
+// Stats count what an Assembler read and skipped.
+type Stats struct {
+	Emitted    int64 // transactions returned by Next
+	Duplicates int64 // re-sent copies of a change or an END the assembler holds
+	Resent     int64 // changes and ENDs of transactions already emitted (at or before the watermark)
+	Superseded int64 // partial transactions dropped: their changes were of an emitted transaction
+	Passed     int64 // records of no transaction (Pass) and BEGINs
+	// Interrupted counts BEGINs read while another transaction's BEGIN had no END: the
+	// connector restarted mid-transaction and sends it (or a part of it) again.
+	Interrupted int64
+	HeldEvents  int64
+	HeldBytes   int64
+}
+
+// Pending describes the oldest transaction whose END was read and that is not complete:
+// the one Next waits for.
+type Pending struct {
+	XID     uint64
+	Commit  int64
+	Have    int64        // changes held
+	Missing []Collection // per data collection, how many changes are still to come
+}
+
+// Assembler assembles source transactions from Debezium's transaction topic and change
+// topics; see the package documentation for its rules. It is not safe for concurrent use.
+type Assembler struct {
+	cfg   Config
+	w     int64 // the watermark: commit LSN of the last transaction emitted or applied
+	txs   map[uint64]*state
+	ends  []*state // with an END, not emitted, by commit LSN
+	parts map[partKey]*partition
+	stats Stats
+
+	open    uint64 // the xid of the last BEGIN without its END
+	hasOpen bool
+}
+
+// New returns an Assembler.
+func New(cfg Config) *Assembler {
+	if cfg.MaxEvents <= 0 {
+		cfg.MaxEvents = DefaultMaxEvents
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = DefaultMaxBytes
+	}
+	return &Assembler{cfg: cfg, w: cfg.Watermark, txs: map[uint64]*state{}, parts: map[partKey]*partition{}}
+}
+
+// Watermark is the commit LSN of the last transaction emitted (or Config.Watermark).
+func (a *Assembler) Watermark() int64 { return a.w }
+
+// Stats returns the counters.
+func (a *Assembler) Stats() Stats { return a.stats }
+
+// Pass records a record that belongs to no transaction (a snapshot read, a tombstone, a
+// heartbeat), which the caller has dealt with: its partition's position may pass it once
+// every earlier record held is released.
+func (a *Assembler) Pass(at Position) error {
+	p := a.part(at)
+	if err := p.read(at.Offset); err != nil {
+		return err
+	}
+	p.pass(at.Offset)
+	a.stats.Passed++
+	return nil
+}
+
+// Marker takes a BEGIN or END read at at, from the transaction topic, in offset order. An
+// error leaves the assembler as it was.
+func (a *Assembler) Marker(m Marker, at Position) error {
+	p := a.part(at)
+	if err := p.read(at.Offset); err != nil {
+		return err
+	}
+	xid := m.ID.XID
+	if m.Status == Begin {
+		if a.hasOpen && a.open != xid {
+			a.stats.Interrupted++
+		}
+		a.open, a.hasOpen = xid, true
+		p.pass(at.Offset)
+		a.stats.Passed++
+		return nil
+	}
+	if m.ID.LSN <= a.w { // an END re-sent after the connector restarted
+		if s := a.txs[xid]; s != nil && s.end == nil {
+			a.drop(s)
+			a.stats.Superseded++
+		}
+		p.pass(at.Offset)
+		a.stats.Resent++
+		a.closeOpen(xid)
+		return nil
+	}
+	s := a.txs[xid]
+	if s != nil && s.end != nil {
+		if s.end.ID != m.ID || s.end.EventCount != m.EventCount || !slices.Equal(s.end.Collections, m.Collections) {
+			return conflict(xid, "two ENDs: %s with %d events, %s with %d", s.end.ID, s.end.EventCount, m.ID, m.EventCount)
+		}
+		p.pass(at.Offset)
+		a.stats.Duplicates++
+		a.closeOpen(xid)
+		return nil
+	}
+	// An END of a transaction without changes held yet is one more thing held; the END of
+	// one with changes held is always taken: it may complete it.
+	if m.EventCount > int64(a.cfg.MaxEvents) || (s == nil && a.held()+1 > int64(a.cfg.MaxEvents)) {
+		return &LimitError{XID: xid, Events: m.EventCount, MaxEvents: a.cfg.MaxEvents, MaxBytes: a.cfg.MaxBytes,
+			Alone: m.EventCount > int64(a.cfg.MaxEvents)}
+	}
+	i, found := slices.BinarySearchFunc(a.ends, m.ID.LSN, func(s *state, lsn int64) int {
+		switch {
+		case s.end.ID.LSN < lsn:
+			return -1
+		case s.end.ID.LSN > lsn:
+			return 1
+		}
+		return 0
+	})
+	if found {
+		return conflict(xid, "its END's commit LSN %d is transaction %d's too", m.ID.LSN, a.ends[i].xid)
+	}
+	if s != nil {
+		if s.hasPrev && m.ID.LSN <= s.prev {
+			return conflict(xid, "its END's commit LSN %d is not after the commit its changes follow, %d", m.ID.LSN, s.prev)
+		}
+		for _, c := range s.changes {
+			if err := s.fits(&m, c); err != nil {
+				return err
+			}
+		}
+	} else {
+		s = newState(xid)
+		a.txs[xid] = s
+	}
+	s.end = &m
+	s.endAt = heldAt{p, at.Offset}
+	p.hold(at.Offset)
+	a.ends = slices.Insert(a.ends, i, s)
+	a.closeOpen(xid)
+	return nil
+}
+
+// closeOpen notes that the END of xid was read.
+func (a *Assembler) closeOpen(xid uint64) {
+	if a.hasOpen && a.open == xid {
+		a.hasOpen = false
+	}
+}
+
+// Change takes a change event read at c.At, in offset order on its partition. A snapshot
+// read is ErrNotInTransaction; a change that would pass the bound is a *LimitError and is
+// not taken. An error leaves the assembler as it was.
+func (a *Assembler) Change(c Change) error {
+	if !c.Meta.Txn {
+		return ErrNotInTransaction
+	}
+	c.Size = max(c.Size, 0)
+	p := a.part(c.At)
+	if err := p.read(c.At.Offset); err != nil {
+		return err
+	}
+	xid := c.Meta.ID.XID
+	if a.w > 0 && c.Meta.PrevCommit < a.w { // committed at or before the watermark
+		p.pass(c.At.Offset)
+		a.stats.Resent++
+		return nil
+	}
+	s := a.txs[xid]
+	if s != nil {
+		if s.hasPrev && s.prev != c.Meta.PrevCommit {
+			return conflict(xid, "changes after two commits, LSN %d and %d", s.prev, c.Meta.PrevCommit)
+		}
+		dup, err := s.same(&c)
+		if err != nil {
+			return err
+		}
+		if dup {
+			p.pass(c.At.Offset)
+			a.stats.Duplicates++
+			return nil
+		}
+		if s.end != nil {
+			if err := s.fits(s.end, &c); err != nil {
+				return err
+			}
+		}
+	}
+	e := &LimitError{XID: xid, Events: 1, Bytes: c.Size, MaxEvents: a.cfg.MaxEvents, MaxBytes: a.cfg.MaxBytes}
+	if s != nil {
+		e.Events, e.Bytes = int64(len(s.changes))+1, s.bytes+c.Size
+	}
+	e.Alone = e.Events > int64(a.cfg.MaxEvents) || e.Bytes > a.cfg.MaxBytes
+	// The oldest transaction whose END was read is the one Next waits for: refusing its
+	// changes for the others' sake would never free anything. It is bounded by itself.
+	head := s != nil && len(a.ends) > 0 && a.ends[0] == s
+	if e.Alone || (!head && (a.held()+1 > int64(a.cfg.MaxEvents) || a.stats.HeldBytes+c.Size > a.cfg.MaxBytes)) {
+		return e
+	}
+	if s == nil {
+		s = newState(xid)
+		a.txs[xid] = s
+	}
+	s.add(&c, heldAt{p, c.At.Offset})
+	p.hold(c.At.Offset)
+	a.stats.HeldEvents++
+	a.stats.HeldBytes += c.Size
+	return nil
+}
+
+// Next returns the next complete source transaction in commit order, and false when the
+// oldest one read is not complete (or none is read). Its records are released: the
+// positions it reports may pass them.
+func (a *Assembler) Next() (*Tx, bool) {
+	if len(a.ends) == 0 || !a.ends[0].complete() {
+		return nil, false
+	}
+	s := a.ends[0]
+	a.ends = a.ends[1:]
+	tx := &Tx{XID: s.xid, Commit: s.end.ID.LSN, End: *s.end, Changes: s.sorted()}
+	a.drop(s)
+	a.w = tx.Commit
+	a.stats.Emitted++
+	// A transaction held without its END whose changes follow a commit before the new
+	// watermark committed at or before it: a partial copy of an emitted transaction.
+	for _, o := range a.txs {
+		if o.end == nil && o.hasPrev && o.prev < a.w {
+			a.drop(o)
+			a.stats.Superseded++
+		}
+	}
+	tx.Positions = a.positions()
+	return tx, true
+}
+
+// Waiting describes the transaction Next waits for, when its END was read.
+func (a *Assembler) Waiting() (Pending, bool) {
+	if len(a.ends) == 0 {
+		return Pending{}, false
+	}
+	s := a.ends[0]
+	return Pending{XID: s.xid, Commit: s.end.ID.LSN, Have: int64(len(s.changes)), Missing: s.missing()}, true
+}
+
+// held counts what is held against MaxEvents: the changes and the ENDs not emitted.
+func (a *Assembler) held() int64 { return a.stats.HeldEvents + int64(len(a.ends)) }
+
+// drop forgets s and releases its records.
+func (a *Assembler) drop(s *state) {
+	delete(a.txs, s.xid)
+	for _, h := range s.held {
+		h.part.release(h.offset)
+	}
+	if s.end != nil {
+		s.endAt.part.release(s.endAt.offset)
+	}
+	a.stats.HeldEvents -= int64(len(s.changes))
+	a.stats.HeldBytes -= s.bytes
+}

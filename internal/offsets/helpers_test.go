@@ -2,6 +2,7 @@ package offsets_test
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/eosink/eosink/internal/testbed"
@@ -18,4 +19,12 @@ func migrated(t *testing.T) (testbed.Env, string) {
 		t.Fatal(err)
 	}
 	return e, schema
+}
+
+// TestMain removes the containers the test bed started when no services were given (the
+// container path of make test-docker), as package test's TestMain does.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbed.StopContainers()
+	os.Exit(code)
 }

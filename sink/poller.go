@@ -154,17 +154,7 @@ func (p *poller) dispatch(m *kafka.Message) {
 		p.pause(k, w)
 		return
 	}
-	r := Record{
-		Topic: k.topic, Partition: k.partition, Offset: int64(tp.Offset),
-		Key: m.Key, Value: m.Value, Timestamp: m.Timestamp,
-	}
-	if len(m.Headers) > 0 {
-		r.Headers = make([]Header, len(m.Headers))
-		for i, h := range m.Headers {
-			r.Headers[i] = Header{Key: h.Key, Value: h.Value}
-		}
-	}
-	if w.push(r) {
+	if w.push(recordOf(m)) {
 		p.pause(k, w)
 	}
 }

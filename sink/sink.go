@@ -169,6 +169,9 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 		_ = c.Close()
 		return err
 	}
+	if sq, o, ok := sequenced(s.plugin); ok {
+		return s.runSequenced(ctx, c, sq, o, &started)
+	}
 	// The stop ledger's persistence goroutine, with the heartbeat, starts once Kafka answers:
 	// a sink that cannot connect writes nothing.
 	pctx, stopPersister := context.WithCancel(context.Background())

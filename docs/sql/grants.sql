@@ -18,13 +18,17 @@ GRANT SELECT, INSERT, UPDATE ON :"schema".instances TO :"run_role";
 -- dead letters, in the batch's transaction (INSERT ... ON CONFLICT DO UPDATE)
 GRANT SELECT, INSERT, UPDATE ON :"schema".dead_letters TO :"run_role";
 GRANT USAGE ON SEQUENCE :"schema".dead_letters_id_seq TO :"run_role";
+-- leases (migration 8): the set of partitions a cdc replica in consistency: transaction
+-- owns together (take, renew, release, and the epoch check of every commit)
+GRANT SELECT, INSERT, UPDATE ON :"schema".leases TO :"run_role";
 -- offsets_audit is written by the offsets table's trigger (migration 7), as its owner: no
 -- grant. pipeline_roles (migration 7) is readable by every role, each its own mappings.
 -- The plugins' tables in eosink's schema, when their migrations made them: the inbox's event
 -- ids (DELETE for retention), the cdc plugin's positions (the never-backwards guard) and its
--- source marks (a source that went back in time).
+-- source marks (a source that went back in time), and its transaction watermarks
+-- (consistency: transaction).
 SELECT format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.%I TO %I', :'schema', t, :'run_role')
-  FROM unnest(ARRAY['inbox', 'cdc_positions', 'cdc_source_marks']) AS t
+  FROM unnest(ARRAY['inbox', 'cdc_positions', 'cdc_source_marks', 'cdc_tx_watermarks']) AS t
  WHERE to_regclass(format('%I.%I', :'schema', t)) IS NOT NULL
 \gexec
 -- The outbox (the outbox plugin and outbox.Add), when its migration made it: the sink only

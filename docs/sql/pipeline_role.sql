@@ -22,17 +22,17 @@
 INSERT INTO :"schema".pipeline_roles (pipeline, role) VALUES (:'pipeline', :'run_role') ON CONFLICT DO NOTHING;
 
 -- The plugins' tables keyed by pipeline get the policy of eosink's own tables (migration 7):
--- cdc_source_marks by its pipeline column, inbox by its subscriber (the pipeline's name
+-- cdc_source_marks and cdc_tx_watermarks by their pipeline column, inbox by its subscriber (the pipeline's name
 -- unless `subscriber:` names another: map that name to the role too). cdc_positions is keyed
 -- by target table, not pipeline, and outbox by event: see docs/security.md.
 SELECT format('ALTER TABLE %I.%I ENABLE ROW LEVEL SECURITY', :'plugin_schema', t.name)
-  FROM (VALUES ('cdc_source_marks'), ('inbox')) AS t(name)
+  FROM (VALUES ('cdc_source_marks'), ('cdc_tx_watermarks'), ('inbox')) AS t(name)
  WHERE to_regclass(format('%I.%I', :'plugin_schema', t.name)) IS NOT NULL
 \gexec
 SELECT format('CREATE POLICY pipeline_scope ON %1$I.%2$I USING (
     NOT EXISTS (SELECT FROM %3$I.pipeline_roles r WHERE r.role = current_user::text)
     OR %4$I IN (SELECT r.pipeline FROM %3$I.pipeline_roles r WHERE r.role = current_user::text))', :'plugin_schema', t.name, :'schema', t.col)
-  FROM (VALUES ('cdc_source_marks', 'pipeline'), ('inbox', 'subscriber')) AS t(name, col)
+  FROM (VALUES ('cdc_source_marks', 'pipeline'), ('cdc_tx_watermarks', 'pipeline'), ('inbox', 'subscriber')) AS t(name, col)
  WHERE to_regclass(format('%I.%I', :'plugin_schema', t.name)) IS NOT NULL
    AND NOT EXISTS (SELECT FROM pg_policies p WHERE p.schemaname = :'plugin_schema' AND p.tablename = t.name AND p.policyname = 'pipeline_scope')
 \gexec

@@ -13,7 +13,7 @@ import (
 	"testing"
 )
 
-// This package is the one owner of the offsets, instances and offsets_audit tables: no other
+// This package is the one owner of the offsets, instances, offsets_audit and leases tables: no other
 // non-test Go file of the module may hold a statement on them. The check reads every such
 // file's string literals and the strings concatenated from them (go/parser), and fails on
 //   - SQL naming one of the tables after FROM, JOIN, INTO, UPDATE, TABLE, ON (qualified or
@@ -25,14 +25,14 @@ import (
 // The migrations' trigger is the database's own writer and is SQL, not Go.
 
 // tableName matches one of the tables, quoted or not.
-const tableName = `"?(offsets|instances|offsets_audit)"?\b`
+const tableName = `"?(offsets|instances|offsets_audit|leases)"?\b`
 
 var (
 	sqlOnTable = regexp.MustCompile(`\b(FROM|JOIN|INTO|UPDATE|TABLE|ON|ONLY)\s+([\w"%]+\.)?` + tableName)
-	qualified  = regexp.MustCompile(`[\w"%]\.` + tableName + `|\b(offsets|instances|offsets_audit)"?\.\w`)
+	qualified  = regexp.MustCompile(`[\w"%]\.` + tableName + `|\b(offsets|instances|offsets_audit|leases)"?\.\w`)
 	sqlVerb    = regexp.MustCompile(`\b(SELECT|INSERT|UPDATE|DELETE|SET|WHERE|RETURNING)\b`)
 	ownColumn  = regexp.MustCompile(`\b(next_offset|stopped_(reason|error|at|by)|heartbeat_at)\b|\bepoch\s*=\s*epoch\b`)
-	namesTable = regexp.MustCompile(`^(offsets|instances|offsets_audit)$`)
+	namesTable = regexp.MustCompile(`^(offsets|instances|offsets_audit|leases)$`)
 	tableFunc  = regexp.MustCompile(`(?i)(table|ident)`)
 	writes     = regexp.MustCompile(`\b(INSERT|UPDATE|DELETE|TRUNCATE|MERGE|ALTER|DROP)\b|\bFOR\s+(NO\s+KEY\s+)?(UPDATE|SHARE)\b`)
 )
@@ -222,7 +222,7 @@ func TestNoStatementOnTheTablesElsewhere(t *testing.T) {
 			if readOnly[rel] && !writes.MatchString(f.text) {
 				continue
 			}
-			t.Errorf("%s: a statement on the offsets, instances or offsets_audit table outside internal/offsets: %q", f.pos, f.text)
+			t.Errorf("%s: a statement on the offsets, instances, offsets_audit or leases table outside internal/offsets: %q", f.pos, f.text)
 		}
 		return nil
 	})

@@ -15,6 +15,7 @@ type Store struct {
 	pool        *pgxpool.Pool
 	table       string // sanitized schema.offsets
 	instances   string // sanitized schema.instances
+	leases      string // sanitized schema.leases (lease.go)
 	pipeline    string
 	owner       string
 	lockTimeout time.Duration
@@ -47,6 +48,7 @@ func NewStore(pool *pgxpool.Pool, schema, pipeline, owner string, lockTimeout ti
 		pool:        pool,
 		table:       pgx.Identifier{schema, "offsets"}.Sanitize(),
 		instances:   pgx.Identifier{schema, "instances"}.Sanitize(),
+		leases:      pgx.Identifier{schema, "leases"}.Sanitize(),
 		pipeline:    pipeline,
 		owner:       owner,
 		lockTimeout: lockTimeout,

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -46,16 +47,17 @@ func init() {
 
 // CDC is the plugin that applies Debezium change events to replica tables.
 type CDC struct {
-	c         Config
-	rs        routes
-	cf        confinement
-	avro      bool
-	dec       *schemaformat.Decoder
-	log       *slog.Logger
-	positions string // quoted schema.cdc_positions
-	marks     string // quoted schema.cdc_source_marks (rewind.go)
-	marksSQL  string
-	pipeline  string // the pipeline's name, the first column of marks
+	c          Config
+	rs         routes
+	cf         confinement
+	avro       bool
+	dec        *schemaformat.Decoder
+	log        *slog.Logger
+	positions  string // quoted schema.cdc_positions
+	marks      string // quoted schema.cdc_source_marks (rewind.go)
+	marksSQL   string
+	watermarks string // quoted schema.cdc_tx_watermarks (sequence.go)
+	pipeline   string // the pipeline's name, the first column of marks
 
 	mu      sync.Mutex
 	targets map[string]*target // by quoted name
@@ -91,8 +93,9 @@ func New(c Config) (*CDC, error) {
 		return nil, err
 	}
 	p := &CDC{c: c, rs: rs, cf: cf, log: slog.Default(), targets: map[string]*target{},
-		positions: pgx.Identifier{c.PositionsSchema, "cdc_positions"}.Sanitize(),
-		marks:     pgx.Identifier{c.PositionsSchema, "cdc_source_marks"}.Sanitize()}
+		positions:  pgx.Identifier{c.PositionsSchema, "cdc_positions"}.Sanitize(),
+		marks:      pgx.Identifier{c.PositionsSchema, "cdc_source_marks"}.Sanitize(),
+		watermarks: pgx.Identifier{c.PositionsSchema, "cdc_tx_watermarks"}.Sanitize()}
 	p.marksSQL = marksSQL(p.marks)
 	switch c.Format {
 	case "", "json":
@@ -112,6 +115,25 @@ func New(c Config) (*CDC, error) {
 	default:
 		return nil, fmt.Errorf("decimal_handling: %q is not %s, %s or %s (the connector's decimal.handling.mode)",
 			c.DecimalHandling, DecimalPrecise, DecimalString, DecimalDouble)
+	}
+	switch c.Consistency {
+	case "", ConsistencyPartition:
+		if c.TransactionTopic != "" {
+			return nil, fmt.Errorf("transaction_topic: read only with consistency: %s", ConsistencyTransaction)
+		}
+	case ConsistencyTransaction:
+		if c.TransactionTopic == "" {
+			return nil, fmt.Errorf("consistency: %s needs transaction_topic, the connector's <topic.prefix>.transaction "+
+				"(written with provide.transaction.metadata=true)", ConsistencyTransaction)
+		}
+	default:
+		return nil, fmt.Errorf("consistency: %q is not %s or %s", c.Consistency, ConsistencyPartition, ConsistencyTransaction)
+	}
+	if c.MaxHeldEvents < 0 || c.MaxHeldBytes < 0 {
+		return nil, errors.New("max_held_events and max_held_bytes: must not be negative (0 takes the default)")
+	}
+	if c.LeaseTimeout != nil && *c.LeaseTimeout < time.Second {
+		return nil, fmt.Errorf("lease_timeout: %s is below 1s", *c.LeaseTimeout)
 	}
 	switch c.Evolve {
 	case "", EvolveAddColumns:
@@ -134,7 +156,11 @@ func (p *CDC) Migrations() []sink.Migrations {
 // name has no variable: that it exists (unless Create is set) and has a primary key.
 func (p *CDC) Prepare(ctx context.Context, db sink.DB) error {
 	var ok bool
-	for _, table := range []string{p.positions, p.marks} {
+	tables := []string{p.positions, p.marks}
+	if p.sequenced() {
+		tables = append(tables, p.watermarks)
+	}
+	for _, table := range tables {
 		if err := db.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&ok); err != nil {
 			return err
 		}
@@ -249,6 +275,15 @@ func (p *CDC) Close(context.Context, sink.Partition) error { return nil }
 // merged with one statement per table. A truncate (when enabled) first applies the changes
 // before it.
 func (p *CDC) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
+	if p.sequenced() {
+		return errNotSequenced
+	}
+	return p.write(ctx, tx, b, nil)
+}
+
+// write is Write, with the batch's events decoded already when evs is not nil (evs[i] is
+// b.Records[i]'s).
+func (p *CDC) write(ctx context.Context, tx pgx.Tx, b sink.Batch, evs []*event) error {
 	local := map[string]*target{} // targets with this transaction's DDL (create, evolve)
 	var w watch                   // the source rewind check (rewind.go)
 	pending := map[string]*stagedTable{}
@@ -284,9 +319,14 @@ func (p *CDC) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 			p.tombstones.Add(1)
 			continue
 		}
-		ev, err := p.decode(r)
-		if err != nil {
-			return err
+		var ev *event
+		if evs != nil {
+			ev = evs[i]
+		} else {
+			var err error
+			if ev, err = p.decode(r); err != nil {
+				return err
+			}
 		}
 		rt := p.rs.lookup(ev.schema, ev.table)
 		id := rt.tmpl.render(ev.db, ev.schema, ev.table, r.Topic)

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -83,7 +84,34 @@ type Config struct {
 	// set mode never writes is poison. With schemas (JsonConverter schemas.enable=true,
 	// Avro) the schema says it and this option is not used.
 	DecimalHandling string `yaml:"decimal_handling"`
+
+	// Consistency is how changes reach the replica: "partition" applies each Kafka
+	// partition's batches on their own (a source transaction that spans tables or
+	// partitions becomes visible in pieces); "transaction" applies every source
+	// transaction whole, in source commit order, in one replica transaction with the
+	// stored offsets of every partition it involved, from Debezium's transaction metadata
+	// (provide.transaction.metadata=true). See docs/cdc.md, "Transaction consistency".
+	// Default partition.
+	Consistency string `yaml:"consistency"`
+	// TransactionTopic is the connector's transaction topic, <topic.prefix>.transaction,
+	// which must have one partition. Required with consistency: transaction; the sink reads
+	// it besides the pipeline's topics.
+	TransactionTopic string `yaml:"transaction_topic"`
+	// MaxHeldEvents and MaxHeldBytes bound the changes held while their transactions are
+	// assembled, all together. Defaults 100000 events and 64 MiB.
+	MaxHeldEvents int   `yaml:"max_held_events"`
+	MaxHeldBytes  int64 `yaml:"max_held_bytes"`
+	// LeaseTimeout is how long the instance that holds the replica's partitions may go
+	// without renewing its lease before a standby takes over (consistency: transaction).
+	// Default 10s.
+	LeaseTimeout *time.Duration `yaml:"lease_timeout"`
 }
+
+// Consistency values.
+const (
+	ConsistencyPartition   = "partition"
+	ConsistencyTransaction = "transaction"
+)
 
 // TableConfig overrides the routing of one source table.
 type TableConfig struct {

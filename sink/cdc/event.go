@@ -39,10 +39,12 @@ type image map[string]value
 
 // event is one Debezium change event, decoded.
 type event struct {
-	op                string // c, r, u, d, t
-	db, schema, table string // source
-	commit, lsn       int64  // the source position (see position)
-	ts                int64  // source.ts_ms, the source's commit time (0 when missing), for rewind.go
+	op                string         // c, r, u, d, t
+	db, schema, table string         // source
+	commit, lsn       int64          // the source position (see position)
+	ts                int64          // source.ts_ms, the source's commit time (0 when missing), for rewind.go
+	src               map[string]any // source, for the transaction metadata (sequence.go)
+	txBlock           any            // the transaction block, nil when there is none
 	before, after     image
 	key               image // the Kafka key's struct; nil for a null key
 
@@ -366,7 +368,7 @@ func envelope(m map[string]any) (*event, error) {
 	if op == "" || src == nil {
 		return nil, errNotEnvelope
 	}
-	ev := &event{op: op}
+	ev := &event{op: op, src: src, txBlock: m["transaction"]}
 	ev.db, _ = src["db"].(string)
 	ev.schema, _ = src["schema"].(string)
 	ev.table, _ = src["table"].(string)

@@ -124,3 +124,8 @@ func (a *Assembler) part(at Position) *partition {
 	}
 	return p
 }
+
+// Moved returns the partitions whose safe offset moved since the last Tx or Moved
+// reported them, sorted by topic and partition: a caller that applies what it Passes (a
+// snapshot read) stores them with it.
+func (a *Assembler) Moved() []Position { return a.positions() }

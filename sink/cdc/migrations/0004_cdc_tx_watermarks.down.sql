@@ -1,0 +1,1 @@
+DROP TABLE cdc_tx_watermarks;

@@ -1,0 +1,333 @@
+package cdc
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/cdc/internal/txn"
+	"github.com/eosink/eosink/sink/internal/schemaformat"
+)
+
+// consistency: transaction. The plugin is a sink.Sequencer: the sink owns the transaction
+// topic and every data topic together, under a lease, and gives every record to a
+// sequence, which assembles whole source transactions (package txn) and hands them out in
+// commit order. Each commit applies one or more of them, with the per-partition writes of
+// partition mode (write), their stored offsets and the replica's watermark, the commit LSN
+// of the last one, in one transaction.
+
+// errNotSequenced is Write called by the per-partition engine in transaction mode: the
+// plugin inside multi or outbox, where the sink cannot see it as a Sequencer.
+var errNotSequenced = errors.New("cdc: consistency: transaction applies through the sink's set: " +
+	"the cdc plugin must be the pipeline's sink itself, not a part of multi or outbox")
+
+func (p *CDC) sequenced() bool { return p.c.Consistency == ConsistencyTransaction }
+
+// Sequenced reports the set of consistency: transaction.
+func (p *CDC) Sequenced() (sink.SequenceOptions, bool) {
+	if !p.sequenced() {
+		return sink.SequenceOptions{}, false
+	}
+	t := p.c.TransactionTopic
+	o := sink.SequenceOptions{Name: t, Topics: []string{t}, SinglePartition: []string{t}}
+	if p.c.LeaseTimeout != nil {
+		o.LeaseTimeout = *p.c.LeaseTimeout
+	}
+	return o, true
+}
+
+// NewSequence starts a sequence at the replica's stored watermark.
+func (p *CDC) NewSequence(ctx context.Context, db sink.DB) (sink.Sequence, error) {
+	var commit, xid, applied int64
+	err := db.QueryRow(ctx, `SELECT commit_lsn, xid, transactions FROM `+p.watermarks+
+		` WHERE pipeline = $1 AND transaction_topic = $2`, p.pipeline, p.c.TransactionTopic).Scan(&commit, &xid, &applied)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		if err := p.checkFirstStart(ctx, db); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, fmt.Errorf("cdc: watermark: %w", err)
+	}
+	p.log.Info("cdc: transaction consistency: resuming after the stored watermark", "transaction_topic", p.c.TransactionTopic,
+		"commit_lsn", commit, "xid", xid, "transactions_applied", applied)
+	return &sequence{p: p, a: txn.New(txn.Config{MaxEvents: p.c.MaxHeldEvents, MaxBytes: p.c.MaxHeldBytes, Watermark: commit})}, nil
+}
+
+// checkFirstStart refuses to start transaction consistency on a replica that partition
+// mode applied: its data partitions' positions are past changes of transactions whose
+// ENDs the transaction topic still holds, so those would never be complete.
+func (p *CDC) checkFirstStart(ctx context.Context, db sink.DB) error {
+	var marks bool
+	if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+p.marks+` WHERE pipeline = $1 AND commit_lsn > 0)`,
+		p.pipeline).Scan(&marks); err != nil {
+		return fmt.Errorf("cdc: source marks: %w", err)
+	}
+	if !marks {
+		return nil
+	}
+	return fmt.Errorf("cdc: pipeline %q applied changes in consistency: partition: its positions cannot start "+
+		"transaction consistency (transactions it applied in part would never be complete). Replay from the log's start: "+
+		"`eosink offsets set -to earliest` for every topic of the pipeline and the transaction topic, then record an empty "+
+		"watermark: INSERT INTO %s (pipeline, transaction_topic, commit_lsn, xid, ts_ms) VALUES ('%s', '%s', 0, 0, 0); "+
+		"or replicate into a new pipeline (docs/cdc.md, \"Transaction consistency\")", p.pipeline, p.watermarks, p.pipeline, p.c.TransactionTopic)
+}
+
+// sequence is one ownership's assembly.
+type sequence struct {
+	p     *CDC
+	a     *txn.Assembler
+	ready []*unit
+	open  *unit // the last of ready when it holds snapshot reads and may take more
+}
+
+// unit is one source transaction, or a run of snapshot reads (which belong to none).
+type unit struct {
+	recs   []*sink.Record
+	evs    []*event
+	pos    []sink.Offset
+	bytes  int
+	xid    uint64
+	commit int64 // the END's LSN; 0 for snapshot reads
+	ts     int64
+}
+
+func (u *unit) Positions() []sink.Offset { return u.pos }
+func (u *unit) Size() (int, int)         { return len(u.recs), u.bytes }
+
+// held is a change the assembler holds.
+type held struct {
+	r  *sink.Record
+	ev *event
+}
+
+func at(r *sink.Record) txn.Position {
+	return txn.Position{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+}
+
+func offsetsOf(ps []txn.Position) []sink.Offset {
+	out := make([]sink.Offset, len(ps))
+	for i, p := range ps {
+		out[i] = sink.Offset{Topic: p.Topic, Partition: p.Partition, Next: p.Offset}
+	}
+	return out
+}
+
+// Add takes one record of the set.
+func (q *sequence) Add(ctx context.Context, r *sink.Record) error {
+	p := q.p
+	if r.Topic == p.c.TransactionTopic {
+		if r.Value == nil {
+			return q.a.Pass(at(r))
+		}
+		m, err := q.marker(r)
+		if err != nil {
+			return fmt.Errorf("cdc: transaction marker %s[%d]@%d: %w", r.Topic, r.Partition, r.Offset, err)
+		}
+		if err := q.a.Marker(m, at(r)); err != nil {
+			return q.refused(r, err)
+		}
+		q.drain()
+		return nil
+	}
+	if r.Value == nil {
+		p.tombstones.Add(1)
+		return q.a.Pass(at(r))
+	}
+	ev, err := p.decode(r)
+	if err != nil {
+		return err
+	}
+	meta, err := txn.DecodeChange(map[string]any{"op": ev.op, "source": ev.src, "transaction": ev.txBlock})
+	if err != nil {
+		return fmt.Errorf("cdc: change event %s[%d]@%d: %w", r.Topic, r.Partition, r.Offset, err)
+	}
+	if !meta.Txn { // a snapshot read: applied in arrival order, before what comes after it
+		if err := q.a.Pass(at(r)); err != nil {
+			return q.refused(r, err)
+		}
+		u := q.open
+		if u == nil {
+			u = &unit{}
+			q.open = u
+			q.ready = append(q.ready, u)
+		}
+		u.recs, u.evs = append(u.recs, r), append(u.evs, ev)
+		u.bytes += len(r.Key) + len(r.Value)
+		u.pos = mergeOffsets(u.pos, offsetsOf(q.a.Moved()))
+		return nil
+	}
+	c := txn.Change{At: at(r), Meta: meta, Size: int64(len(r.Key) + len(r.Value)), Value: &held{r: r, ev: ev}}
+	if err := q.a.Change(c); err != nil {
+		return q.refused(r, err)
+	}
+	q.drain()
+	return nil
+}
+
+// marker decodes a BEGIN or END.
+func (q *sequence) marker(r *sink.Record) (txn.Marker, error) {
+	if !q.p.avro {
+		return txn.DecodeMarkerJSON(r.Value)
+	}
+	msg, err := q.p.dec.Decode(schemaformat.Avro, r.Value)
+	if err != nil {
+		return txn.Marker{}, err
+	}
+	return txn.DecodeMarker(msg.Value)
+}
+
+// refused names the record the assembler did not take.
+func (q *sequence) refused(r *sink.Record, err error) error {
+	if errors.Is(err, txn.ErrTooLarge) || errors.Is(err, txn.ErrFull) {
+		return fmt.Errorf("cdc: %s[%d]@%d: %w (raise max_held_events or max_held_bytes)", r.Topic, r.Partition, r.Offset, err)
+	}
+	return fmt.Errorf("cdc: %s[%d]@%d: %w", r.Topic, r.Partition, r.Offset, err)
+}
+
+// drain moves every complete transaction to ready.
+func (q *sequence) drain() {
+	for {
+		tx, ok := q.a.Next()
+		if !ok {
+			return
+		}
+		u := &unit{xid: tx.XID, commit: tx.Commit, ts: tx.End.TsMs, pos: offsetsOf(tx.Positions)}
+		for _, c := range tx.Changes {
+			h := c.Value.(*held)
+			u.recs, u.evs = append(u.recs, h.r), append(u.evs, h.ev)
+			u.bytes += len(h.r.Key) + len(h.r.Value)
+		}
+		q.ready = append(q.ready, u)
+		q.open = nil
+	}
+}
+
+// Next returns the oldest unit ready.
+func (q *sequence) Next() (sink.Unit, bool) {
+	if len(q.ready) == 0 {
+		return nil, false
+	}
+	u := q.ready[0]
+	q.ready[0] = nil
+	q.ready = q.ready[1:]
+	if u == q.open {
+		q.open = nil
+	}
+	return u, true
+}
+
+// Waiting describes the oldest transaction whose END was read and that is not complete.
+func (q *sequence) Waiting() string {
+	w, ok := q.a.Waiting()
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("source transaction %d (commit LSN %d): %d changes held, still missing %v", w.XID, w.Commit, w.Have, w.Missing)
+}
+
+// Apply writes the units' changes, per partition in offset order (one key's changes share a
+// partition), and moves the watermark to the last transaction's commit LSN.
+func (q *sequence) Apply(ctx context.Context, tx pgx.Tx, units []sink.Unit) error {
+	type part struct {
+		b   sink.Batch
+		evs []*event
+	}
+	parts := map[txn.Position]*part{}
+	var last *unit
+	n := 0
+	for _, su := range units {
+		u := su.(*unit)
+		if u.commit > 0 {
+			last = u
+			n++
+		}
+		for i, r := range u.recs {
+			k := txn.Position{Topic: r.Topic, Partition: r.Partition}
+			pt := parts[k]
+			if pt == nil {
+				pt = &part{b: sink.Batch{Topic: r.Topic, Partition: r.Partition}}
+				parts[k] = pt
+			}
+			pt.b.Records = append(pt.b.Records, *r)
+			pt.evs = append(pt.evs, u.evs[i])
+		}
+	}
+	keys := make([]txn.Position, 0, len(parts))
+	for k := range parts {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(x, y txn.Position) int {
+		return cmp.Or(cmp.Compare(x.Topic, y.Topic), cmp.Compare(x.Partition, y.Partition))
+	})
+	for _, k := range keys {
+		pt := parts[k]
+		idx := make([]int, len(pt.evs))
+		for i := range idx {
+			idx[i] = i
+		}
+		slices.SortStableFunc(idx, func(x, y int) int { return cmp.Compare(pt.b.Records[x].Offset, pt.b.Records[y].Offset) })
+		b := sink.Batch{Topic: pt.b.Topic, Partition: pt.b.Partition, Records: make([]sink.Record, len(idx))}
+		evs := make([]*event, len(idx))
+		for i, j := range idx {
+			b.Records[i], evs[i] = pt.b.Records[j], pt.evs[j]
+		}
+		if err := q.p.write(ctx, tx, b, evs); err != nil {
+			return q.applyErr(units, err)
+		}
+	}
+	if last == nil {
+		return nil
+	}
+	tag, err := tx.Exec(ctx, `INSERT INTO `+q.p.watermarks+` AS w (pipeline, transaction_topic, commit_lsn, xid, ts_ms, transactions)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (pipeline, transaction_topic) DO UPDATE SET commit_lsn = EXCLUDED.commit_lsn, xid = EXCLUDED.xid,
+  ts_ms = EXCLUDED.ts_ms, transactions = w.transactions + EXCLUDED.transactions, updated_at = now()
+WHERE w.commit_lsn < EXCLUDED.commit_lsn`, q.p.pipeline, q.p.c.TransactionTopic, last.commit, int64(last.xid), last.ts, n)
+	if err != nil {
+		return fmt.Errorf("cdc: watermark: %w", err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("cdc: watermark: the stored one is at or past commit LSN %d: another writer applied this replica", last.commit)
+	}
+	return nil
+}
+
+// applyErr names the source transactions a failed apply was applying.
+func (q *sequence) applyErr(units []sink.Unit, err error) error {
+	var first, last *unit
+	for _, su := range units {
+		if u := su.(*unit); u.commit > 0 {
+			if first == nil {
+				first = u
+			}
+			last = u
+		}
+	}
+	switch {
+	case first == nil:
+		return fmt.Errorf("cdc: applying snapshot reads: %w", err)
+	case first == last:
+		return fmt.Errorf("cdc: applying source transaction %d (commit LSN %d), none of it applied: %w", first.xid, first.commit, err)
+	}
+	return fmt.Errorf("cdc: applying source transactions %d (commit LSN %d) to %d (commit LSN %d), none of them applied: %w",
+		first.xid, first.commit, last.xid, last.commit, err)
+}
+
+// mergeOffsets returns a with b's offsets put in (b's win).
+func mergeOffsets(a, b []sink.Offset) []sink.Offset {
+	for _, o := range b {
+		i := slices.IndexFunc(a, func(x sink.Offset) bool { return x.Topic == o.Topic && x.Partition == o.Partition })
+		if i >= 0 {
+			a[i] = o
+		} else {
+			a = append(a, o)
+		}
+	}
+	return a
+}

@@ -1,0 +1,368 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eosink/eosink/internal/failpoint"
+	"github.com/eosink/eosink/internal/offsets"
+	"github.com/eosink/eosink/internal/pgerr"
+	"github.com/eosink/eosink/rebalance"
+)
+
+// setCheckEvery is how often an ownership looks again at the set's topics (a new partition,
+// a new topic matching a pattern) and reports what the sequence waits for.
+const setCheckEvery = 15 * time.Second
+
+// owned is one partition of an ownership: the epoch claimed and the stored next offset.
+type owned struct {
+	epoch, next int64
+}
+
+// ownership is one holding of a set's lease.
+type ownership struct {
+	s     *Sink
+	c     *kafka.Consumer
+	o     SequenceOptions
+	lease offsets.Lease
+	seq   Sequence
+	parts map[partitionKey]*owned
+	names []string // the set's topics, sorted
+}
+
+// ownSet owns the set under lease until ctx ends, the lease is lost, or an error ends the
+// ownership: it claims every partition of the set, assigns them at their stored positions
+// and commits what the sequence assembles.
+func (s *Sink) ownSet(ctx context.Context, c *kafka.Consumer, sq Sequencer, o SequenceOptions, lease offsets.Lease) error {
+	octx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lost := make(chan struct{})
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		s.renewLease(octx, o, lease.Epoch, func() { close(lost); cancel() })
+	}()
+	defer func() { cancel(); <-renewed }()
+
+	w := &ownership{s: s, c: c, o: o, lease: lease, parts: map[partitionKey]*owned{}}
+	tps, err := w.claim(octx)
+	if err != nil {
+		return w.ended(lost, err)
+	}
+	if w.seq, err = sq.NewSequence(octx, s.pool); err != nil {
+		return w.ended(lost, err)
+	}
+	if err := c.Assign(tps); err != nil {
+		return fmt.Errorf("eosink: set %q: assign: %w", o.Name, err)
+	}
+	defer func() {
+		if err := c.Unassign(); err != nil {
+			s.log.Warn("set: unassign failed", "set", o.Name, "err", err)
+		}
+	}()
+	s.log.Info("set: owned", "set", o.Name, "epoch", lease.Epoch, "partitions", len(tps))
+	return w.ended(lost, w.run(octx))
+}
+
+// ended returns ErrLeaseLost for an ownership whose lease the renewals found taken.
+func (w *ownership) ended(lost chan struct{}, err error) error {
+	select {
+	case <-lost:
+		return fmt.Errorf("eosink: set %q: %w", w.o.Name, ErrLeaseLost)
+	default:
+		return err
+	}
+}
+
+// topics returns the set's topics as the broker has them now, with their partitions.
+func (w *ownership) topics(ctx context.Context) (map[string][]int32, error) {
+	names, err := w.s.checkTopics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range w.o.Topics {
+		if !slices.Contains(names, t) {
+			names = append(names, t)
+		}
+	}
+	out := map[string][]int32{}
+	for _, t := range names {
+		md, err := w.s.metadata(ctx, &t, false, 10*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		tm, ok := md.Topics[t]
+		if !ok || tm.Error.Code() != kafka.ErrNoError {
+			return nil, fmt.Errorf("eosink: set %q: topic %q does not exist on %s", w.o.Name, t, w.s.brokers())
+		}
+		for _, p := range tm.Partitions {
+			out[t] = append(out[t], p.ID)
+		}
+		slices.Sort(out[t])
+		if slices.Contains(w.o.SinglePartition, t) && len(out[t]) != 1 {
+			return nil, &SetError{Set: w.o.Name, Err: fmt.Errorf("topic %q has %d partitions: it must have exactly one, "+
+				"or the order of its records is lost (create it with one partition before the connector starts, "+
+				"for example with Kafka Connect's topic.creation.* settings)", t, len(out[t]))}
+		}
+	}
+	return out, nil
+}
+
+// claim claims every partition of the set and returns where to assign them.
+func (w *ownership) claim(ctx context.Context) ([]kafka.TopicPartition, error) {
+	set, err := w.topics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var tps []kafka.TopicPartition
+	for t, ps := range set {
+		w.names = append(w.names, t)
+		for _, p := range ps {
+			cl, err := w.claimOne(ctx, t, p)
+			if err != nil {
+				return nil, err
+			}
+			w.parts[partitionKey{t, p}] = &owned{epoch: cl.Epoch, next: cl.NextOffset}
+			tps = append(tps, kafka.TopicPartition{Topic: &t, Partition: p, Offset: kafka.Offset(cl.NextOffset)})
+		}
+	}
+	sort.Strings(w.names)
+	return tps, nil
+}
+
+// claimOne claims one partition (creating its row at the initial position) and checks the
+// stored position against the log: records deleted before they were applied, or a log
+// shorter than the position (the topic was recreated), stop the set.
+func (w *ownership) claimOne(ctx context.Context, topic string, part int32) (offsets.Claim, error) {
+	s := w.s
+	low, high, err := w.c.QueryWatermarkOffsets(topic, part, 10_000)
+	if err != nil {
+		return offsets.Claim{}, fmt.Errorf("eosink: set %q: watermarks of %s[%d]: %w", w.o.Name, topic, part, err)
+	}
+	initial := func() (int64, error) {
+		switch s.cfg.InitialPosition {
+		case rebalance.Latest:
+			return high, nil
+		case rebalance.Error:
+			return 0, &PartitionError{Topic: topic, Partition: part, Err: ErrNoStoredPosition}
+		}
+		return low, nil // earliest; kafka-committed has no meaning outside a group
+	}
+	cl, err := s.store.Claim(ctx, topic, part, "", initial)
+	if err != nil {
+		return offsets.Claim{}, err
+	}
+	if cl.NextOffset < low || cl.NextOffset > high {
+		return offsets.Claim{}, &SetError{Set: w.o.Name, Err: &PartitionError{Topic: topic, Partition: part,
+			Err: fmt.Errorf("%w: stored next offset %d, log holds [%d, %d): records were deleted before they were applied, "+
+				"or the topic was recreated; the set cannot be applied whole from here (see docs/cdc.md, \"Transaction consistency\")",
+				ErrOffsetOutOfRange, cl.NextOffset, low, high)}}
+	}
+	return cl, nil
+}
+
+// run reads the set's partitions and commits what the sequence assembles, in groups.
+func (w *ownership) run(ctx context.Context) error {
+	s := w.s
+	lim := s.cfg
+	var group []Unit
+	groupRecords, groupBytes := 0, 0
+	var first time.Time
+	check := time.Now()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		s.clock.touch()
+		idle := false
+		switch e := w.c.Poll(50).(type) {
+		case nil:
+			idle = true
+		case *kafka.Message:
+			if e.TopicPartition.Error != nil {
+				s.log.Warn("kafka partition error", "topic", *e.TopicPartition.Topic, "partition", e.TopicPartition.Partition, "err", e.TopicPartition.Error)
+				break
+			}
+			r := recordOf(e)
+			if err := w.seq.Add(ctx, &r); err != nil {
+				return w.failed(err)
+			}
+		case kafka.Error:
+			if e.IsFatal() {
+				return fmt.Errorf("eosink: kafka: %w", e)
+			}
+			s.log.Warn("kafka error", "code", e.Code().String(), "err", e)
+		}
+		for groupRecords < lim.MaxBatchRecords && groupBytes < lim.MaxBatchBytes {
+			u, ok := w.seq.Next()
+			if !ok {
+				break
+			}
+			if len(group) == 0 {
+				first = time.Now()
+			}
+			group = append(group, u)
+			n, b := u.Size()
+			groupRecords, groupBytes = groupRecords+n, groupBytes+b
+		}
+		full := groupRecords >= lim.MaxBatchRecords || groupBytes >= lim.MaxBatchBytes
+		if len(group) > 0 && (idle || full || time.Since(first) >= lim.MaxBatchWait) {
+			if err := w.commit(ctx, group); err != nil {
+				return w.failed(err)
+			}
+			group, groupRecords, groupBytes = group[:0], 0, 0
+		}
+		if time.Since(check) >= setCheckEvery {
+			check = time.Now()
+			if waiting := w.seq.Waiting(); waiting != "" {
+				s.log.Info("set: waiting", "set", w.o.Name, "for", waiting)
+			}
+			if err := w.changed(ctx); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// changed returns errRestartSet when the set's topics or partitions differ from those
+// owned: a new topic matching a pattern, partitions added.
+func (w *ownership) changed(ctx context.Context) error {
+	set, err := w.topics(ctx)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for t, ps := range set {
+		for _, p := range ps {
+			if w.parts[partitionKey{t, p}] == nil {
+				return fmt.Errorf("%w: %s[%d] is new", errRestartSet, t, p)
+			}
+			n++
+		}
+	}
+	if n != len(w.parts) {
+		return fmt.Errorf("%w: a partition is gone", errRestartSet)
+	}
+	return nil
+}
+
+// failed turns an error of the sequence into the ownership's end: retryable errors and
+// fences end it (runSet starts again or stands by), others stop the set, naming what it
+// waited for.
+func (w *ownership) failed(err error) error {
+	if isRetryable(err) || errors.Is(err, errRestartSet) || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrFenced) {
+		return err
+	}
+	if se := (*SetError)(nil); errors.As(err, &se) {
+		return err
+	}
+	return &SetError{Set: w.o.Name, Waiting: w.seq.Waiting(), Err: err}
+}
+
+// commit applies group in one transaction: the lease check, every moved offset, the
+// units' writes. Transient errors retry the same group; a COMMIT whose outcome is unknown
+// ends the ownership (errRestartSet): the next one reads what the database holds.
+func (w *ownership) commit(ctx context.Context, group []Unit) error {
+	s := w.s
+	backoff := s.cfg.RetryBackoff
+	for {
+		err := w.commitOnce(ctx, group)
+		if err == nil || !isRetryable(err) || errors.Is(err, errRestartSet) || ctx.Err() != nil {
+			return err
+		}
+		s.m.retry(err)
+		s.log.Warn("set: commit failed, retrying", "set", w.o.Name, "err", err, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, s.cfg.MaxRetryBackoff)
+	}
+}
+
+func (w *ownership) commitOnce(ctx context.Context, group []Unit) error {
+	s := w.s
+	began := time.Now()
+	failpoint.Eval(failpoint.AfterFetch)
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: s.cfg.IsolationLevel})
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	finished := false
+	defer func() {
+		if !finished {
+			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = tx.Rollback(rctx)
+			cancel()
+		}
+	}()
+	if err := s.store.CheckLease(ctx, tx, w.o.Name, w.lease.Epoch); err != nil {
+		return err
+	}
+	moved := map[partitionKey]int64{}
+	records, bytes := 0, 0
+	for _, u := range group {
+		for _, p := range u.Positions() {
+			moved[partitionKey{p.Topic, p.Partition}] = p.Next
+		}
+		n, b := u.Size()
+		records, bytes = records+n, bytes+b
+	}
+	var ranges []rebalance.Range
+	for k, next := range moved {
+		o := w.parts[k]
+		if o == nil {
+			return fmt.Errorf("eosink: set %q: a unit names %s[%d], which the set does not own", w.o.Name, k.topic, k.partition)
+		}
+		if next < o.next {
+			return fmt.Errorf("eosink: set %q: a unit moves %s[%d] back from %d to %d", w.o.Name, k.topic, k.partition, o.next, next)
+		}
+		if next > o.next {
+			ranges = append(ranges, rebalance.Range{Topic: k.topic, Partition: k.partition, Epoch: o.epoch, Start: o.next, End: next})
+		}
+	}
+	if err := s.store.Advance(ctx, tx, ranges...); err != nil {
+		return err
+	}
+	failpoint.Eval(failpoint.AfterOffsetUpdate)
+	if err := w.seq.Apply(ctx, ownedTx{tx}, group); err != nil {
+		return err
+	}
+	failpoint.Eval(failpoint.InHandler)
+	failpoint.Eval(failpoint.BeforeCommit)
+	finished = true
+	if err := tx.Commit(ctx); err != nil {
+		if pgerr.IsConnectionError(err) || ctx.Err() != nil {
+			s.m.unknownCommits.add(1)
+			return fmt.Errorf("%w: commit: %v", errRestartSet, err)
+		}
+		return fmt.Errorf("commit: %w", err)
+	}
+	failpoint.Eval(failpoint.AfterCommit)
+	for _, r := range ranges {
+		w.parts[partitionKey{r.Topic, r.Partition}].next = r.End
+	}
+	s.m.committed(records, bytes, time.Since(began).Seconds())
+	return nil
+}
+
+// recordOf is the Record of a fetched message.
+func recordOf(m *kafka.Message) Record {
+	tp := m.TopicPartition
+	r := Record{Topic: *tp.Topic, Partition: tp.Partition, Offset: int64(tp.Offset), Key: m.Key, Value: m.Value, Timestamp: m.Timestamp}
+	if len(m.Headers) > 0 {
+		r.Headers = make([]Header, len(m.Headers))
+		for i, h := range m.Headers {
+			r.Headers[i] = Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return r
+}

@@ -1,0 +1,223 @@
+package cdc
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/eosink/eosink/internal/testbed"
+)
+
+const txAccounts = 30 // per table
+
+const accountsDDL = `CREATE TABLE %s (id int PRIMARY KEY, balance bigint NOT NULL)`
+
+// txConfig writes the pipeline config of a cdc sink in consistency: transaction.
+func txConfig(t *testing.T, e testbed.Env, pipeline, offsets, replica, txTopic, instance, consistency string, topics []string) string {
+	t.Helper()
+	config := filepath.Join(t.TempDir(), "pipeline.yaml")
+	extra := ""
+	if consistency == "transaction" {
+		extra = fmt.Sprintf("  transaction_topic: %s\n  lease_timeout: 3s\n", txTopic)
+	}
+	yaml := fmt.Sprintf(`pipeline: %s
+instance_id: %s
+kafka:
+  brokers: %s
+  group: %s
+  topics: [%s]
+database:
+  url: %s
+  schema: %s
+batch:
+  max_records: 50
+sink:
+  type: cdc
+  table: "%s.$${source.table}"
+  consistency: %s
+%s`, pipeline, instance, e.Brokers, pipeline, strings.Join(topics, ", "), e.DatabaseURL, offsets, replica, consistency, extra)
+	if err := os.WriteFile(config, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return config
+}
+
+// bankReader queries the replica's total balance until stop, counting the reads that see
+// a total other than want.
+func bankReader(ctx context.Context, db *pgxpool.Pool, replica string, want int64, stop <-chan struct{}) (reads, violations *atomic.Int64, done <-chan struct{}) {
+	reads, violations = new(atomic.Int64), new(atomic.Int64)
+	ch := make(chan struct{})
+	q := fmt.Sprintf(`SELECT (SELECT coalesce(sum(balance), 0) FROM %s) + (SELECT coalesce(sum(balance), 0) FROM %s),
+		(SELECT count(*) FROM %[1]s) + (SELECT count(*) FROM %[2]s)`,
+		pgx.Identifier{replica, "accounts_a"}.Sanitize(), pgx.Identifier{replica, "accounts_b"}.Sanitize())
+	go func() {
+		defer close(ch)
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			var sum, n int64
+			if err := db.QueryRow(ctx, q).Scan(&sum, &n); err != nil {
+				continue
+			}
+			if n < 2*txAccounts {
+				continue // the snapshot is still being applied
+			}
+			reads.Add(1)
+			if sum != want {
+				violations.Add(1)
+			}
+		}
+	}()
+	return reads, violations, ch
+}
+
+// TestCDCTransactionConsistency: transfers between two tables (two topics of three
+// partitions each) through real Debezium with transaction metadata, applied by two
+// `eosink run` members in consistency: transaction. A reader checks the replica's total
+// balance 50 times a second: it never sees a transfer in part, through a SIGKILL of the
+// lease holder (the standby takes over), a Debezium restart (events sent again), and the
+// end state equals the source.
+func TestCDCTransactionConsistency(t *testing.T) {
+	e := testbed.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	srcURL, _ := testbed.SourceDatabase(t, e, "cdctx")
+	src := connect(t, srcURL)
+	execAll(t, src, fmt.Sprintf(accountsDDL, "public.accounts_a"), fmt.Sprintf(accountsDDL, "public.accounts_b"),
+		fmt.Sprintf(`INSERT INTO public.accounts_a SELECT g, 1000 FROM generate_series(1, %d) g`, txAccounts),
+		fmt.Sprintf(`INSERT INTO public.accounts_b SELECT g, 1000 FROM generate_series(1, %d) g`, txAccounts))
+	const total = 2 * txAccounts * 1000
+	db := testbed.Pool(t, e)
+	replica, offsets := testbed.Schema(t, e), testbed.Schema(t, e)
+	execAll(t, db, "CREATE SCHEMA "+pgx.Identifier{replica}.Sanitize(),
+		fmt.Sprintf(accountsDDL, pgx.Identifier{replica, "accounts_a"}.Sanitize()),
+		fmt.Sprintf(accountsDDL, pgx.Identifier{replica, "accounts_b"}.Sanitize()))
+	prefix := testbed.Name(t, "tx")
+	dbz := testbed.DebeziumOptions{Brokers: e.Brokers, SourceURL: srcURL, Tables: []string{"public.accounts_a", "public.accounts_b"},
+		TopicPrefix: prefix, Partitions: 3, Dir: t.TempDir(),
+		Worker: map[string]string{"offset.flush.interval.ms": "5000"},
+		Connector: map[string]string{"provide.transaction.metadata": "true",
+			"topic.creation.groups":                 "txn",
+			"topic.creation.txn.include":            strings.ReplaceAll(prefix, ".", `\.`) + `\.transaction`,
+			"topic.creation.txn.partitions":         "1",
+			"topic.creation.txn.replication.factor": "1"}}
+	d := startDebezium(t, dbz)
+	txTopic := prefix + ".transaction"
+	topics := []string{d.Topic("public.accounts_a"), d.Topic("public.accounts_b")}
+
+	var transfers atomic.Int64
+	transfer := func(rng *rand.Rand) {
+		from, to := rng.IntN(txAccounts)+1, rng.IntN(txAccounts)+1
+		ft, tt := "accounts_a", "accounts_b"
+		if rng.IntN(2) == 0 {
+			ft, tt = tt, ft
+		}
+		amount := rng.IntN(50) + 1
+		tx, err := src.Begin(ctx)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`UPDATE public.%s SET balance = balance - $1 WHERE id = $2`, ft), amount, from); err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`UPDATE public.%s SET balance = balance + $1 WHERE id = $2`, tt), amount, to); err != nil {
+			t.Error(err)
+			return
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Error(err)
+			return
+		}
+		transfers.Add(1)
+	}
+	var mu sync.Mutex
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 25))
+	work := func(n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for range n {
+			transfer(rng)
+		}
+	}
+	work(20) // the transaction topic and both data topics exist
+	waitTopics(t, e.Brokers, append([]string{txTopic}, topics...))
+
+	pipeline := testbed.Name(t, "p")
+	cfgA := txConfig(t, e, pipeline, offsets, replica, txTopic, "member-a", "transaction", topics)
+	cfgB := txConfig(t, e, pipeline, offsets, replica, txTopic, "member-b", "transaction", topics)
+	cli(t, "migrate", "up", "-config", cfgA)
+
+	stop := make(chan struct{})
+	reads, violations, readerDone := bankReader(ctx, db, replica, total, stop)
+	a := testbed.StartProcess(t, eosinkBin, "eosink run (a)", []string{"run", "-config", cfgA})
+	a.WaitOutput("set: owned", 60*time.Second)
+	b := testbed.StartProcess(t, eosinkBin, "eosink run (b)", []string{"run", "-config", cfgB})
+	b.WaitOutput("standing by", 60*time.Second)
+
+	equal := func(what string) {
+		t.Helper()
+		testbed.Eventually(t, 2*time.Minute, what, func() (bool, string) {
+			var diff []string
+			for _, tb := range []string{"accounts_a", "accounts_b"} {
+				diff = append(diff, diffRows(rowsText(t, src, "public."+tb), rowsText(t, db, pgx.Identifier{replica, tb}.Sanitize()))...)
+			}
+			return len(diff) == 0, strings.Join(diff, "\n") + "\n" + a.Output() + b.Output()
+		})
+	}
+	work(150)
+	equal("streamed")
+
+	// The holder dies mid-stream; the standby takes the lease after its timeout.
+	go work(150)
+	time.Sleep(500 * time.Millisecond)
+	a.Signal(syscall.SIGKILL)
+	b.WaitOutput("set: owned", 60*time.Second)
+	work(50)
+	equal("after the takeover")
+
+	// Debezium restarts and sends its last events again.
+	d.Kill()
+	work(30)
+	startDebezium(t, dbz)
+	work(50)
+	equal("after the Debezium restart")
+
+	close(stop)
+	<-readerDone
+	if reads.Load() < 100 {
+		t.Fatalf("the reader read the replica only %d times", reads.Load())
+	}
+	if v := violations.Load(); v != 0 {
+		t.Fatalf("the reader saw %d of %d reads with a total other than %d: a transfer applied in part", v, reads.Load(), total)
+	}
+	var applied int64
+	if err := db.QueryRow(ctx, fmt.Sprintf(`SELECT transactions FROM %s WHERE pipeline = $1`,
+		pgx.Identifier{offsets, "cdc_tx_watermarks"}.Sanitize()), pipeline).Scan(&applied); err != nil {
+		t.Fatal(err)
+	}
+	if applied < transfers.Load() {
+		t.Fatalf("the watermark counts %d source transactions applied, the workload committed %d", applied, transfers.Load())
+	}
+	t.Logf("%d transfers, %d source transactions applied (with the snapshot's), %d reads of the replica, 0 saw a partial transfer",
+		transfers.Load(), applied, reads.Load())
+	b.StopClean(60 * time.Second)
+}

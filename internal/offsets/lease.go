@@ -35,23 +35,59 @@ type Lease struct {
 // never taken, not renewed for timeout (by the server's clock), or held by this same
 // instance (a restart under the same instance id). It returns the lease with its new epoch
 // and true, or the current holder's lease and false.
+//
+// Whether it is free is read first without a lock, from what is committed. Only then does
+// the take lock the row, where it may wait for a commit of the holder in flight (each
+// commit's CheckLease locks the row): a holder that has renewed nothing for timeout yet
+// holds the row is stalled (a paused process, a half-sent COPY), and as with a claim its
+// session is ended after half the lock timeout when it is one of the pipeline's
+// (TerminateStalled); its commit rolls back.
 func (s *Store) TakeLease(ctx context.Context, name string, timeout time.Duration) (Lease, bool, error) {
 	if _, err := s.pool.Exec(ctx, `INSERT INTO `+s.leases+` (pipeline, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
 		s.pipeline, name); err != nil {
 		return Lease{}, false, fmt.Errorf("lease %q: %w", name, err)
 	}
-	l := Lease{Name: name}
-	err := s.pool.QueryRow(ctx, `UPDATE `+s.leases+` SET epoch = epoch + 1, holder = $3, taken_at = now(), renewed_at = now()
-		WHERE pipeline = $1 AND name = $2
-		  AND (holder IS NULL OR holder = $3 OR renewed_at IS NULL OR renewed_at < now() - make_interval(secs => $4))
-		RETURNING epoch, holder, renewed_at`, s.pipeline, name, s.owner, timeout.Seconds()).Scan(&l.Epoch, &l.Holder, &l.RenewedAt)
-	if err == nil {
-		return l, true, nil
+	cur, err := s.ReadLease(ctx, name)
+	if err != nil {
+		return Lease{}, false, err
 	}
-	if !errors.Is(err, pgx.ErrNoRows) {
+	if cur.Holder != "" && cur.Holder != s.owner && !cur.RenewedAt.IsZero() && cur.Age < timeout {
+		return cur, false, nil
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
 		return Lease{}, false, fmt.Errorf("lease %q: take: %w", name, err)
 	}
-	cur, err := s.ReadLease(ctx, name)
+	defer conn.Release()
+	if s.TerminateStalled != "" && s.lockTimeout > 0 {
+		stop := s.watchBlockers(ctx, conn.Conn().PgConn().PID(), "lease "+name, -1)
+		defer stop()
+	}
+	l := Lease{Name: name}
+	taken := false
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if s.lockTimeout > 0 {
+			if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", s.lockTimeout.Milliseconds())); err != nil {
+				return err
+			}
+		}
+		err := tx.QueryRow(ctx, `UPDATE `+s.leases+` SET epoch = epoch + 1, holder = $3, taken_at = now(), renewed_at = now()
+			WHERE pipeline = $1 AND name = $2
+			  AND (holder IS NULL OR holder = $3 OR renewed_at IS NULL OR renewed_at < now() - make_interval(secs => $4))
+			RETURNING epoch, holder, renewed_at`, s.pipeline, name, s.owner, timeout.Seconds()).Scan(&l.Epoch, &l.Holder, &l.RenewedAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // renewed meanwhile
+		}
+		taken = err == nil
+		return err
+	})
+	if err != nil {
+		return Lease{}, false, fmt.Errorf("lease %q: take: %w", name, err)
+	}
+	if taken {
+		return l, true, nil
+	}
+	cur, err = s.ReadLease(ctx, name)
 	return cur, false, err
 }
 

@@ -91,8 +91,9 @@ func bankReader(ctx context.Context, db *pgxpool.Pool, replica string, want int6
 // partitions each) through real Debezium with transaction metadata, applied by two
 // `eosink run` members in consistency: transaction. A reader checks the replica's total
 // balance 50 times a second: it never sees a transfer in part, through a SIGKILL of the
-// lease holder (the standby takes over), a Debezium restart (events sent again), and the
-// end state equals the source.
+// lease holder (the standby takes over), a paused holder that resumes after a takeover (a
+// zombie, fenced), a Debezium restart (events sent again), and the end state equals the
+// source.
 func TestCDCTransactionConsistency(t *testing.T) {
 	reads, violations := bank(t, "transaction")
 	if v := violations; v != 0 {
@@ -227,6 +228,18 @@ func bank(t *testing.T, consistency string) (reads, violations int64) {
 	work(50)
 	equal("after the takeover")
 
+	// A zombie: the holder pauses past the lease timeout, the standby takes over, the old
+	// holder resumes: it must not commit again, and stands by.
+	a = testbed.StartProcess(t, eosinkBin, "eosink run (a, again)", []string{"run", "-config", cfgA})
+	a.WaitOutput("standing by", 60*time.Second)
+	b.Signal(syscall.SIGSTOP)
+	a.WaitOutput("set: owned", 60*time.Second)
+	work(50)
+	b.Signal(syscall.SIGCONT)
+	b.WaitOutput("another instance owns the set now", 60*time.Second)
+	work(20)
+	equal("after the zombie resumed")
+
 	// Debezium restarts and sends its last events again.
 	d.Kill()
 	work(30)
@@ -250,5 +263,6 @@ func bank(t *testing.T, consistency string) (reads, violations int64) {
 	t.Logf("%d transfers, %d source transactions applied, %d reads of the replica, %d saw a partial transfer",
 		transfers.Load(), applied, nreads.Load(), nviolations.Load())
 	b.StopClean(60 * time.Second)
+	a.StopClean(60 * time.Second)
 	return nreads.Load(), nviolations.Load()
 }

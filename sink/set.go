@@ -71,9 +71,15 @@ func (s *Sink) runSet(ctx context.Context, c *kafka.Consumer, sq Sequencer, o Se
 			return nil
 		}
 		switch {
-		case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrFenced):
+		case errors.Is(err, ErrLeaseLost):
 			s.m.fenced.add(1)
 			s.log.Warn("set: another instance owns the set now; standing by", "set", o.Name, "err", err)
+			backoff = s.cfg.RetryBackoff
+			continue
+		case errors.Is(err, ErrFenced):
+			s.m.fenced.add(1)
+			s.log.Warn("set: a partition of the set was claimed or moved (an operator's move, or another instance); "+
+				"taking the lease again if it is free", "set", o.Name, "err", err)
 			backoff = s.cfg.RetryBackoff
 			continue
 		case errors.Is(err, errRestartSet), isRetryable(err):

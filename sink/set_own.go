@@ -250,6 +250,22 @@ func (w *ownership) changed(ctx context.Context) error {
 	if n != len(w.parts) {
 		return fmt.Errorf("%w: a partition is gone", errRestartSet)
 	}
+	// An operator's move (eosink offsets set) bumps the epoch: claim again at the new
+	// position now rather than at the next commit, which it fences.
+	var topics []string
+	var parts []int32
+	for k := range w.parts {
+		topics, parts = append(topics, k.topic), append(parts, k.partition)
+	}
+	epochs, err := w.s.store.Epochs(ctx, topics, parts)
+	if err != nil {
+		return err
+	}
+	for k, o := range w.parts {
+		if e, ok := epochs[k.topic][k.partition]; !ok || e != o.epoch {
+			return fmt.Errorf("%w: %s[%d] was claimed or moved (epoch %d, now %d)", errRestartSet, k.topic, k.partition, o.epoch, e)
+		}
+	}
 	return nil
 }
 

@@ -21,6 +21,18 @@ import (
 // a new topic matching a pattern) and reports what the sequence waits for.
 const setCheckEvery = 15 * time.Second
 
+// setGapAfter is how long a sequence may wait for the same unit, with every partition of
+// the set read to its end, before the set stops on ErrSetIncomplete: the changes it waits
+// for are not in the log (deleted by retention, or never written). A connector that
+// restarts within it sends them again.
+const setGapAfter = 2 * time.Minute
+
+// ErrSetIncomplete: the sequence waits for records that are in none of the set's
+// partitions, each read to its end: a source transaction's changes were deleted by
+// retention before they were applied, or never written. Nothing of it was applied; the set
+// stops (docs/cdc.md, "Transaction consistency").
+var ErrSetIncomplete = errors.New("eosink: a unit cannot be completed from the log")
+
 // owned is one partition of an ownership: the epoch claimed and the stored next offset.
 type owned struct {
 	epoch, next int64
@@ -176,6 +188,8 @@ func (w *ownership) run(ctx context.Context) error {
 	groupRecords, groupBytes := 0, 0
 	var first time.Time
 	check := time.Now()
+	var waiting string // what the sequence waited for at the last check, and since when
+	var waitingSince time.Time
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -221,14 +235,49 @@ func (w *ownership) run(ctx context.Context) error {
 		}
 		if time.Since(check) >= setCheckEvery {
 			check = time.Now()
-			if waiting := w.seq.Waiting(); waiting != "" {
-				s.log.Info("set: waiting", "set", w.o.Name, "for", waiting)
+			now := w.seq.Waiting()
+			if now == "" || now != waiting {
+				waiting, waitingSince = now, time.Now()
+			}
+			if waiting != "" {
+				s.log.Info("set: waiting", "set", w.o.Name, "for", waiting, "since", waitingSince.Format(time.RFC3339))
+				if time.Since(waitingSince) >= setGapAfter {
+					if err := w.readToEnd(); err != nil {
+						return err
+					}
+				}
 			}
 			if err := w.changed(ctx); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// readToEnd returns a *SetError wrapping ErrSetIncomplete when every partition of the set
+// is read to its end: what the sequence waits for is not in the log.
+func (w *ownership) readToEnd() error {
+	var tps []kafka.TopicPartition
+	for k := range w.parts {
+		tps = append(tps, kafka.TopicPartition{Topic: &k.topic, Partition: k.partition})
+	}
+	pos, err := w.c.Position(tps)
+	if err != nil {
+		return nil // asked again at the next check
+	}
+	for _, tp := range pos {
+		read := int64(tp.Offset)
+		if read < 0 {
+			read = w.parts[partitionKey{*tp.Topic, tp.Partition}].next
+		}
+		_, high, err := w.c.QueryWatermarkOffsets(*tp.Topic, tp.Partition, 5_000)
+		if err != nil || read < high {
+			return nil
+		}
+	}
+	return &SetError{Set: w.o.Name, Waiting: w.seq.Waiting(), Err: fmt.Errorf("%w: waiting for %s for %s with every partition read to its end: "+
+		"its records were deleted by retention before they were applied, or never written; nothing of it was applied",
+		ErrSetIncomplete, w.seq.Waiting(), setGapAfter)}
 }
 
 // changed returns errRestartSet when the set's topics or partitions differ from those

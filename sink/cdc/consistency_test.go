@@ -1,0 +1,66 @@
+package cdc
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eosink/eosink/sink"
+)
+
+func TestConsistencyConfig(t *testing.T) {
+	second, ms := time.Second, time.Millisecond
+	for _, tc := range []struct {
+		c    Config
+		want string // "" when valid
+	}{
+		{Config{}, ""},
+		{Config{Consistency: "partition"}, ""},
+		{Config{Consistency: "transaction", TransactionTopic: "db.transaction"}, ""},
+		{Config{Consistency: "transaction", TransactionTopic: "db.transaction", LeaseTimeout: &second}, ""},
+		{Config{Consistency: "transaction"}, "needs transaction_topic"},
+		{Config{TransactionTopic: "db.transaction"}, "transaction_topic: read only with consistency: transaction"},
+		{Config{Consistency: "atomic"}, `consistency: "atomic" is not partition or transaction`},
+		{Config{Consistency: "transaction", TransactionTopic: "t", LeaseTimeout: &ms}, "lease_timeout: 1ms is below 1s"},
+		{Config{Consistency: "transaction", TransactionTopic: "t", MaxHeldEvents: -1}, "must not be negative"},
+	} {
+		tc.c.Schemas = []string{"public"}
+		_, err := New(tc.c)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%+v: %v", tc.c, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%+v: got %v, want %q", tc.c, err, tc.want)
+		}
+	}
+}
+
+// TestSequencedOnlyInTransactionMode: the sink sees a set only in transaction mode, with
+// the transaction topic read besides the pipeline's and required to have one partition;
+// in that mode the per-partition engine's Write (the plugin inside multi or outbox)
+// refuses rather than applying per partition.
+func TestSequencedOnlyInTransactionMode(t *testing.T) {
+	p, err := New(Config{Schemas: []string{"public"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := p.Sequenced(); ok {
+		t.Fatal("partition mode reported a set")
+	}
+	ten := 10 * time.Second
+	p, err = New(Config{Schemas: []string{"public"}, Consistency: "transaction", TransactionTopic: "db.transaction", LeaseTimeout: &ten})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, ok := p.Sequenced()
+	if !ok || o.Name != "db.transaction" || len(o.Topics) != 1 || o.Topics[0] != "db.transaction" ||
+		len(o.SinglePartition) != 1 || o.LeaseTimeout != ten {
+		t.Fatalf("set options %+v %v", o, ok)
+	}
+	var _ sink.Sequencer = p
+	if err := p.Write(context.Background(), nil, sink.Batch{}); !errors.Is(err, errNotSequenced) {
+		t.Fatalf("Write in transaction mode: %v", err)
+	}
+}

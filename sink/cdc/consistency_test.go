@@ -60,6 +60,10 @@ func TestSequencedOnlyInTransactionMode(t *testing.T) {
 		t.Fatalf("set options %+v %v", o, ok)
 	}
 	var _ sink.Sequencer = p
+	if sum := p.RouteSummary(); !strings.HasPrefix(sum[len(sum)-1], "consistency: transaction (each source transaction whole, in commit order, from db.transaction") ||
+		!strings.Contains(sum[len(sum)-1], "standbys take over after 10s; at most 100000 changes, 64 MiB held") {
+		t.Fatalf("summary %q", sum)
+	}
 	if err := p.Write(context.Background(), nil, sink.Batch{}); !errors.Is(err, errNotSequenced) {
 		t.Fatalf("Write in transaction mode: %v", err)
 	}

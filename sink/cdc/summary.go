@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/eosink/eosink/sink/cdc/internal/txn"
 )
 
 // RouteSummary lists where change events go, for `eosink run -validate`: the per-table
@@ -26,7 +28,30 @@ func (p *CDC) RouteSummary() []string {
 		note = "from each event's source, which its topic must name"
 	}
 	lines = append(lines, other+" -> "+strings.Join(p.rs.def.tmpl.parts, ".")+p.rs.def.columnsNote(note))
-	return append(lines, p.cf.summary(p.c.TopicCheck == TopicCheckOff)...)
+	lines = append(lines, p.cf.summary(p.c.TopicCheck == TopicCheckOff)...)
+	if p.sequenced() {
+		lines = append(lines, p.consistencySummary())
+	}
+	return lines
+}
+
+// consistencySummary says how consistency: transaction applies.
+func (p *CDC) consistencySummary() string {
+	o, _ := p.Sequenced()
+	lease := "10s"
+	if o.LeaseTimeout > 0 {
+		lease = o.LeaseTimeout.String()
+	}
+	events, bytes := p.c.MaxHeldEvents, p.c.MaxHeldBytes
+	if events == 0 {
+		events = txn.DefaultMaxEvents
+	}
+	if bytes == 0 {
+		bytes = txn.DefaultMaxBytes
+	}
+	return fmt.Sprintf("consistency: transaction (each source transaction whole, in commit order, from %s, which must have one partition); "+
+		"one member owns every partition under a lease, standbys take over after %s; at most %d changes, %d MiB held",
+		p.c.TransactionTopic, lease, events, bytes>>20)
 }
 
 // summary lists the confinement for RouteSummary: the schemas a template's event-chosen

@@ -91,7 +91,7 @@ func (r *Reader) Armed() bool {
 func (r *Reader) query() string {
 	s := pgx.Identifier{r.Schema}.Sanitize()
 	return fmt.Sprintf(`SELECT
-  coalesce((SELECT sum(balance) FROM %[1]s.accounts_a), 0) + coalesce((SELECT sum(balance) FROM %[1]s.accounts_b), 0)::text,
+  (coalesce((SELECT sum(balance) FROM %[1]s.accounts_a), 0) + coalesce((SELECT sum(balance) FROM %[1]s.accounts_b), 0))::text,
   (SELECT count(*) FROM %[1]s.accounts_a) + (SELECT count(*) FROM %[1]s.accounts_b),
   (SELECT count(*) FROM %[1]s.order_lines l WHERE NOT EXISTS (SELECT 1 FROM %[1]s.orders o WHERE o.id = l.order_id)),
   (SELECT count(*) FROM %[1]s.orders o LEFT JOIN (SELECT order_id, count(*) AS n FROM %[1]s.order_lines GROUP BY order_id) c

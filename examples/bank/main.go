@@ -52,7 +52,8 @@ func main() {
 	fs.DurationVar(&o.Pause, "pause", 30*time.Millisecond, "run: pause between a transfer worker's transactions")
 	fs.DurationVar(&o.OrderPause, "order-pause", 120*time.Millisecond, "run: pause between the order worker's transactions")
 	fs.Uint64Var(&o.Seed, "seed", 1, "run: workload seed")
-	every := fs.Duration("every", 20*time.Millisecond, "run: the reader's query interval")
+	every := fs.Duration("every", 25*time.Millisecond, "run: the reader's query interval, per connection")
+	conns := fs.Int("conns", 2, "run: the reader's connections, querying at once (staggered)")
 	verifyWhen := fs.String("verify-when", "", "run: after the workload, wait for this file to exist before comparing")
 	wait := fs.Duration("wait", 3*time.Minute, "run: wait up to this long for the replica to equal the source")
 	summary := fs.String("summary", "", "run: write the counts here, one key=value a line")
@@ -71,7 +72,7 @@ func main() {
 			err = errors.New("-order-steps must be at least 8")
 			break
 		}
-		err = run(ctx, runArgs{source: *source, replica: *replica, o: o, every: *every, verifyWhen: *verifyWhen, wait: *wait, summary: *summary})
+		err = run(ctx, runArgs{source: *source, replica: *replica, o: o, every: *every, conns: *conns, verifyWhen: *verifyWhen, wait: *wait, summary: *summary})
 	case "warmup":
 		err = warmup(ctx, *source)
 	case "partitions":
@@ -148,6 +149,7 @@ type runArgs struct {
 	source, replica string
 	o               app.Options
 	every           time.Duration
+	conns           int
 	verifyWhen      string
 	wait            time.Duration
 	summary         string
@@ -159,13 +161,13 @@ func run(ctx context.Context, a runArgs) error {
 		return err
 	}
 	replicaURL, _ := sourceURL("")
-	rd := &app.Reader{URL: replicaURL, Schema: a.replica, Accounts: a.o.Accounts, Every: a.every, Log: os.Stdout}
+	rd := &app.Reader{URL: replicaURL, Schema: a.replica, Accounts: a.o.Accounts, Every: a.every, Conns: a.conns, Log: os.Stdout}
 	rctx, stopReader := context.WithCancel(ctx)
 	readerDone := make(chan struct{})
 	go func() { rd.Run(rctx); close(readerDone) }()
 	defer func() { stopReader(); <-readerDone }()
 
-	fmt.Printf("reader: querying schema %s every %s; waiting for the replica to hold the initial accounts\n", a.replica, a.every)
+	fmt.Printf("reader: querying schema %s every %s on each of %d connections; waiting for the replica to hold the initial accounts\n", a.replica, a.every, a.conns)
 	for deadline := time.Now().Add(3 * time.Minute); !rd.Armed(); time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("the replica did not hold the %d initial accounts with the total %s within 3 minutes (is the sink running?)", 2*a.o.Accounts, app.Total(a.o.Accounts))

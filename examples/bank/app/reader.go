@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Reader queries the replica every Every for the invariants, each query one statement, so
-// one snapshot of what the replica committed:
+// Reader queries the replica every Every on each of Conns connections for the invariants,
+// each query one statement, so one snapshot of what the replica committed:
 //   - balance: the sum of all balances across accounts_a and accounts_b is Total;
 //   - accounts: every account is there (2 x Accounts rows);
 //   - orphan lines: no order_lines row whose order is missing;
@@ -23,8 +23,9 @@ import (
 type Reader struct {
 	URL, Schema string
 	Accounts    int
-	Every       time.Duration
-	Log         io.Writer // the first violations and the errors, one line each
+	Every       time.Duration // each connection's query interval
+	Conns       int           // connections querying at once, staggered
+	Log         io.Writer     // the first violations and the errors, one line each
 
 	mu         sync.Mutex
 	armedAt    time.Time
@@ -58,7 +59,7 @@ func (s Stats) PerSecond() float64 {
 	return float64(s.Queries) / s.Seconds
 }
 
-// Kinds describes the violations by invariant.
+// KindText describes the violations by invariant.
 func (s Stats) KindText() string {
 	var p []string
 	for i, n := range s.Kinds {
@@ -91,15 +92,30 @@ func (r *Reader) Armed() bool {
 func (r *Reader) query() string {
 	s := pgx.Identifier{r.Schema}.Sanitize()
 	return fmt.Sprintf(`SELECT
-  (coalesce((SELECT sum(balance) FROM %[1]s.accounts_a), 0) + coalesce((SELECT sum(balance) FROM %[1]s.accounts_b), 0))::text,
-  (SELECT count(*) FROM %[1]s.accounts_a) + (SELECT count(*) FROM %[1]s.accounts_b),
+  (SELECT coalesce(sum(balance), 0)::text || ' ' || count(*)
+     FROM (SELECT balance FROM %[1]s.accounts_a UNION ALL SELECT balance FROM %[1]s.accounts_b) t),
   (SELECT count(*) FROM %[1]s.order_lines l WHERE NOT EXISTS (SELECT 1 FROM %[1]s.orders o WHERE o.id = l.order_id)),
   (SELECT count(*) FROM %[1]s.orders o LEFT JOIN (SELECT order_id, count(*) AS n FROM %[1]s.order_lines GROUP BY order_id) c
      ON c.order_id = o.id WHERE o.lines <> coalesce(c.n, 0))`, s)
 }
 
-// Run queries until ctx ends.
+// Run queries until ctx ends, on Conns connections at once (default 1), each every Every.
 func (r *Reader) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for i := range max(r.Conns, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Staggered, so that the queries spread over the interval.
+			if sleep(ctx, r.Every*time.Duration(i)/time.Duration(max(r.Conns, 1))) == nil {
+				r.loop(ctx)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (r *Reader) loop(ctx context.Context) {
 	q, total := r.query(), Total(r.Accounts)
 	var c *pgx.Conn
 	defer func() {
@@ -109,14 +125,13 @@ func (r *Reader) Run(ctx context.Context) {
 	}()
 	tick := time.NewTicker(r.Every)
 	defer tick.Stop()
-	logged := 0
 	for ctx.Err() == nil {
 		var err error
 		if c == nil {
 			c, err = pgx.Connect(ctx, r.URL)
 		}
 		if err == nil {
-			err = r.check(ctx, c, q, total, &logged)
+			err = r.check(ctx, c, q, total)
 		}
 		if err != nil {
 			r.fail(ctx, err)
@@ -133,14 +148,17 @@ func (r *Reader) Run(ctx context.Context) {
 }
 
 // check runs the query once and counts what it saw.
-func (r *Reader) check(ctx context.Context, c *pgx.Conn, q, total string, logged *int) error {
-	var accounts, orphans, counts int64
-	var sum string
+func (r *Reader) check(ctx context.Context, c *pgx.Conn, q, total string) error {
+	var orphans, counts, accounts int64
+	var sumCount, sum string
 	t0 := time.Now()
-	if err := c.QueryRow(ctx, q).Scan(&sum, &accounts, &orphans, &counts); err != nil {
+	if err := c.QueryRow(ctx, q).Scan(&sumCount, &orphans, &counts); err != nil {
 		return err
 	}
 	took := time.Since(t0)
+	if _, err := fmt.Sscan(sumCount, &sum, &accounts); err != nil {
+		return fmt.Errorf("sum and count %q: %w", sumCount, err)
+	}
 	// Both sides are numeric(14,2): the sum's text has two decimals, as Total's.
 	bad := [4]bool{sum != total, accounts != int64(2*r.Accounts), orphans != 0, counts != 0}
 	r.mu.Lock()
@@ -164,8 +182,7 @@ func (r *Reader) check(ctx context.Context, c *pgx.Conn, q, total string, logged
 	}
 	if v {
 		r.violations++
-		if *logged < 10 {
-			*logged++
+		if r.violations <= 10 {
 			fmt.Fprintf(r.Log, "reader: violation at %s: sum %s (want %s), accounts %d (want %d), orphan lines %d, orders with another line count %d\n",
 				time.Now().Format("15:04:05.000"), sum, total, accounts, 2*r.Accounts, orphans, counts)
 		}

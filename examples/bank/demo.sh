@@ -19,7 +19,8 @@
 #   TXDEMO_ACCOUNTS (5000 per table), TXDEMO_WORKERS (8), TXDEMO_STEPS (1200 transfers per
 #   worker), TXDEMO_ORDER_STEPS (300), TXDEMO_PAUSE (30ms), TXDEMO_ORDER_PAUSE (120ms),
 #   TXDEMO_SEED (default: the time), TXDEMO_WAIT (3m: how long the replica may take to equal
-#   the source), TXDEMO_MAX_RECORDS (100) and TXDEMO_MAX_WAIT (20ms): the sink's batches.
+#   the source), TXDEMO_MAX_RECORDS (100) and TXDEMO_MAX_WAIT (20ms): the sink's batches,
+#   TXDEMO_PROGRESS_TIMEOUT (60: seconds a fault may leave the replica unchanged).
 # Needs KAFKA_BOOTSTRAP_SERVERS and DATABASE_URL (make txdemo sets them), bin/eosink, bin/cdc
 # and bin/bank (make txdemo builds them; or EOSINK_BIN, CDC_BIN, BANK_BIN), and java 17+.
 set -euo pipefail
@@ -110,18 +111,20 @@ fingerprint() {
   psql "$DATABASE_URL" -tAc "SELECT (SELECT md5(coalesce(string_agg(balance::text, ',' ORDER BY id), '')) FROM \"$TXDEMO_REPLICA_SCHEMA\".accounts_a)
     || (SELECT count(*) || '/' || coalesce(max(id), 0) FROM \"$TXDEMO_REPLICA_SCHEMA\".orders)" 2>/dev/null || echo none
 }
-# progress WHAT: wait until the replica changes (some member applies), up to 60 s; once the
-# workload is done the replica may have nothing left to change.
+# progress WHAT: wait until the replica changes (some member applies), up to
+# TXDEMO_PROGRESS_TIMEOUT seconds; once the workload is done the replica may have nothing left
+# to change.
+progress_timeout=${TXDEMO_PROGRESS_TIMEOUT:-60}
 progress() {
   local before
   before=$(fingerprint)
-  for _ in $(seq 1 600); do
+  for _ in $(seq 1 $((progress_timeout * 10))); do
     alive_or_die
     [ "$(fingerprint)" != "$before" ] && { echo "the replica moves on ($1)"; return 0; }
     sleep 0.1
   done
-  grep -q '^workload done' "$work/$phase-bank.log" && { echo "the replica did not change within 60 s ($1): the workload has finished"; return 0; }
-  echo "the replica did not change within 60 s ($1)"
+  grep -q '^workload done' "$work/$phase-bank.log" && { echo "the replica did not change within $progress_timeout s ($1): the workload has finished"; return 0; }
+  echo "the replica did not change within $progress_timeout s ($1)"
   exit 1
 }
 

@@ -25,7 +25,7 @@ type Reader struct {
 	Accounts    int
 	Every       time.Duration // each connection's query interval
 	Conns       int           // connections querying at once, staggered
-	Log         io.Writer     // the first violations and the errors, one line each
+	Log         io.Writer     // the first violations and the errors, one line each, written under mu
 
 	mu         sync.Mutex
 	armedAt    time.Time
@@ -195,10 +195,9 @@ func (r *Reader) fail(ctx context.Context, err error) {
 		return
 	}
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.errors++
-	n := r.errors
-	r.mu.Unlock()
-	if n <= 5 {
+	if r.errors <= 5 {
 		fmt.Fprintf(r.Log, "reader: query failed (not a violation; retrying): %v\n", err)
 	}
 }

@@ -19,7 +19,7 @@
 #   TXDEMO_ACCOUNTS (5000 per table), TXDEMO_WORKERS (8), TXDEMO_STEPS (900 transfers per
 #   worker), TXDEMO_ORDER_STEPS (240), TXDEMO_PAUSE (30ms), TXDEMO_ORDER_PAUSE (120ms),
 #   TXDEMO_SEED (default: the time), TXDEMO_WAIT (3m: how long the replica may take to equal
-#   the source), TXDEMO_MAX_RECORDS (100) and TXDEMO_MAX_WAIT (20ms): the sink's batches,
+#   the source), TXDEMO_MAX_RECORDS (500) and TXDEMO_MAX_WAIT (50ms): the sink's batches,
 #   TXDEMO_PROGRESS_TIMEOUT (60: seconds a fault may leave the replica unchanged).
 # Needs KAFKA_BOOTSTRAP_SERVERS and DATABASE_URL (make txdemo sets them), bin/eosink, bin/cdc
 # and bin/bank (make txdemo builds them; or EOSINK_BIN, CDC_BIN, BANK_BIN), and java 17+.

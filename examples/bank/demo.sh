@@ -43,6 +43,8 @@ config=examples/bank/pipeline.yaml
 case "$PHASE" in control | transaction | both) ;; *) echo "TXDEMO_PHASE must be control, transaction or both"; exit 2 ;; esac
 case "$TX_CONSISTENCY" in partition | transaction) ;; *) echo "TXDEMO_TX_CONSISTENCY must be partition or transaction"; exit 2 ;; esac
 say() { printf '\n== %s\n' "$*"; }
+fault_t0=''
+note() { if [ -n "$fault_t0" ]; then echo "[+$((SECONDS - fault_t0))s] $*"; else echo "$*"; fi; }
 
 dbz_pid='' bank_pid='' broker_down=0
 declare -A member log_n
@@ -75,19 +77,19 @@ start_member() {
   local log="$work/$phase-$name-${log_n[$name]}.log"
   TXDEMO_INSTANCE_ID=txdemo-$name-$run_id "$eosink" run -config "$cfg" -progress 5s >"$log" 2>&1 &
   member[$name]=$!
-  echo "started member $name (pid ${member[$name]}, instance_id txdemo-$name-$run_id, log $log)"
+  note "started member $name (pid ${member[$name]}, instance_id txdemo-$name-$run_id, log $log)"
 }
 kill9() {
   kill -9 "${member[$1]}" 2>/dev/null || true
   wait "${member[$1]}" 2>/dev/null || true
   member[$1]=''
-  echo "SIGKILLed member $1 ($(workload_state))"
+  note "SIGKILLed member $1 ($(workload_state))"
 }
 term() {
   kill -TERM "${member[$1]}"
   if ! wait "${member[$1]}"; then echo "member $1 did not stop cleanly; see $work/$phase-$1-${log_n[$1]}.log"; exit 1; fi
   member[$1]=''
-  echo "member $1 stopped with SIGTERM (drained)"
+  note "member $1 stopped with SIGTERM (drained)"
 }
 workload_state() {
   if grep -q '^workload done' "$work/$phase-bank.log"; then echo "the workload had finished"; else echo "mid-workload: the source keeps changing"; fi
@@ -120,7 +122,7 @@ progress() {
   before=$(fingerprint)
   for _ in $(seq 1 $((progress_timeout * 10))); do
     alive_or_die
-    [ "$(fingerprint)" != "$before" ] && { echo "the replica moves on ($1)"; return 0; }
+    [ "$(fingerprint)" != "$before" ] && { note "the replica moves on ($1)"; return 0; }
     sleep 0.1
   done
   grep -q '^workload done' "$work/$phase-bank.log" && { echo "the replica did not change within $progress_timeout s ($1): the workload has finished"; return 0; }
@@ -215,23 +217,30 @@ fi
 faults() {
   say "faults (the workload runs; log $work/$phase-bank.log)"
   for _ in $(seq 1 1800); do grep -q '^workload:' "$work/$phase-bank.log" && break; alive_or_die; sleep 0.1; done
+  fault_t0=$SECONDS
+  note "the workload started"
   pause $((2 + RANDOM % 5))
   kill9 a
   sigkills=$((sigkills + 1))
   start_member a
   progress "member a again, after its SIGKILL"
   start_member b
-  echo "member b joins with the same config (in transaction mode it stands by on the lease; in partition mode the group rebalances)"
+  note "member b joins with the same config (in transaction mode it stands by on the lease; in partition mode the group rebalances)"
   pause $((3 + RANDOM % 4))
-  echo "SIGKILL of the holder (member a, the one that applied before b joined) while b runs"
+  note "SIGKILL of the holder (member a, the one that applied before b joined) while b runs"
   kill9 a
   sigkills=$((sigkills + 1))
   progress "member b took over"
   takeovers=$((takeovers + 1))
   start_member a
   pause 3
+  note "replay ($(workload_state)): $eosink offsets set -config $cfg -to earliest"
+  "$eosink" offsets set -config "$cfg" -to earliest -reason "txdemo: replay from the earliest offsets under a running workload" -operator txdemo
+  replays=$((replays + 1))
+  progress "after the replay"
+  pause 2
   if [ "$services_here" = 1 ]; then
-    echo "broker restart ($(workload_state))"
+    note "broker restart ($(workload_state))"
     broker_down=1
     bash test/services/services.sh kafka-kill
     sleep 3
@@ -240,18 +249,13 @@ faults() {
     broker_restarts=$((broker_restarts + 1))
     progress "after the broker restart"
   else
-    echo "broker restart skipped: the services are not the test bed's (test/services/services.sh status shows no broker at KAFKA_BOOTSTRAP_SERVERS)"
+    note "broker restart skipped: the services are not the test bed's (test/services/services.sh status shows no broker at KAFKA_BOOTSTRAP_SERVERS)"
   fi
-  pause 2
-  echo "replay ($(workload_state)): $eosink offsets set -config $cfg -to earliest"
-  "$eosink" offsets set -config "$cfg" -to earliest -reason "txdemo: replay from the earliest offsets under a running workload" -operator txdemo
-  replays=$((replays + 1))
-  progress "after the replay"
   pause $((2 + RANDOM % 3))
   term b
   rebalances=$((rebalances + 1))
   progress "member a alone again"
-  echo "faults done: sigkills $sigkills, rebalances $rebalances (b joined and left), takeovers $takeovers, broker restarts $broker_restarts, replays $replays"
+  note "faults done: sigkills $sigkills, rebalances $rebalances (b joined and left), takeovers $takeovers, broker restarts $broker_restarts, replays $replays"
 }
 
 # phase NAME CONSISTENCY: one run on a fresh source; sets ph_* from bin/bank's summary.

@@ -16,8 +16,8 @@
 #   TXDEMO_TX_CONSISTENCY  the transaction phase's sink.consistency (default transaction);
 #                          partition runs the faults against partition mode, which must then
 #                          show violations (a check of the harness under faults)
-#   TXDEMO_ACCOUNTS (5000 per table), TXDEMO_WORKERS (8), TXDEMO_STEPS (900 transfers per
-#   worker), TXDEMO_ORDER_STEPS (240), TXDEMO_PAUSE (30ms), TXDEMO_ORDER_PAUSE (120ms),
+#   TXDEMO_ACCOUNTS (5000 per table), TXDEMO_WORKERS (8), TXDEMO_STEPS (600 transfers per
+#   worker), TXDEMO_ORDER_STEPS (160), TXDEMO_PAUSE (30ms), TXDEMO_ORDER_PAUSE (120ms),
 #   TXDEMO_SEED (default: the time), TXDEMO_WAIT (3m: how long the replica may take to equal
 #   the source), TXDEMO_MAX_RECORDS (500) and TXDEMO_MAX_WAIT (50ms): the sink's batches,
 #   TXDEMO_PROGRESS_TIMEOUT (60: seconds a fault may leave the replica unchanged).
@@ -281,7 +281,7 @@ phase() {
   local verify=$work/$phase.verify summary=$work/$phase.summary
   rm -f "$verify" "$summary"
   "$bank" run -source "$SOURCE" -replica "$TXDEMO_REPLICA_SCHEMA" -accounts "$ACCOUNTS" -seed "$seed" \
-    -workers "${TXDEMO_WORKERS:-8}" -steps "${TXDEMO_STEPS:-900}" -order-steps "${TXDEMO_ORDER_STEPS:-240}" \
+    -workers "${TXDEMO_WORKERS:-8}" -steps "${TXDEMO_STEPS:-600}" -order-steps "${TXDEMO_ORDER_STEPS:-160}" \
     -pause "${TXDEMO_PAUSE:-30ms}" -order-pause "${TXDEMO_ORDER_PAUSE:-120ms}" -wait "${TXDEMO_WAIT:-3m}" \
     -verify-when "$verify" -summary "$summary" >"$work/$phase-bank.log" 2>&1 &
   bank_pid=$!

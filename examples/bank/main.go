@@ -46,8 +46,8 @@ func main() {
 	fk := fs.Bool("fk", false, "setup: the replica's order_lines.order_id references orders (DEFERRABLE INITIALLY DEFERRED)")
 	var o app.Options
 	fs.IntVar(&o.Workers, "workers", 8, "run: concurrent transfer workers")
-	fs.IntVar(&o.Steps, "steps", 900, "run: transfers per worker")
-	fs.IntVar(&o.OrderSteps, "order-steps", 240, "run: order transactions (the big ones included; at least 8)")
+	fs.IntVar(&o.Steps, "steps", 600, "run: transfers per worker")
+	fs.IntVar(&o.OrderSteps, "order-steps", 160, "run: order transactions (the big ones included; at least 8)")
 	fs.IntVar(&o.BigLines, "big-lines", 10000, "run: lines of the big order")
 	fs.DurationVar(&o.Pause, "pause", 30*time.Millisecond, "run: pause between a transfer worker's transactions")
 	fs.DurationVar(&o.OrderPause, "order-pause", 120*time.Millisecond, "run: pause between the order worker's transactions")

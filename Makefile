@@ -107,6 +107,11 @@ outbox: build ## The transactional outbox end to end: orders → PostgreSQL + ou
 cdc: build ## Replicate a PostgreSQL database with Debezium (Avro via the registry) and eosink's cdc plugin; SIGKILL the sink mid-stream, restart, compare rows
 	. test/services/use.sh && bash examples/cdc/demo.sh
 
+.PHONY: txdemo
+txdemo: build ## The bank invariant through Debezium's transaction metadata: a reader of the replica sees violations in consistency partition (the control), none in consistency transaction under SIGKILLs, a second member, a broker restart and a replay; rows compared. TXDEMO_PHASE=control|transaction|both
+	$(GO) build -o bin/bank ./examples/bank
+	. test/services/use.sh && bash examples/bank/demo.sh
+
 # make image: the container image (Dockerfile). IMAGE names it; VERSION goes into its labels.
 IMAGE ?= eosink:dev
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)

@@ -82,7 +82,7 @@ func (s *Sink) runSet(ctx context.Context, c *kafka.Consumer, sq Sequencer, o Se
 				"taking the lease again if it is free", "set", o.Name, "err", err)
 			backoff = s.cfg.RetryBackoff
 			continue
-		case errors.Is(err, errRestartSet), isRetryable(err):
+		case errors.Is(err, errRestartSet), isRetryable(err), kafkaTransient(err):
 			s.m.retry(err)
 			s.log.Warn("set: ownership ends; starting again from the stored positions", "set", o.Name, "err", err, "backoff", backoff)
 			select {
@@ -188,4 +188,19 @@ func (s *Sink) runSequenced(ctx context.Context, c *kafka.Consumer, sq Sequencer
 	st := s.Stats()
 	s.log.Info("sink stopped", "records", st.Records, "batches", st.Batches, "retries", st.Retries, "fenced", st.Fenced, "err", err)
 	return err
+}
+
+// kafkaTransient reports a Kafka error that a later try may not meet: a broker that
+// restarts, a request that timed out. Fatal errors and a refused authentication are not.
+func kafkaTransient(err error) bool {
+	var ke kafka.Error
+	if !errors.As(err, &ke) || ke.IsFatal() {
+		return false
+	}
+	switch ke.Code() {
+	case kafka.ErrAuthentication, kafka.ErrSaslAuthenticationFailed, kafka.ErrSsl, kafka.ErrTopicAuthorizationFailed,
+		kafka.ErrGroupAuthorizationFailed, kafka.ErrClusterAuthorizationFailed:
+		return false
+	}
+	return true
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/eosink/eosink/internal/engine"
+	"github.com/eosink/eosink/internal/offsets"
 )
 
 // Position is one row of the offsets table with what the broker says of its partition. The
@@ -241,4 +242,13 @@ func (c *Client) anyRecord(ctx context.Context, ps []Position, idx []int) (map[k
 		}
 	}
 	return found, nil
+}
+
+// Lease is a set's lease (a cdc replica in consistency: transaction): who holds it, under
+// which epoch, and how long ago it was renewed. Holder is empty when it was released.
+type Lease = offsets.Lease
+
+// Leases returns the leases of pipeline (every pipeline's when empty).
+func (c *Client) Leases(ctx context.Context, pipeline string) ([]Lease, error) {
+	return c.ops.Leases(ctx, pipeline)
 }

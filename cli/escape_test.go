@@ -60,7 +60,7 @@ func TestHumanOutputEscapesControlCharacters(t *testing.T) {
 		noControls(t, "lag / offsets list", b.String())
 	}
 	b.Reset()
-	if err := printStatus(&b, ps, map[string]int64{}, false); err != nil {
+	if err := printStatus(&b, ps, map[string]int64{}, []admin.Lease{{Pipeline: "p\x1b[2J", Name: "t\x07", Holder: "h\x1b]0;x\x07"}}, false); err != nil {
 		t.Fatal(err)
 	}
 	noControls(t, "status", b.String())

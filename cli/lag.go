@@ -23,7 +23,7 @@ func listPositions(ctx context.Context, name string, args []string, stderr io.Wr
 
 // listPositionsAndDead is listPositions, with the dead letters per pipeline when withDead.
 // With ob non-nil (status), the schema's outbox status is read too (nil when it has none).
-func listPositionsAndDead(ctx context.Context, name string, args []string, stderr io.Writer, withDead bool, ob **admin.OutboxStatus) ([]admin.Position, map[string]int64, bool, error) {
+func listPositionsAndDead(ctx context.Context, name string, args []string, stderr io.Writer, withDead bool, ob **admin.OutboxStatus, leases ...*[]admin.Lease) ([]admin.Position, map[string]int64, bool, error) {
 	fs := flag.NewFlagSet("eosink "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o opsFlags
@@ -46,6 +46,11 @@ func listPositionsAndDead(ctx context.Context, name string, args []string, stder
 	defer closeFn()
 	if ob != nil {
 		if *ob, err = c.Outbox(ctx); err != nil {
+			return nil, nil, o.json, err
+		}
+	}
+	for _, l := range leases {
+		if *l, err = c.Leases(ctx, *pipeline); err != nil {
 			return nil, nil, o.json, err
 		}
 	}

@@ -17,14 +17,30 @@ import (
 // After them, for a schema with a transactional outbox, its lines (printOutbox).
 func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var ob *admin.OutboxStatus
-	ps, dead, asJSON, err := listPositionsAndDead(ctx, "status", args, stderr, true, &ob)
+	var leases []admin.Lease
+	ps, dead, asJSON, err := listPositionsAndDead(ctx, "status", args, stderr, true, &ob, &leases)
 	if err != nil {
 		return err
 	}
-	if err := printStatus(stdout, ps, dead, asJSON); err != nil || asJSON {
+	if err := printStatus(stdout, ps, dead, leases, asJSON); err != nil || asJSON {
 		return err
 	}
 	return printOutbox(stdout, ob)
+}
+
+// printLeases prints status's lease lines: who holds each set (a cdc replica in
+// consistency: transaction), which the other members wait for.
+func printLeases(w io.Writer, leases []admin.Lease) error {
+	for _, l := range leases {
+		held := "released (the next member to start takes it)"
+		if l.Holder != "" {
+			held = fmt.Sprintf("held by %s, renewed %s ago", term(l.Holder), l.Age.Round(time.Second))
+		}
+		if _, err := fmt.Fprintf(w, "lease: %s %s: %s, epoch %d\n", term(l.Pipeline), term(l.Name), held, l.Epoch); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // printOutbox prints status's outbox lines: the unpublished rows, then one line per relay
@@ -50,7 +66,7 @@ func printOutbox(w io.Writer, ob *admin.OutboxStatus) error {
 }
 
 // printStatus prints status's summary of ps with the dead letters per pipeline.
-func printStatus(stdout io.Writer, ps []admin.Position, dead map[string]int64, asJSON bool) error {
+func printStatus(stdout io.Writer, ps []admin.Position, dead map[string]int64, leases []admin.Lease, asJSON bool) error {
 	type stopped struct {
 		Topic     string `json:"topic"`
 		Partition int32  `json:"partition"`
@@ -58,17 +74,18 @@ func printStatus(stdout io.Writer, ps []admin.Position, dead map[string]int64, a
 		OwnerAlive bool `json:"owner_alive"`
 	}
 	type summary struct {
-		Pipeline   string    `json:"pipeline"`
-		Partitions int       `json:"partitions"`
-		Owners     []string  `json:"owners"`
-		MaxEpoch   int64     `json:"max_epoch"`
-		LastCommit time.Time `json:"last_commit"`
-		Lag        int64     `json:"lag"`
-		Lagging    int       `json:"partitions_lagging"`
-		Errors     int       `json:"partitions_in_error"`
-		Dead       int64     `json:"dead_letters"`
-		Alive      []string  `json:"owners_alive"`
-		Stopped    []stopped `json:"stopped"`
+		Pipeline   string        `json:"pipeline"`
+		Partitions int           `json:"partitions"`
+		Owners     []string      `json:"owners"`
+		MaxEpoch   int64         `json:"max_epoch"`
+		LastCommit time.Time     `json:"last_commit"`
+		Lag        int64         `json:"lag"`
+		Lagging    int           `json:"partitions_lagging"`
+		Errors     int           `json:"partitions_in_error"`
+		Dead       int64         `json:"dead_letters"`
+		Alive      []string      `json:"owners_alive"`
+		Stopped    []stopped     `json:"stopped"`
+		Leases     []admin.Lease `json:"leases,omitempty"`
 	}
 	var out []*summary
 	by := map[string]*summary{}
@@ -103,6 +120,11 @@ func printStatus(stdout io.Writer, ps []admin.Position, dead map[string]int64, a
 	}
 	for _, s := range out {
 		s.Dead = dead[s.Pipeline]
+		for _, l := range leases {
+			if l.Pipeline == s.Pipeline {
+				s.Leases = append(s.Leases, l)
+			}
+		}
 	}
 	if asJSON {
 		return writeJSON(stdout, out)
@@ -121,6 +143,9 @@ func printStatus(stdout io.Writer, ps []admin.Position, dead map[string]int64, a
 			s.LastCommit.UTC().Format(time.RFC3339), s.Lag, s.Lagging, s.Errors, len(s.Stopped), s.Dead)
 	}
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if err := printLeases(stdout, leases); err != nil {
 		return err
 	}
 	for _, s := range out {

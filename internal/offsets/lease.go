@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // The leases table (migration 8): a set of partitions owned together by one instance at a
@@ -24,11 +25,12 @@ var ErrLeaseLost = errors.New("eosink: the lease was taken by another instance")
 
 // Lease is one row of the leases table.
 type Lease struct {
-	Name      string
-	Epoch     int64
-	Holder    string        // empty when released
-	RenewedAt time.Time     // zero when never renewed
-	Age       time.Duration // since RenewedAt, by the server's clock
+	Pipeline  string        `json:"pipeline"`
+	Name      string        `json:"name"`
+	Epoch     int64         `json:"epoch"`
+	Holder    string        `json:"holder"`         // empty when released
+	RenewedAt time.Time     `json:"renewed_at"`     // zero when never renewed
+	Age       time.Duration `json:"renewed_ago_ns"` // since RenewedAt, by the server's clock
 }
 
 // TakeLease takes the lease name for this store's instance when it is free: released,
@@ -63,7 +65,7 @@ func (s *Store) TakeLease(ctx context.Context, name string, timeout time.Duratio
 		stop := s.watchBlockers(ctx, conn.Conn().PgConn().PID(), "lease "+name, -1)
 		defer stop()
 	}
-	l := Lease{Name: name}
+	l := Lease{Pipeline: s.pipeline, Name: name}
 	taken := false
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if s.lockTimeout > 0 {
@@ -93,7 +95,7 @@ func (s *Store) TakeLease(ctx context.Context, name string, timeout time.Duratio
 
 // ReadLease returns the lease name as stored.
 func (s *Store) ReadLease(ctx context.Context, name string) (Lease, error) {
-	l := Lease{Name: name}
+	l := Lease{Pipeline: s.pipeline, Name: name}
 	var holder *string
 	var renewed *time.Time
 	var age *float64
@@ -155,4 +157,45 @@ func (s *Store) ReleaseLease(ctx context.Context, name string, epoch int64) erro
 		return fmt.Errorf("lease %q: release: %w", name, err)
 	}
 	return nil
+}
+
+// Leases returns the leases of pipeline (every pipeline's when empty), by pipeline and
+// name; none when the schema predates the leases table (migration 8).
+func (o *Operator) Leases(ctx context.Context, pipeline string) ([]Lease, error) {
+	rows, err := o.pool.Query(ctx, `SELECT pipeline, name, epoch, coalesce(holder, ''), renewed_at,
+		coalesce(extract(epoch FROM now() - renewed_at)::float8, 0)
+		FROM `+pgx.Identifier{o.schema, "leases"}.Sanitize()+` WHERE $1 = '' OR pipeline = $1 ORDER BY pipeline, name`, pipeline)
+	if err != nil {
+		if isUndefinedTable(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("leases: %w", err)
+	}
+	defer rows.Close()
+	var out []Lease
+	for rows.Next() {
+		var l Lease
+		var renewed *time.Time
+		var age float64
+		if err := rows.Scan(&l.Pipeline, &l.Name, &l.Epoch, &l.Holder, &renewed, &age); err != nil {
+			return nil, fmt.Errorf("leases: %w", err)
+		}
+		if renewed != nil {
+			l.RenewedAt = *renewed
+		}
+		l.Age = time.Duration(age * float64(time.Second))
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		if isUndefinedTable(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("leases: %w", err)
+	}
+	return out, nil
+}
+
+func isUndefinedTable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "42P01"
 }

@@ -227,6 +227,9 @@ func bank(t *testing.T, consistency string) (reads, violations int64) {
 	b.WaitOutput("set: owned", 60*time.Second)
 	work(50)
 	equal("after the takeover")
+	if st := cli(t, "status", "-config", cfgB); !strings.Contains(st, "lease: "+pipeline+" "+txTopic+": held by member-b") {
+		t.Fatalf("status does not show member-b holding the lease:\n%s", st)
+	}
 
 	// A zombie: the holder pauses past the lease timeout, the standby takes over, the old
 	// holder resumes: it must not commit again, and stands by.

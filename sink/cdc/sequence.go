@@ -208,9 +208,14 @@ func (q *sequence) drain() {
 	}
 }
 
-// Next returns the oldest unit ready.
+// Next returns the oldest unit ready; when none is, and positions moved past records that
+// need no apply (events sent again, BEGINs, tombstones), a unit of those positions alone,
+// so that an idle replica's stored positions (and its lag) reach the log's end.
 func (q *sequence) Next() (sink.Unit, bool) {
 	if len(q.ready) == 0 {
+		if moved := q.a.Moved(); len(moved) > 0 {
+			return &unit{pos: offsetsOf(moved)}, true
+		}
 		return nil, false
 	}
 	u := q.ready[0]

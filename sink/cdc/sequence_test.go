@@ -117,7 +117,7 @@ func TestSequenceFixtures(t *testing.T) {
 	}
 
 	// The same records again (a replay, or Debezium sending them again) after a restart at
-		// the watermark: the snapshot reads apply again (the per-key positions skip them), no
+	// the watermark: the snapshot reads apply again (the per-key positions skip them), no
 	// transaction comes out twice, and a unit of positions alone moves past them.
 	q = &sequence{p: p, a: txn.New(txn.Config{Watermark: 39747824})}
 	for off := range int64(4) {

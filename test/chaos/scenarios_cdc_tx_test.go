@@ -83,9 +83,10 @@ sink:
   format: json
   table: "%s.$${source.table}"
   consistency: %s
-  transaction_topic: %s
-  lease_timeout: %s
-`, c.pipeline, e.Brokers, testbed.Name(t, "g"), all[0], all[1], e.DatabaseURL, c.offsets, c.replica, consistency, txTopic, txLease)
+`, c.pipeline, e.Brokers, testbed.Name(t, "g"), all[0], all[1], e.DatabaseURL, c.offsets, c.replica, consistency)
+	if sequenced {
+		yaml += fmt.Sprintf("  transaction_topic: %s\n  lease_timeout: %s\n", txTopic, txLease)
+	}
 	if err := os.WriteFile(c.config, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -154,12 +155,12 @@ sink:
 	slow := map[*testbed.Process]bool{}    // members that hold each commit open 700 ms before COMMIT
 	start := func() {
 		switch k := c.rng.IntN(6); {
-		case sequenced && k < 2:
+		case sequenced && k < 3:
 			fp := cdcBoundaries[c.rng.IntN(len(cdcBoundaries))]
 			p := c.member(fmt.Sprintf("EOSINK_FAILPOINTS=%s=kill@%d", fp, 1+c.rng.IntN(3)))
 			armed[p] = fp
 			procs = append(procs, p)
-		case sequenced && k == 2:
+		case sequenced && k == 3:
 			p := c.member("EOSINK_FAILPOINTS=before-commit=sleep(700ms)")
 			slow[p] = true
 			procs = append(procs, p)

@@ -152,7 +152,7 @@ sink:
 
 	var procs []*testbed.Process
 	armed := map[*testbed.Process]string{} // members started with a failpoint kill, and its point
-	slow := map[*testbed.Process]bool{}    // members that hold each commit open 700 ms before COMMIT
+	slow := map[*testbed.Process]bool{}    // members that hold each commit open 400 ms before COMMIT
 	start := func() {
 		switch k := c.rng.IntN(6); {
 		case sequenced && k < 3:
@@ -161,7 +161,7 @@ sink:
 			armed[p] = fp
 			procs = append(procs, p)
 		case sequenced && k == 3:
-			p := c.member("EOSINK_FAILPOINTS=before-commit=sleep(700ms)")
+			p := c.member("EOSINK_FAILPOINTS=before-commit=sleep(400ms)")
 			slow[p] = true
 			procs = append(procs, p)
 		default:
@@ -171,7 +171,7 @@ sink:
 	procs = append(procs, c.member())
 	if sequenced {
 		procs[0].WaitOutput("set: owned", 60*time.Second)
-		p := c.member("EOSINK_FAILPOINTS=before-commit=sleep(700ms)")
+		p := c.member("EOSINK_FAILPOINTS=before-commit=sleep(400ms)")
 		slow[p] = true
 		procs = append(procs, p, c.member())
 		for _, p := range procs[1:] {
@@ -207,8 +207,15 @@ sink:
 			}
 		}
 		c.mu.Lock()
+		restarted := gen.resent > 0
+		if !restarted { // a fault phase too short for one: a restart now
+			gen.resend(10, true)
+		}
 		gen.tx() // a last one after any resend
 		c.mu.Unlock()
+		if !restarted {
+			c.fault("Debezium restart: the last transactions sent again")
+		}
 		sendNew()
 	}()
 	defer func() { stopStream(); <-streamDone }()
@@ -285,9 +292,12 @@ sink:
 		inTx := false
 		if slow[h] {
 			fired := strings.Count(h.Output(), "failpoint fired: before-commit sleep")
-			testbed.Eventually(t, 20*time.Second, "the slow holder to enter a commit", func() (bool, string) {
-				return strings.Count(h.Output(), "failpoint fired: before-commit sleep") > fired || h.Exited(), "not yet"
-			})
+			for wait := time.Now().Add(20 * time.Second); strings.Count(h.Output(), "failpoint fired: before-commit sleep") == fired; {
+				if h.Exited() || time.Now().After(wait) {
+					t.Fatalf("the slow holder entered no commit within 20 s")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 			inTx = true
 		}
 		before := owned(h)
@@ -309,8 +319,10 @@ sink:
 		out := h.Output()[mark:]
 		how := "its lease lost"
 		switch {
+		case strings.Contains(out, "idle-in-transaction timeout"):
+			how = "its COMMIT failed (the server had ended its open transaction), the lease lost"
 		case strings.Contains(out, "ownership ends"):
-			how = "its open transaction ended by the server"
+			how = "its ownership ended"
 		case strings.Contains(out, "another instance owns the set now"):
 			how = "its commit or renewal rejected: lease lost"
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/internal/testbed"
+	"github.com/eosink/eosink/rebalance"
 )
 
 const (
@@ -32,7 +33,8 @@ const (
 // txgen_test.go), applied by three `eosink run` members of which one holds the set's lease.
 // The holder is killed with SIGKILL at random points and at the commit path's failpoints,
 // frozen with SIGSTOP past the lease timeout (a zombie, sometimes inside its commit's open
-// transaction) and let go, Debezium restarts send the last transactions again, and an
+// transaction) and let go, the members' database sessions are ended mid-transaction
+// (pg_terminate_backend), Debezium restarts send the last transactions again, and an
 // operator resets every position to the log start. A reader queries the replica's total
 // balance 50 times a second: it must never differ from the constant. At the end the
 // replica must equal the model of the generated transfers, the watermark must count every
@@ -250,7 +252,7 @@ sink:
 	end := time.Now().Add(faultPhase)
 	resetAt := time.Now().Add(faultPhase / 2)
 	reset := false
-	turn := 0 // SIGKILL and SIGSTOP in turn
+	turn := 0 // SIGKILL, SIGSTOP and pg_terminate_backend in turn
 	for sequenced && time.Now().Before(end) {
 		time.Sleep(time.Duration(300+c.rng.IntN(1700)) * time.Millisecond)
 		reap()
@@ -268,7 +270,19 @@ sink:
 		if h == nil {
 			continue // between holders
 		}
-		if turn++; turn%2 == 1 {
+		turn++
+		if turn%3 == 0 { // the members' database sessions ended mid-transaction (scenario 6's fault)
+			var n int
+			if err := db.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+				WHERE application_name = $1 AND state IN ('active', 'idle in transaction')) k`, rebalance.SessionName(c.pipeline)).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			for range n {
+				c.fault("pg_terminate_backend of a member's session mid-transaction")
+			}
+			continue
+		}
+		if turn%3 == 1 {
 			time.Sleep(time.Duration(c.rng.IntN(300)) * time.Millisecond)
 			h.Signal(syscall.SIGKILL)
 			if err, _ := h.WaitFor(10 * time.Second); testbed.KilledBySIGKILL(err) {

@@ -214,13 +214,13 @@ func (g *txGen) build() []txRec {
 		delta     int64
 	}
 	pick := func() (int, int) { return g.rng.IntN(len(txTables)), 1 + g.rng.IntN(g.accounts) }
-	amount := int64(1 + g.rng.IntN(5000))
-	t, id := pick()
-	legs := []leg{{t, id, -amount}}
 	credits := 1
 	if g.rng.IntN(5) == 0 {
 		credits += 1 + g.rng.IntN(2)
 	}
+	amount := int64(credits + g.rng.IntN(5000)) // at least a cent per credit
+	t, id := pick()
+	legs := []leg{{t, id, -amount}}
 	left := amount
 	for i := 0; i < credits; i++ {
 		part := left

@@ -1,7 +1,8 @@
 // Package chaos is eosink's fault-injection suite. Each scenario runs sink processes
-// (examples/points; scenarios 18 and 22 run cmd/eosink with the cdc plugin) against the real
-// broker and database, injects one kind of fault, and checks the outcome with an independent
-// verifier (verify_test.go; that of 18 and 22 in scenarios_cdc_test.go). `make test` runs a short
+// (examples/points; scenarios 18, 22 and 24 run cmd/eosink with the cdc plugin) against the
+// real broker and database, injects one kind of fault, and checks the outcome with an
+// independent verifier (verify_test.go; that of 18 and 22 in scenarios_cdc_test.go, that of
+// 24 in scenarios_cdc_tx_test.go). `make test` runs a short
 // version of every scenario; `make chaos` runs longer ones and prints a table, also written
 // as JSON to $CHAOS_REPORT.
 //

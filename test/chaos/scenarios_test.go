@@ -61,6 +61,7 @@ func TestChaos(t *testing.T) {
 	for _, p := range staleClaimProtocols {
 		t.Run("23-stale-claim-"+p.name, scenarioStaleClaim(p.args))
 	}
+	t.Run("24-cdc-transaction", scenarioCDCTransaction("transaction"))
 }
 
 // 1. SIGKILL at every commit boundary through failpoints, and at random times.

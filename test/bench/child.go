@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -258,7 +259,11 @@ func runEOS(ctx context.Context, a childArgs) (childResult, error) {
 		res.Records, res.Seconds = want, produced.Seconds()
 	}
 	cancel()
-	for range sinks {
+	waiting := len(sinks)
+	if errors.Is(err, errSinkStopped) { // watch has received that sink's end already
+		waiting--
+	}
+	for range waiting {
 		if rerr := <-done; rerr != nil && err == nil {
 			err = rerr
 		}
@@ -291,6 +296,10 @@ func waitReady(s *sink.Sink, done chan error) error {
 	time.Sleep(3 * time.Second) // the group's first assignment
 	return nil
 }
+
+// errSinkStopped is watch's error when a contender stopped before it applied everything:
+// watch has received its end from done.
+var errSinkStopped = errors.New("stopped")
 
 // stallTimeout is how long watch waits with no record applied before it fails the run
 // (BENCH_STALL_SECONDS, default 300; the child inherits it): a contender that stops making
@@ -330,7 +339,7 @@ func watch(ctx context.Context, want int64, limit time.Duration, done chan error
 		}
 		select {
 		case err := <-done:
-			return childResult{}, fmt.Errorf("stopped at %d of %d: %v", n, want, err)
+			return childResult{}, fmt.Errorf("%w at %d of %d: %v", errSinkStopped, n, want, err)
 		case <-ctx.Done():
 			return childResult{}, ctx.Err()
 		case <-time.After(5 * time.Millisecond):

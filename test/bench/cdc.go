@@ -47,6 +47,9 @@ type cdcData struct {
 	final      map[int64]*cdcRow
 	sentinels  []int64
 	valueBytes int64
+	// transactions and markers: the source transactions and BEGIN/END markers of a stream
+	// with transaction metadata (eos_cdc_tx's).
+	transactions, markers int64
 }
 
 const cdcRowSchema = `{"type":"int64","optional":false,"field":"id"},` +
@@ -124,30 +127,64 @@ func appendCDCRow(buf []byte, id int64, r *cdcRow) []byte {
 	return append(buf, '}')
 }
 
+// cdcSource is what one change event says of its source: its LSN, the commit LSN before
+// it (source.sequence[0]; prevNull writes null, as for the first transaction a connector
+// streams), its transaction and, for a stream with transaction metadata, its transaction
+// block.
+type cdcSource struct {
+	tsMs, lsn, prev, txID int64
+	prevNull              bool
+	block                 bool  // the transaction block: id "<txID>:<lsn>", total_order
+	order                 int64 // total_order and data_collection_order (one table)
+}
+
+// oneTxPerChange is the source of change seq when every change is a transaction of its own
+// and the stream has no transaction metadata (eos_cdc's topic): LSNs and commits increase.
+func oneTxPerChange(seq int64) cdcSource {
+	lsn := 0x2000000 + seq*0x68
+	return cdcSource{tsMs: cdcEpoch/1000 + seq/10, lsn: lsn, prev: lsn - 0x30, txID: 1000 + seq}
+}
+
 // appendCDCValue writes one change event: the JsonConverter envelope around Debezium's.
-func appendCDCValue(buf []byte, op string, id int64, before, after *cdcRow, seq int64) []byte {
-	lsn := 0x2000000 + seq*0x68 // one transaction per change: LSNs and commits increase
-	prev := lsn - 0x30
-	tsMs := cdcEpoch/1000 + seq/10
+func appendCDCValue(buf []byte, op string, id int64, before, after *cdcRow, src cdcSource) []byte {
+	tsMs := src.tsMs
 	buf = append(buf, `{"schema":`+cdcValueSchema+`,"payload":{"before":`...)
 	buf = appendCDCRow(buf, id, before)
 	buf = append(buf, `,"after":`...)
 	buf = appendCDCRow(buf, id, after)
 	buf = append(buf, `,"source":{"version":"3.6.0.Final","connector":"postgresql","name":"bench","ts_ms":`...)
 	buf = strconv.AppendInt(buf, tsMs, 10)
-	buf = append(buf, `,"snapshot":"false","db":"shop","sequence":"[\"`...)
-	buf = strconv.AppendInt(buf, prev, 10)
-	buf = append(buf, `\",\"`...)
-	buf = strconv.AppendInt(buf, lsn, 10)
+	buf = append(buf, `,"snapshot":"false","db":"shop","sequence":"[`...)
+	if src.prevNull {
+		buf = append(buf, `null`...)
+	} else {
+		buf = append(buf, `\"`...)
+		buf = strconv.AppendInt(buf, src.prev, 10)
+		buf = append(buf, `\"`...)
+	}
+	buf = append(buf, `,\"`...)
+	buf = strconv.AppendInt(buf, src.lsn, 10)
 	buf = append(buf, `\"]","ts_us":`...)
 	buf = strconv.AppendInt(buf, tsMs*1000, 10)
 	buf = append(buf, `,"ts_ns":`...)
 	buf = strconv.AppendInt(buf, tsMs*1_000_000, 10)
 	buf = append(buf, `,"schema":"public","table":"accounts","txId":`...)
-	buf = strconv.AppendInt(buf, 1000+seq, 10)
+	buf = strconv.AppendInt(buf, src.txID, 10)
 	buf = append(buf, `,"lsn":`...)
-	buf = strconv.AppendInt(buf, lsn, 10)
-	buf = append(buf, `,"xmin":null},"transaction":null,"op":"`...)
+	buf = strconv.AppendInt(buf, src.lsn, 10)
+	if src.block {
+		buf = append(buf, `,"xmin":null},"transaction":{"id":"`...)
+		buf = strconv.AppendInt(buf, src.txID, 10)
+		buf = append(buf, ':')
+		buf = strconv.AppendInt(buf, src.lsn, 10)
+		buf = append(buf, `","total_order":`...)
+		buf = strconv.AppendInt(buf, src.order, 10)
+		buf = append(buf, `,"data_collection_order":`...)
+		buf = strconv.AppendInt(buf, src.order, 10)
+		buf = append(buf, `},"op":"`...)
+	} else {
+		buf = append(buf, `,"xmin":null},"transaction":null,"op":"`...)
+	}
 	buf = append(buf, op...)
 	buf = append(buf, `","ts_ms":`...)
 	buf = strconv.AppendInt(buf, tsMs+3, 10)
@@ -166,9 +203,17 @@ func cdcKey(id int64) []byte {
 // by id (partition id % partitions, so every change of a key is in one partition, in order):
 // 70% inserts of new keys, 25% updates and 5% deletes (each with its tombstone) of random
 // live keys, then one sentinel insert per partition. It returns the expected final state.
-func preloadCDC(ctx context.Context, brokers, topic string, partitions int, n int64) (*cdcData, time.Duration, error) {
+// With st.perTx > 0 the same changes (the same keys, ops and rows) are grouped into source
+// transactions with Debezium's transaction metadata (cdc_tx.go).
+func preloadCDC(ctx context.Context, brokers string, st cdcStream, partitions int, n int64) (*cdcData, time.Duration, error) {
+	topic := st.topic
 	if err := createTopic(ctx, brokers, topic, partitions); err != nil {
 		return nil, 0, err
+	}
+	if st.perTx > 0 {
+		if err := createTopic(ctx, brokers, st.txTopic, 1); err != nil { // one partition: the ENDs' order is the commit order
+			return nil, 0, err
+		}
 	}
 	began := time.Now()
 	// No resend: every change of a key must stay in order (the idempotent producer keeps it);
@@ -185,13 +230,7 @@ func preloadCDC(ctx context.Context, brokers, topic string, partitions int, n in
 		}
 	}()
 	d := &cdcData{ops: map[string]int64{}, final: map[int64]*cdcRow{}}
-	send := func(id int64, value []byte) error {
-		m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: int32(id % int64(partitions))},
-			Key: cdcKey(id), Value: value}
-		d.records++
-		d.valueBytes += int64(len(value))
-		return p.produce(ctx, m)
-	}
+	out := newCDCOut(ctx, p, st, partitions, d)
 	rng := rand.New(rand.NewPCG(10, 2026))
 	var live []int64
 	pos := map[int64]int{}
@@ -205,12 +244,10 @@ func preloadCDC(ctx context.Context, brokers, topic string, partitions int, n in
 		}
 		return r
 	}
-	var buf []byte
 	emit := func(op string, id int64, before, after *cdcRow) error {
 		seq++
-		buf = appendCDCValue(buf[:0], op, id, before, after, seq)
 		d.ops[op]++
-		return send(id, append([]byte(nil), buf...))
+		return out.change(op, id, before, after, seq)
 	}
 	insert := func(id int64) error {
 		r := newRow()
@@ -253,7 +290,7 @@ func preloadCDC(ctx context.Context, brokers, topic string, partitions int, n in
 				return nil, 0, err
 			}
 			d.ops["tombstone"]++
-			if err := send(id, nil); err != nil {
+			if err := out.tombstone(id); err != nil {
 				return nil, 0, err
 			}
 		}
@@ -267,9 +304,12 @@ func preloadCDC(ctx context.Context, brokers, topic string, partitions int, n in
 			return nil, 0, err
 		}
 	}
+	if err := out.flush(); err != nil {
+		return nil, 0, err
+	}
 	closed = true
-	if st, err := p.close(5 * time.Minute); err != nil {
-		return nil, 0, fmt.Errorf("preload %s: %w (%s)", topic, err, st)
+	if ps, err := p.close(5 * time.Minute); err != nil {
+		return nil, 0, fmt.Errorf("preload %s: %w (%s)", topic, err, ps)
 	}
 	return d, time.Since(began), nil
 }
@@ -301,6 +341,8 @@ type CDCInfo struct {
 	FinalRows     int64            `json:"final_rows"`
 	FinalMD5      string           `json:"final_md5"`
 	AvgValueBytes float64          `json:"avg_value_bytes"`
+	// Tx is eos_cdc_tx's stream: the same changes in source transactions.
+	Tx *CDCTxInfo `json:"tx,omitempty"`
 }
 
 // cdc runs eos_cdc and (with peer) peer_cdc on one topic of Debezium change events and
@@ -309,7 +351,7 @@ func (b *bench) cdc(ctx context.Context, peer bool) error {
 	n := int64(envInt("BENCH_CDC_RECORDS", int(min(b.records, 500_000))))
 	const topic = "bench-cdc"
 	b.logf("preloading %d Debezium change records (70%% c, 25%% u, 5%% d with tombstones; topic %s)", n, topic)
-	d, took, err := preloadCDC(ctx, b.brokers, topic, b.partitions, n)
+	d, took, err := preloadCDC(ctx, b.brokers, cdcStream{topic: topic}, b.partitions, n)
 	if err != nil {
 		return err
 	}
@@ -322,6 +364,7 @@ func (b *bench) cdc(ctx context.Context, peer bool) error {
 	if err := b.loadExpected(ctx, d); err != nil {
 		return err
 	}
+	dTx := b.cdcTxStream(ctx, d, n) // eos_cdc_tx's; nil when BENCH_CDC_TX=0 or its preload failed
 
 	// BENCH_CDC_REPEAT rounds (default 1), eos_cdc and peer_cdc interleaved; the run with the
 	// median rate is kept, and every run's table must verify.
@@ -378,7 +421,19 @@ func (b *bench) cdc(ctx context.Context, peer bool) error {
 	// Each run is a phase of its own (eos_cdc, peer_cdc): one that fails is recorded in the
 	// report and the other contender still runs.
 	for round := range max(1, envInt("BENCH_CDC_REPEAT", 1)) {
-		eos := func() { b.phase("eos_cdc", runEOS) }
+		eos := func() { // eos_cdc and eos_cdc_tx (odd rounds: eos_cdc_tx first)
+			part := func() { b.phase("eos_cdc", runEOS) }
+			tx := func() {
+				if dTx != nil {
+					b.phase("eos_cdc_tx", func() error { return b.runCDCTx(ctx, d, dTx, runs) })
+				}
+			}
+			if round%2 == 1 {
+				part, tx = tx, part
+			}
+			part()
+			tx()
+		}
 		other := func() {
 			if peer {
 				b.phase("peer_cdc", func() error { return runPeer(round) })

@@ -15,7 +15,7 @@ import (
 // measured it writes nothing and reports false.
 func chart(r *Report, path string) (bool, error) {
 	var plots []*plot.Plot
-	names := []string{"copy", "kafka_consume", "eos", "at_least_once", "per_message", "eos_envelope", "peer", "eos_cdc", "peer_cdc"}
+	names := []string{"copy", "kafka_consume", "eos", "at_least_once", "per_message", "eos_envelope", "peer", "eos_cdc", "eos_cdc_tx", "peer_cdc"}
 	var vals plotter.Values
 	var labels []string
 	for _, n := range names {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -31,10 +32,14 @@ import (
 type childArgs struct {
 	mode, brokers, url, topic, group, schema, table, offsets, format, kind string
 	records                                                                int64
-	partitions, batch, poolConns, instances                                int
-	wait, limit                                                            time.Duration
-	rate                                                                   int
-	cpuProfile                                                             string
+	// txTopic: the cdc plugin in consistency: transaction with this transaction topic;
+	// count: the records the rate is counted in, records (what the sink commits) scaled.
+	txTopic                                 string
+	count                                   int64
+	partitions, batch, poolConns, instances int
+	wait, limit                             time.Duration
+	rate                                    int
+	cpuProfile                              string
 }
 
 // childResult is what a child prints as its last line of output.
@@ -53,6 +58,8 @@ type childResult struct {
 	PGConns int64 `json:"pg_connections,omitempty"`
 	// Breakdown: where the latency run's records waited (latency mode).
 	Breakdown map[string]Stat `json:"latency_breakdown_ms,omitempty"`
+	// Set: eos_cdc_tx's set loop, where its time went (timeSet).
+	Set map[string]float64 `json:"set,omitempty"`
 }
 
 // peakRSS reads VmHWM from /proc/self/status: the peak of this program's own memory, which,
@@ -88,6 +95,8 @@ func parseChild(args []string) (childArgs, error) {
 	fs.StringVar(&a.format, "format", "normal", "normal|narrow|wide|envelope|cdc")
 	fs.StringVar(&a.kind, "kind", "insert", "insert|upsert")
 	fs.Int64Var(&a.records, "records", 0, "")
+	fs.StringVar(&a.txTopic, "txtopic", "", "cdc: consistency: transaction with this transaction topic")
+	fs.Int64Var(&a.count, "count", 0, "count the rate in this many records for the -records applied")
 	fs.IntVar(&a.partitions, "partitions", 12, "")
 	fs.IntVar(&a.batch, "batch", 5000, "")
 	fs.IntVar(&a.poolConns, "pool", 0, "")
@@ -152,6 +161,9 @@ func (a childArgs) dbURL() string {
 
 // plugin is the table or upsert plugin writing the benchmark's columns.
 func (a childArgs) plugin() (sink.Plugin, error) {
+	if a.format == "cdc" && a.txTopic != "" {
+		return cdcTxPlugin(a)
+	}
 	if a.format == "cdc" {
 		// Debezium change events to the replica table; loaded_at is not replicated (its
 		// default marks a row's first insert, as on the peer's table).
@@ -196,6 +208,10 @@ func runEOS(ctx context.Context, a childArgs) (childResult, error) {
 		cfg.Plugin = &latencyPlugin{Plugin: pl, lat: lat}
 		cfg.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(lat))
 	}
+	var setTimes func() map[string]float64
+	if a.txTopic != "" {
+		setTimes = timeSet(&cfg)
+	}
 	sinks := make([]*sink.Sink, max(1, a.instances))
 	for i := range sinks {
 		if sinks[i], err = sink.New(cfg); err != nil {
@@ -236,11 +252,18 @@ func runEOS(ctx context.Context, a childArgs) (childResult, error) {
 		produced, limit = time.Since(t0), 0
 	}
 	res, err := watch(ctx, want, limit, done, applied)
+	if a.count > 0 && want > 0 { // eos_cdc_tx: the data topic's records, tombstones included
+		res.Records = res.Records * a.count / want
+	}
 	if a.mode == "latency" {
 		res.Records, res.Seconds = want, produced.Seconds()
 	}
 	cancel()
-	for range sinks {
+	waiting := len(sinks)
+	if errors.Is(err, errSinkStopped) { // watch has received that sink's end already
+		waiting--
+	}
+	for range waiting {
 		if rerr := <-done; rerr != nil && err == nil {
 			err = rerr
 		}
@@ -251,6 +274,9 @@ func runEOS(ctx context.Context, a childArgs) (childResult, error) {
 		res.Pauses += s.Stats().Pauses
 	}
 	res.PGConns = conns()
+	if setTimes != nil {
+		res.Set = setTimes()
+	}
 	if a.mode == "latency" {
 		res.P50ms, res.P99ms = lat.percentiles()
 		res.Breakdown = lat.breakdown()
@@ -270,6 +296,10 @@ func waitReady(s *sink.Sink, done chan error) error {
 	time.Sleep(3 * time.Second) // the group's first assignment
 	return nil
 }
+
+// errSinkStopped is watch's error when a contender stopped before it applied everything:
+// watch has received its end from done.
+var errSinkStopped = errors.New("stopped")
 
 // stallTimeout is how long watch waits with no record applied before it fails the run
 // (BENCH_STALL_SECONDS, default 300; the child inherits it): a contender that stops making
@@ -309,7 +339,7 @@ func watch(ctx context.Context, want int64, limit time.Duration, done chan error
 		}
 		select {
 		case err := <-done:
-			return childResult{}, fmt.Errorf("stopped at %d of %d: %v", n, want, err)
+			return childResult{}, fmt.Errorf("%w at %d of %d: %v", errSinkStopped, n, want, err)
 		case <-ctx.Done():
 			return childResult{}, ctx.Err()
 		case <-time.After(5 * time.Millisecond):

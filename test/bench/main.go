@@ -18,11 +18,14 @@
 // the eos_cdc run), BENCH_CURVE_RECORDS (400000), BENCH_TOTAL_BUFFERED_MB (the sinks'
 // MaxTotalBufferedBytes in MiB), BENCH_QUEUED_KB (their queued.max.messages.kbytes),
 // BENCH_KAFKA (name=value,...: more librdkafka properties for the sinks' consumers), BENCH_DOCS (1 writes the chart to
-// docs/benchmarks.png as well), BENCH_CDC (1; 0 skips the change-event contenders eos_cdc and
-// peer_cdc), BENCH_CDC_RECORDS (change records; default BENCH_RECORDS, at most 500000),
+// docs/benchmarks.png as well), BENCH_CDC (1; 0 skips the change-event contenders eos_cdc,
+// eos_cdc_tx and peer_cdc), BENCH_CDC_TX (1; 0 skips eos_cdc_tx, the cdc plugin in consistency:
+// transaction on the same changes in source transactions), BENCH_PROFILE_CDC_TX (a path: CPU
+// profile of the eos_cdc_tx run), BENCH_CDC_TX_MAX_HELD_EVENTS and BENCH_CDC_TX_MAX_HELD_MB (its
+// max_held_events and max_held_bytes), BENCH_CDC_RECORDS (change records; default BENCH_RECORDS, at most 500000),
 // BENCH_PEER_CDC_REDUCTION (true: the peer's use.reduction.buffer in the cdc run),
 // BENCH_PEER_CDC_UNNEST (false: its unnest inserts fail on MicroTimestamp), BENCH_CDC_REPEAT
-// (1: interleaved runs of eos_cdc and peer_cdc, the median kept), BENCH_ONLY
+// (1: interleaved runs of eos_cdc, eos_cdc_tx and peer_cdc, the median kept), BENCH_ONLY
 // (cdc: run the change-event contenders alone; outbox: the relay alone), BENCH_OUTBOX (1; 0
 // skips the relay), BENCH_OUTBOX_EVENTS (200000), BENCH_OUTBOX_RATE (1000),
 // BENCH_PRODUCER_QUEUE_MESSAGES (the producers'
@@ -287,7 +290,7 @@ func (b *bench) finish() error {
 	}
 	// A table that does not hold the final state of the change events fails the bench, after
 	// the report is written.
-	for _, k := range []string{"eos_cdc", "peer_cdc"} {
+	for _, k := range []string{"eos_cdc", "eos_cdc_tx", "peer_cdc"} {
 		if m := b.rep.Measurements[k]; m != nil && m.Verification != nil && !m.Verification.OK {
 			return fmt.Errorf("%s: %s", k, m.Verification)
 		}
@@ -371,7 +374,12 @@ func (b *bench) child(ctx context.Context, name, desc, kind string, args ...stri
 		m.CPUSecondsPerM = (m.CPU.Contender + m.CPU.Kafka + m.CPU.Postgres) / float64(res.Records) * 1e6
 	}
 	m.PeakRSSMiB = float64(res.HWMKiB) / 1024
-	m.PGConnections, m.LatencyBreakdown = res.PGConns, res.Breakdown
+	m.PGConnections, m.LatencyBreakdown, m.Set = res.PGConns, res.Breakdown, res.Set
+	if st := res.Set; st != nil {
+		b.logf("%s: %.0f commits of %.0f source transactions (%.0f records each), commits %.1fs (Apply %.1fs), Add %.1fs (%.0f records), "+
+			"of %.1fs from the first commit to the last (%.1fs in all)", name, st["commits"], st["units"], st["committed_records"]/max(1, st["commits"]),
+			st["commit_seconds"], st["apply_seconds"], st["add_seconds"], st["adds"], res.Seconds, res.Wall)
+	}
 	m.MachineCPUBusy = busyShare(mb0, mt0, mb1, mt1)
 	if res.Pauses > 0 {
 		m.Note = fmt.Sprintf("%d batches, %d pauses on a full buffer", res.Batches, res.Pauses)

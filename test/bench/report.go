@@ -38,7 +38,9 @@ type Measurement struct {
 	// LatencyBreakdown: for the latency runs, where each batch's oldest record waited, by
 	// stage (latency.go), in milliseconds.
 	LatencyBreakdown map[string]Stat `json:"latency_breakdown_ms,omitempty"`
-	// Verification: for eos_cdc and peer_cdc, the table against the expected final state.
+	// Set: for eos_cdc_tx, where the set's loop spent its time (seconds, counts; cdc_tx.go).
+	Set map[string]float64 `json:"set,omitempty"`
+	// Verification: for eos_cdc, eos_cdc_tx and peer_cdc, the table against the expected final state.
 	Verification *Verification `json:"verification,omitempty"`
 }
 
@@ -88,7 +90,7 @@ func latencyText(m *Measurement) string {
 
 func (b *bench) summarize() {
 	ms := b.rep.Measurements
-	for _, k := range []string{"copy", "eos", "at_least_once", "per_message", "peer", "eos_envelope", "kafka_consume", "eos_cdc", "peer_cdc"} {
+	for _, k := range []string{"copy", "eos", "at_least_once", "per_message", "peer", "eos_envelope", "kafka_consume", "eos_cdc", "eos_cdc_tx", "peer_cdc"} {
 		if m := ms[k]; m != nil {
 			b.rep.RecordsPerSecond[k] = m.RecordsPerSecond
 		}
@@ -104,6 +106,8 @@ func (b *bench) summarize() {
 	ratio("eos_vs_peer", "eos_envelope", "peer")
 	ratio("eos_vs_kafka_consume", "eos", "kafka_consume")
 	ratio("eos_cdc_vs_peer_cdc", "eos_cdc", "peer_cdc")
+	ratio("eos_cdc_tx_vs_eos_cdc", "eos_cdc_tx", "eos_cdc") // whole source transactions against per partition
+	ratio("eos_cdc_tx_vs_peer_cdc", "eos_cdc_tx", "peer_cdc")
 	// eos_vs_limit: what reading the records (the Kafka client alone) and writing them (raw
 	// COPY) cost on their own, in CPU per million records, against what eosink costs doing
 	// both: 1 would mean eosink adds no CPU of its own.
@@ -111,9 +115,6 @@ func (b *bench) summarize() {
 		b.rep.Ratios["eos_vs_limit"] = (k.CPUSecondsPerM + c.CPUSecondsPerM) / e.CPUSecondsPerM
 	}
 	r := b.rep.Ratios
-	if ms["eos"] == nil { // BENCH_ONLY=cdc: the targets are about the other contenders
-		return
-	}
 	add := func(goal, actual string, met bool) {
 		b.rep.Targets = append(b.rep.Targets, Target{Goal: goal, Actual: actual, Met: met})
 	}
@@ -124,6 +125,12 @@ func (b *bench) summarize() {
 		} else {
 			add(goal, "not measured", false)
 		}
+	}
+	if b.rep.CDC != nil && envInt("BENCH_CDC_TX", 1) == 1 { // issue 25: transaction consistency's cost
+		addRatio("eos_cdc_tx / eos_cdc >= 0.7", "eos_cdc_tx_vs_eos_cdc", "%.2f", 0.7)
+	}
+	if ms["eos"] == nil { // BENCH_ONLY=cdc: the other targets are about the other contenders
+		return
 	}
 	addRatio("eosink / raw COPY >= 0.8", "eos_vs_copy", "%.2f", 0.8)
 	addRatio("eosink / at-least-once >= 0.97", "eos_vs_at_least_once", "%.2f", 0.97)
@@ -192,14 +199,14 @@ func curveValue(r *Report, curve, label string) float64 {
 func (b *bench) write() error {
 	tw := tabwriter.NewWriter(os.Stdout, 2, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "contender\trecords/s\tCPU s per 1M (all)\tpeak RSS MiB\trecords\tseconds\ttable")
-	for _, k := range []string{"copy", "kafka_consume", "eos", "at_least_once", "per_message", "eos_envelope", "peer", "eos_cdc", "peer_cdc"} {
+	for _, k := range []string{"copy", "kafka_consume", "eos", "at_least_once", "per_message", "eos_envelope", "peer", "eos_cdc", "eos_cdc_tx", "peer_cdc"} {
 		if m := b.rep.Measurements[k]; m != nil {
 			fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%.0f\t%d\t%.2f\t%s\n", k, m.RecordsPerSecond, m.CPUSecondsPerM, m.PeakRSSMiB, m.Records, m.Seconds, verified(m))
 		}
 	}
 	tw.Flush()
 	fmt.Println()
-	for _, k := range []string{"eos_vs_copy", "eos_vs_at_least_once", "eos_vs_per_message", "eos_vs_peer", "eos_vs_kafka_consume", "eos_vs_limit", "eos_cdc_vs_peer_cdc", "partitions_256_vs_best"} {
+	for _, k := range []string{"eos_vs_copy", "eos_vs_at_least_once", "eos_vs_per_message", "eos_vs_peer", "eos_vs_kafka_consume", "eos_vs_limit", "eos_cdc_vs_peer_cdc", "eos_cdc_tx_vs_eos_cdc", "eos_cdc_tx_vs_peer_cdc", "partitions_256_vs_best"} {
 		if v, ok := b.rep.Ratios[k]; ok {
 			fmt.Printf("%-22s %.2f%s\n", k, v, map[bool]string{true: "  (CPU per million: (kafka_consume + copy) / eos)"}[k == "eos_vs_limit"])
 		}

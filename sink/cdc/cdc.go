@@ -282,17 +282,19 @@ func (p *CDC) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 }
 
 // write is Write, with the batch's events decoded already when evs is not nil (evs[i] is
-// b.Records[i]'s).
+// b.Records[i]'s). The records may be of several partitions (a group of source
+// transactions, sequence.go), each partition's in offset order: the rewind check keeps a
+// watch per partition.
 func (p *CDC) write(ctx context.Context, tx pgx.Tx, b sink.Batch, evs []*event) error {
 	local := map[string]*target{} // targets with this transaction's DDL (create, evolve)
-	var w watch                   // the source rewind check (rewind.go)
+	ws := watches{}               // the source rewind check (rewind.go), per partition
 	pending := map[string]*stagedTable{}
 	var order []string
 	flush := func() error {
 		if len(order) == 0 {
 			return nil
 		}
-		reads, err := w.resnapshot(ctx, tx, p, b)
+		reads, err := ws.resnapshot(ctx, tx, p)
 		if err != nil {
 			return err
 		}
@@ -303,7 +305,7 @@ func (p *CDC) write(ctx context.Context, tx pgx.Tx, b sink.Batch, evs []*event) 
 				}
 				if sd := (*errSnapshotDiffers)(nil); errors.As(err, &sd) && sd.ord/2 < len(b.Records) {
 					r := &b.Records[sd.ord/2]
-					s := w.at(r.Offset)
+					s := ws.of(r).at(r.Offset)
 					return sd.rewoundAt(r, s.lsn, s.ts)
 				}
 				return err
@@ -333,7 +335,7 @@ func (p *CDC) write(ctx context.Context, tx pgx.Tx, b sink.Batch, evs []*event) 
 		if err := p.cf.target(id, rt, ev, r.Topic); err != nil {
 			return sink.Poison(r, err) // before w.see: a refused event moves no source mark
 		}
-		w.see(r, ev)
+		ws.of(r).see(r, ev)
 		switch ev.op {
 		case "t":
 			if !p.c.Truncate {
@@ -385,7 +387,7 @@ func (p *CDC) write(ctx context.Context, tx pgx.Tx, b sink.Batch, evs []*event) 
 			return sink.Poison(r, err)
 		}
 	}
-	if err := w.check(ctx, tx, p, b); err != nil {
+	if err := ws.check(ctx, tx, p); err != nil {
 		return err
 	}
 	return flush()

@@ -283,3 +283,46 @@ func (e *errSnapshotDiffers) rewoundAt(r *sink.Record, lsn, ts int64) *RewoundEr
 	return &RewoundError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Op: "r", LSN: lsn, TsMs: ts,
 		AppliedCommit: e.commit, AppliedLSN: e.lsn, Key: e.key, Table: e.table, Deleted: e.deleted || !e.stored}
 }
+
+// watches are a write's watches, one per partition of its records, in the order first seen.
+type watches struct {
+	by    map[sink.Partition]*watch
+	order []sink.Partition
+}
+
+// of returns the watch of r's partition.
+func (ws *watches) of(r *sink.Record) *watch {
+	k := sink.Partition{Topic: r.Topic, Partition: r.Partition}
+	w := ws.by[k]
+	if w == nil {
+		if ws.by == nil {
+			ws.by = map[sink.Partition]*watch{}
+		}
+		w = &watch{}
+		ws.by[k] = w
+		ws.order = append(ws.order, k)
+	}
+	return w
+}
+
+// resnapshot reports whether any partition's watch found a snapshot read new to a
+// partition with streamed history (watch.resnapshot).
+func (ws *watches) resnapshot(ctx context.Context, tx pgx.Tx, p *CDC) (bool, error) {
+	for _, k := range ws.order {
+		reads, err := ws.by[k].resnapshot(ctx, tx, p, sink.Batch{Topic: k.Topic, Partition: k.Partition})
+		if err != nil || reads {
+			return reads, err
+		}
+	}
+	return false, nil
+}
+
+// check runs each partition's check (watch.check).
+func (ws *watches) check(ctx context.Context, tx pgx.Tx, p *CDC) error {
+	for _, k := range ws.order {
+		if err := ws.by[k].check(ctx, tx, p, sink.Batch{Topic: k.Topic, Partition: k.Partition}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

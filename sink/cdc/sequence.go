@@ -236,14 +236,14 @@ func (q *sequence) Waiting() string {
 	return fmt.Sprintf("source transaction %d (commit LSN %d): %d changes held, still missing %v", w.XID, w.Commit, w.Have, w.Missing)
 }
 
-// Apply writes the units' changes, per partition in offset order (one key's changes share a
-// partition), and moves the watermark to the last transaction's commit LSN.
+// Apply writes the units' changes in one write, as partition mode writes a batch: staged
+// per target table and merged once per table, with a rewind watch per partition. Each
+// partition's records are in offset order (one key's changes share a partition, and units
+// come in commit order), so a row's history applies in order. Then the watermark moves to
+// the last transaction's commit LSN.
 func (q *sequence) Apply(ctx context.Context, tx pgx.Tx, units []sink.Unit) error {
-	type part struct {
-		b   sink.Batch
-		evs []*event
-	}
-	parts := map[txn.Position]*part{}
+	var b sink.Batch
+	var evs []*event
 	var last *unit
 	n := 0
 	for _, su := range units {
@@ -253,35 +253,28 @@ func (q *sequence) Apply(ctx context.Context, tx pgx.Tx, units []sink.Unit) erro
 			n++
 		}
 		for i, r := range u.recs {
-			k := txn.Position{Topic: r.Topic, Partition: r.Partition}
-			pt := parts[k]
-			if pt == nil {
-				pt = &part{b: sink.Batch{Topic: r.Topic, Partition: r.Partition}}
-				parts[k] = pt
-			}
-			pt.b.Records = append(pt.b.Records, *r)
-			pt.evs = append(pt.evs, u.evs[i])
+			b.Records = append(b.Records, *r)
+			evs = append(evs, u.evs[i])
 		}
 	}
-	keys := make([]txn.Position, 0, len(parts))
-	for k := range parts {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(x, y txn.Position) int {
-		return cmp.Or(cmp.Compare(x.Topic, y.Topic), cmp.Compare(x.Partition, y.Partition))
-	})
-	for _, k := range keys {
-		pt := parts[k]
-		idx := make([]int, len(pt.evs))
+	if len(b.Records) > 0 {
+		// By partition and offset: a run of snapshot reads handed out before a transaction
+		// may follow some of its changes on their partition.
+		idx := make([]int, len(evs))
 		for i := range idx {
 			idx[i] = i
 		}
-		slices.SortStableFunc(idx, func(x, y int) int { return cmp.Compare(pt.b.Records[x].Offset, pt.b.Records[y].Offset) })
-		b := sink.Batch{Topic: pt.b.Topic, Partition: pt.b.Partition, Records: make([]sink.Record, len(idx))}
-		evs := make([]*event, len(idx))
+		slices.SortStableFunc(idx, func(x, y int) int {
+			rx, ry := &b.Records[x], &b.Records[y]
+			return cmp.Or(cmp.Compare(rx.Topic, ry.Topic), cmp.Compare(rx.Partition, ry.Partition), cmp.Compare(rx.Offset, ry.Offset))
+		})
+		sorted := sink.Batch{Records: make([]sink.Record, len(idx))}
+		sortedEvs := make([]*event, len(idx))
 		for i, j := range idx {
-			b.Records[i], evs[i] = pt.b.Records[j], pt.evs[j]
+			sorted.Records[i], sortedEvs[i] = b.Records[j], evs[j]
 		}
+		b, evs = sorted, sortedEvs
+		b.Topic, b.Partition = b.Records[0].Topic, b.Records[0].Partition
 		if err := q.p.write(ctx, tx, b, evs); err != nil {
 			return q.applyErr(units, err)
 		}

@@ -180,8 +180,10 @@ func (w *ownership) claimOne(ctx context.Context, topic string, part int32) (off
 	return cl, nil
 }
 
-// run reads the set's partitions and commits what the sequence assembles, in groups.
-func (w *ownership) run(ctx context.Context) error {
+// run reads the set's partitions and commits what the sequence assembles, in groups. One
+// commit runs at a time, on its own goroutine, while the loop reads and assembles the next
+// group; the loop stops reading when that group is full and the commit has not ended.
+func (w *ownership) run(ctx context.Context) (err error) {
 	s := w.s
 	lim := s.cfg
 	var group []Unit
@@ -190,29 +192,53 @@ func (w *ownership) run(ctx context.Context) error {
 	check := time.Now()
 	var waiting string // what the sequence waited for at the last check, and since when
 	var waitingSince time.Time
+	var inflight chan committed // the commit running, nil when none
+	defer func() {
+		if inflight != nil {
+			<-inflight // its transaction ends (and rolls back if ctx ended) before the ownership does
+		}
+	}()
+	settle := func(c committed) error {
+		inflight = nil
+		if c.err != nil {
+			return w.failed(c.err)
+		}
+		for _, r := range c.ranges {
+			w.parts[partitionKey{r.Topic, r.Partition}].next = r.End
+		}
+		return nil
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		s.clock.touch()
+		full := groupRecords >= lim.MaxBatchRecords || groupBytes >= lim.MaxBatchBytes
+		if full && inflight != nil {
+			if err := settle(<-inflight); err != nil {
+				return err
+			}
+		}
 		idle := false
-		switch e := w.c.Poll(50).(type) {
-		case nil:
-			idle = true
-		case *kafka.Message:
-			if e.TopicPartition.Error != nil {
-				s.log.Warn("kafka partition error", "topic", *e.TopicPartition.Topic, "partition", e.TopicPartition.Partition, "err", e.TopicPartition.Error)
-				break
+		if !full {
+			switch e := w.c.Poll(50).(type) {
+			case nil:
+				idle = true
+			case *kafka.Message:
+				if e.TopicPartition.Error != nil {
+					s.log.Warn("kafka partition error", "topic", *e.TopicPartition.Topic, "partition", e.TopicPartition.Partition, "err", e.TopicPartition.Error)
+					break
+				}
+				r := recordOf(e)
+				if err := w.seq.Add(ctx, &r); err != nil {
+					return w.failed(err)
+				}
+			case kafka.Error:
+				if e.IsFatal() {
+					return fmt.Errorf("eosink: kafka: %w", e)
+				}
+				s.log.Warn("kafka error", "code", e.Code().String(), "err", e)
 			}
-			r := recordOf(e)
-			if err := w.seq.Add(ctx, &r); err != nil {
-				return w.failed(err)
-			}
-		case kafka.Error:
-			if e.IsFatal() {
-				return fmt.Errorf("eosink: kafka: %w", e)
-			}
-			s.log.Warn("kafka error", "code", e.Code().String(), "err", e)
 		}
 		for groupRecords < lim.MaxBatchRecords && groupBytes < lim.MaxBatchBytes {
 			u, ok := w.seq.Next()
@@ -226,12 +252,25 @@ func (w *ownership) run(ctx context.Context) error {
 			n, b := u.Size()
 			groupRecords, groupBytes = groupRecords+n, groupBytes+b
 		}
-		full := groupRecords >= lim.MaxBatchRecords || groupBytes >= lim.MaxBatchBytes
-		if len(group) > 0 && (idle || full || time.Since(first) >= lim.MaxBatchWait) {
-			if err := w.commit(ctx, group); err != nil {
-				return w.failed(err)
+		if inflight != nil {
+			select {
+			case c := <-inflight:
+				if err := settle(c); err != nil {
+					return err
+				}
+			default:
 			}
-			group, groupRecords, groupBytes = group[:0], 0, 0
+		}
+		full = groupRecords >= lim.MaxBatchRecords || groupBytes >= lim.MaxBatchBytes
+		if inflight == nil && len(group) > 0 && (idle || full || time.Since(first) >= lim.MaxBatchWait) {
+			g := group
+			group, groupRecords, groupBytes = nil, 0, 0
+			ch := make(chan committed, 1)
+			inflight = ch
+			go func() {
+				ranges, err := w.commit(ctx, g)
+				ch <- committed{ranges, err}
+			}()
 		}
 		if time.Since(check) >= setCheckEvery {
 			check = time.Now()
@@ -334,32 +373,40 @@ func (w *ownership) failed(err error) error {
 // commit applies group in one transaction: the lease check, every moved offset, the
 // units' writes. Transient errors retry the same group; a COMMIT whose outcome is unknown
 // ends the ownership (errRestartSet): the next one reads what the database holds.
-func (w *ownership) commit(ctx context.Context, group []Unit) error {
+func (w *ownership) commit(ctx context.Context, group []Unit) ([]rebalance.Range, error) {
 	s := w.s
 	backoff := s.cfg.RetryBackoff
 	for {
-		err := w.commitOnce(ctx, group)
+		ranges, err := w.commitOnce(ctx, group)
 		if err == nil || !isRetryable(err) || errors.Is(err, errRestartSet) || ctx.Err() != nil {
-			return err
+			return ranges, err
 		}
 		s.m.retry(err)
 		s.log.Warn("set: commit failed, retrying", "set", w.o.Name, "err", err, "backoff", backoff)
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, s.cfg.MaxRetryBackoff)
 	}
 }
 
-func (w *ownership) commitOnce(ctx context.Context, group []Unit) error {
+// committed is the outcome of a commit: the ranges it moved.
+type committed struct {
+	ranges []rebalance.Range
+	err    error
+}
+
+// commitOnce is one try of a group's commit. It reads the owned positions, which the loop
+// changes only once the commit's outcome is in (settle).
+func (w *ownership) commitOnce(ctx context.Context, group []Unit) ([]rebalance.Range, error) {
 	s := w.s
 	began := time.Now()
 	failpoint.Eval(failpoint.AfterFetch)
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: s.cfg.IsolationLevel})
 	if err != nil {
-		return fmt.Errorf("begin: %w", err)
+		return nil, fmt.Errorf("begin: %w", err)
 	}
 	finished := false
 	defer func() {
@@ -370,7 +417,7 @@ func (w *ownership) commitOnce(ctx context.Context, group []Unit) error {
 		}
 	}()
 	if err := s.store.CheckLease(ctx, tx, w.o.Name, w.lease.Epoch); err != nil {
-		return err
+		return nil, err
 	}
 	moved := map[partitionKey]int64{}
 	records, bytes := 0, 0
@@ -385,21 +432,21 @@ func (w *ownership) commitOnce(ctx context.Context, group []Unit) error {
 	for k, next := range moved {
 		o := w.parts[k]
 		if o == nil {
-			return fmt.Errorf("eosink: set %q: a unit names %s[%d], which the set does not own", w.o.Name, k.topic, k.partition)
+			return nil, fmt.Errorf("eosink: set %q: a unit names %s[%d], which the set does not own", w.o.Name, k.topic, k.partition)
 		}
 		if next < o.next {
-			return fmt.Errorf("eosink: set %q: a unit moves %s[%d] back from %d to %d", w.o.Name, k.topic, k.partition, o.next, next)
+			return nil, fmt.Errorf("eosink: set %q: a unit moves %s[%d] back from %d to %d", w.o.Name, k.topic, k.partition, o.next, next)
 		}
 		if next > o.next {
 			ranges = append(ranges, rebalance.Range{Topic: k.topic, Partition: k.partition, Epoch: o.epoch, Start: o.next, End: next})
 		}
 	}
 	if err := s.store.Advance(ctx, tx, ranges...); err != nil {
-		return err
+		return nil, err
 	}
 	failpoint.Eval(failpoint.AfterOffsetUpdate)
 	if err := w.seq.Apply(ctx, ownedTx{tx}, group); err != nil {
-		return err
+		return nil, err
 	}
 	failpoint.Eval(failpoint.InHandler)
 	failpoint.Eval(failpoint.BeforeCommit)
@@ -407,16 +454,13 @@ func (w *ownership) commitOnce(ctx context.Context, group []Unit) error {
 	if err := tx.Commit(ctx); err != nil {
 		if pgerr.IsConnectionError(err) || ctx.Err() != nil {
 			s.m.unknownCommits.add(1)
-			return fmt.Errorf("%w: commit: %v", errRestartSet, err)
+			return nil, fmt.Errorf("%w: commit: %v", errRestartSet, err)
 		}
-		return fmt.Errorf("commit: %w", err)
+		return nil, fmt.Errorf("commit: %w", err)
 	}
 	failpoint.Eval(failpoint.AfterCommit)
-	for _, r := range ranges {
-		w.parts[partitionKey{r.Topic, r.Partition}].next = r.End
-	}
 	s.m.committed(records, bytes, time.Since(began).Seconds())
-	return nil
+	return ranges, nil
 }
 
 // recordOf is the Record of a fetched message.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -46,7 +45,6 @@ type ownership struct {
 	lease offsets.Lease
 	seq   Sequence
 	parts map[partitionKey]*owned
-	names []string // the set's topics, sorted
 }
 
 // ownSet owns the set under lease until ctx ends, the lease is lost, or an error ends the
@@ -135,7 +133,6 @@ func (w *ownership) claim(ctx context.Context) ([]kafka.TopicPartition, error) {
 	}
 	var tps []kafka.TopicPartition
 	for t, ps := range set {
-		w.names = append(w.names, t)
 		for _, p := range ps {
 			cl, err := w.claimOne(ctx, t, p)
 			if err != nil {
@@ -145,7 +142,6 @@ func (w *ownership) claim(ctx context.Context) ([]kafka.TopicPartition, error) {
 			tps = append(tps, kafka.TopicPartition{Topic: &t, Partition: p, Offset: kafka.Offset(cl.NextOffset)})
 		}
 	}
-	sort.Strings(w.names)
 	return tps, nil
 }
 

@@ -48,6 +48,9 @@ type Tx struct {
 	// previous Tx. A partition may advance less than past this transaction's records, or
 	// not at all, while a later transaction holds an earlier record of it.
 	Positions []Position
+	// Streamed is true for the end of a stream (stream.go): Changes are only its changes
+	// read since the last TakeStreamed; the others were handed out before.
+	Streamed bool
 }
 
 // Stats count what an Assembler read and skipped.
@@ -62,6 +65,9 @@ type Stats struct {
 	Interrupted int64
 	HeldEvents  int64
 	HeldBytes   int64
+	// Streamed counts the transactions streamed (too large to hold), StreamedChanges the
+	// changes they handed out without holding them (not those held when each began).
+	Streamed, StreamedChanges int64
 }
 
 // Pending describes the oldest transaction whose END was read and that is not complete:
@@ -69,8 +75,10 @@ type Stats struct {
 type Pending struct {
 	XID     uint64
 	Commit  int64
-	Have    int64        // changes held
+	Have    int64        // changes held (streamed, for a stream)
 	Missing []Collection // per data collection, how many changes are still to come
+	// Streaming: the transaction is being streamed; Commit is 0 before its END is read.
+	Streaming bool
 }
 
 // Assembler assembles source transactions from Debezium's transaction topic and change
@@ -82,6 +90,8 @@ type Assembler struct {
 	ends  []*state // with an END, not emitted, by commit LSN
 	parts map[partKey]*partition
 	stats Stats
+
+	stream *stream // the transaction being streamed, nil when none
 
 	open    uint64 // the xid of the last BEGIN without its END
 	hasOpen bool
@@ -144,6 +154,13 @@ func (a *Assembler) Marker(m Marker, at Position) error {
 		a.closeOpen(xid)
 		return nil
 	}
+	if a.stream != nil && a.stream.xid == xid {
+		if err := a.streamEnd(p, m, at); err != nil {
+			return err
+		}
+		a.closeOpen(xid)
+		return nil
+	}
 	s := a.txs[xid]
 	if s != nil && s.end != nil {
 		if s.end.ID != m.ID || s.end.EventCount != m.EventCount || !slices.Equal(s.end.Collections, m.Collections) {
@@ -154,11 +171,13 @@ func (a *Assembler) Marker(m Marker, at Position) error {
 		a.closeOpen(xid)
 		return nil
 	}
-	// An END of a transaction without changes held yet is one more thing held; the END of
-	// one with changes held is always taken: it may complete it.
-	if m.EventCount > int64(a.cfg.MaxEvents) || (s == nil && a.held()+1 > int64(a.cfg.MaxEvents)) {
-		return &LimitError{XID: xid, Events: m.EventCount, MaxEvents: a.cfg.MaxEvents, MaxBytes: a.cfg.MaxBytes,
-			Alone: m.EventCount > int64(a.cfg.MaxEvents)}
+	// An END is one more thing held. Past the bound, the END of the transaction that
+	// commits next (the oldest END not emitted, no stream open) is taken, and its
+	// transaction streams with it: refusing it would free nothing. Another is refused: the
+	// caller gives it again once the transactions before it are emitted.
+	full := a.held()+1 > int64(a.cfg.MaxEvents)
+	if full && (len(a.ends) > 0 || a.stream != nil) {
+		return &LimitError{XID: xid, Events: 1, MaxEvents: a.cfg.MaxEvents, MaxBytes: a.cfg.MaxBytes}
 	}
 	i, found := slices.BinarySearchFunc(a.ends, m.ID.LSN, func(s *state, lsn int64) int {
 		switch {
@@ -181,7 +200,21 @@ func (a *Assembler) Marker(m Marker, at Position) error {
 				return err
 			}
 		}
-	} else {
+	}
+	if full {
+		var prev int64
+		known := s != nil && s.hasPrev
+		if known {
+			prev = s.prev
+		}
+		a.startStream(s, xid, prev, known)
+		if err := a.streamEnd(p, m, at); err != nil {
+			return err
+		}
+		a.closeOpen(xid)
+		return nil
+	}
+	if s == nil {
 		s = newState(xid)
 		a.txs[xid] = s
 	}
@@ -218,6 +251,9 @@ func (a *Assembler) Change(c Change) error {
 		a.stats.Resent++
 		return nil
 	}
+	if a.stream != nil && a.stream.xid == xid {
+		return a.streamChange(p, c)
+	}
 	s := a.txs[xid]
 	if s != nil {
 		if s.hasPrev && s.prev != c.Meta.PrevCommit {
@@ -243,10 +279,13 @@ func (a *Assembler) Change(c Change) error {
 		e.Events, e.Bytes = int64(len(s.changes))+1, s.bytes+c.Size
 	}
 	e.Alone = e.Events > int64(a.cfg.MaxEvents) || e.Bytes > a.cfg.MaxBytes
-	// The oldest transaction whose END was read is the one Next waits for: refusing its
-	// changes for the others' sake would never free anything. It is bounded by itself.
-	head := s != nil && len(a.ends) > 0 && a.ends[0] == s
-	if e.Alone || (!head && (a.held()+1 > int64(a.cfg.MaxEvents) || a.stats.HeldBytes+c.Size > a.cfg.MaxBytes)) {
+	if e.Alone || a.held()+1 > int64(a.cfg.MaxEvents) || a.stats.HeldBytes+c.Size > a.cfg.MaxBytes {
+		// The transaction that commits next streams: refusing its changes would never free
+		// anything. The others wait: the caller gives the change again later.
+		if a.next(s, c.Meta) {
+			a.startStream(s, xid, c.Meta.PrevCommit, true)
+			return a.streamChange(p, c)
+		}
 		return e
 	}
 	if s == nil {
@@ -264,6 +303,9 @@ func (a *Assembler) Change(c Change) error {
 // oldest one read is not complete (or none is read). Its records are released: the
 // positions it reports may pass them.
 func (a *Assembler) Next() (*Tx, bool) {
+	if a.stream != nil {
+		return a.endStream()
+	}
 	if len(a.ends) == 0 || !a.ends[0].complete() {
 		return nil, false
 	}
@@ -271,6 +313,12 @@ func (a *Assembler) Next() (*Tx, bool) {
 	a.ends = a.ends[1:]
 	tx := &Tx{XID: s.xid, Commit: s.end.ID.LSN, End: *s.end, Changes: s.sorted()}
 	a.drop(s)
+	a.emitted(tx)
+	return tx, true
+}
+
+// emitted moves the watermark to tx, drops what it supersedes and sets its positions.
+func (a *Assembler) emitted(tx *Tx) {
 	a.w = tx.Commit
 	a.stats.Emitted++
 	// A transaction held without its END whose changes follow a commit before the new
@@ -282,11 +330,22 @@ func (a *Assembler) Next() (*Tx, bool) {
 		}
 	}
 	tx.Positions = a.positions()
-	return tx, true
 }
 
 // Waiting describes the transaction Next waits for, when its END was read.
 func (a *Assembler) Waiting() (Pending, bool) {
+	if st := a.stream; st != nil {
+		w := Pending{XID: st.xid, Have: st.count, Streaming: true}
+		if st.end != nil {
+			w.Commit = st.end.ID.LSN
+			for _, col := range st.end.Collections {
+				if n := col.EventCount - st.perColl[col.Name]; n > 0 {
+					w.Missing = append(w.Missing, Collection{Name: col.Name, EventCount: n})
+				}
+			}
+		}
+		return w, true
+	}
 	if len(a.ends) == 0 {
 		return Pending{}, false
 	}

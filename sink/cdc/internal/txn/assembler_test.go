@@ -190,16 +190,17 @@ func TestAssembler(t *testing.T) {
 
 func TestAssemblerLimits(t *testing.T) {
 	a := New(Config{MaxEvents: 3, MaxBytes: 1000})
-	// An END over the bound: too large, known up front.
-	var le *LimitError
-	err := a.Marker(*end(0, 10, 100, "a", 4).m, Position{txTopic, 0, 0})
-	if !errors.Is(err, ErrTooLarge) || !errors.As(err, &le) || le.XID != 10 || le.Events != 4 {
+	// An END over the bound is taken: its transaction streams (TestAssemblerStreams).
+	if err := a.Marker(*end(0, 10, 100, "a", 4).m, Position{txTopic, 0, 0}); err != nil {
 		t.Fatalf("END of 4 events past a bound of 3: %v", err)
 	}
-	// Changes of one transaction past the bound: too large; of several: full.
+	var le *LimitError
+	var err error
+	// Changes of one transaction past the bound, not known to commit next (no END, no
+	// watermark): too large; of several: full.
 	b := New(Config{MaxEvents: 2, MaxBytes: 1000})
 	run(t, b, []step{chg("a", 0, 0, 10, 1, 1, 0), chg("a", 0, 1, 10, 2, 2, 0)})
-	if err := b.Change(*chg("a", 0, 2, 10, 3, 3, 0).c); !errors.Is(err, ErrTooLarge) {
+	if err := b.Change(*chg("a", 0, 2, 10, 3, 3, 0).c); !errors.Is(err, ErrTooLarge) || !errors.As(err, &le) || le.XID != 10 || le.Events != 3 {
 		t.Fatalf("third change of one transaction, bound 2: %v", err)
 	}
 	c := New(Config{MaxEvents: 2, MaxBytes: 1000})
@@ -219,9 +220,10 @@ func TestAssemblerLimits(t *testing.T) {
 	if err := e.Marker(*end(2, 12, 300, "a", 1).m, Position{txTopic, 0, 2}); !errors.Is(err, ErrFull) {
 		t.Fatalf("a third END, bound 2: %v", err)
 	}
-	// The changes of the transaction Next waits for are taken past the others' share.
+	// The changes of the transaction Next waits for are taken past the others' share: it
+	// streams.
 	run(t, e, []step{chg("a", 0, 0, 10, 1, 1, 0), chg("a", 0, 1, 11, 1, 1, 100)})
-	if s := e.Stats(); s.Emitted != 2 {
+	if s := e.Stats(); s.Emitted != 2 || s.Streamed != 1 {
 		t.Fatalf("the changes of the oldest ENDs, bound full of ENDs: %+v", s)
 	}
 	// Bytes.

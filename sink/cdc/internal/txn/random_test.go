@@ -2,6 +2,7 @@ package txn
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -15,8 +16,27 @@ import (
 // record with nothing held.
 func TestAssemblerRandomStreams(t *testing.T) {
 	for seed := range uint64(300) {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { randomStream(t, seed) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { randomStream(t, seed, 0) })
 	}
+}
+
+// TestAssemblerRandomStreamsBounded reads the same streams under a bound of 1 to 4 events:
+// a record refused pauses its partition until a record is taken (as the sink pauses a
+// partition), transactions past the bound stream, and the reading never deadlocks, what
+// is held never passes the bound, and every transaction still comes out once, whole, in
+// commit order.
+func TestAssemblerRandomStreamsBounded(t *testing.T) {
+	var streamed, dups int64
+	for seed := range uint64(300) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			st := randomStream(t, seed, 1+int(seed%4))
+			streamed, dups = streamed+st.Streamed, dups+st.Duplicates
+		})
+	}
+	if streamed < 300 || dups == 0 {
+		t.Errorf("%d transactions streamed, %d duplicates skipped over 300 streams: the bound is not exercised", streamed, dups)
+	}
+	t.Logf("%d transactions streamed, %d duplicates skipped", streamed, dups)
 }
 
 type srcTx struct {
@@ -27,7 +47,7 @@ type srcTx struct {
 	parts   []int32 // each change's partition of its collection's topic
 }
 
-func randomStream(t *testing.T, seed uint64) {
+func randomStream(t *testing.T, seed uint64, maxEvents int) Stats {
 	r := rand.New(rand.NewPCG(seed, 7))
 	colls := []string{"a", "b", "c"}
 	n := 1 + r.IntN(12)
@@ -96,33 +116,53 @@ func randomStream(t *testing.T, seed uint64) {
 		return cmp.Or(cmp.Compare(x.topic, y.topic), cmp.Compare(x.partition, y.partition))
 	})
 	next := map[partKey]int{}
-	a := New(Config{})
+	paused := map[partKey]bool{}
+	a := New(Config{MaxEvents: maxEvents})
 	var got []uint64
+	var streamed []Change // of the stream open
 	for {
-		var live []partKey
+		var live, ready []partKey
 		for _, k := range keys {
 			if next[k] < len(streams[k]) {
 				live = append(live, k)
+				if !paused[k] {
+					ready = append(ready, k)
+				}
 			}
 		}
 		if len(live) == 0 {
 			break
 		}
-		k := live[r.IntN(len(live))]
+		if len(ready) == 0 {
+			w, _ := a.Waiting()
+			t.Fatalf("deadlock: every partition left is paused; waiting for %+v; stats %+v", w, a.Stats())
+		}
+		k := ready[r.IntN(len(ready))]
 		rc := streams[k][next[k]]
 		at := Position{k.topic, k.partition, int64(next[k])}
-		next[k]++
 		var err error
 		if rc.m != nil {
 			err = a.Marker(*rc.m, at)
 		} else {
 			err = a.Change(Change{At: at, Meta: *rc.c, Size: 10})
 		}
+		if maxEvents > 0 && (errors.Is(err, ErrFull) || errors.Is(err, ErrTooLarge)) {
+			paused[k] = true // given again once a record is taken
+			continue
+		}
 		if err != nil {
 			t.Fatalf("%v: %v", at, err)
 		}
+		next[k]++
+		clear(paused)
+		streamed = append(streamed, a.TakeStreamed()...)
 		for tx, ok := a.Next(); ok; tx, ok = a.Next() {
 			src := txs[len(got)]
+			if tx.Streamed {
+				tx.Changes = append(streamed, tx.Changes...)
+				streamed = nil
+				slices.SortFunc(tx.Changes, func(x, y Change) int { return cmp.Compare(x.Meta.TotalOrder, y.Meta.TotalOrder) })
+			}
 			if tx.XID != src.xid || tx.Commit != src.commit || len(tx.Changes) != len(src.changes) {
 				t.Fatalf("emitted %d (commit %d, %d changes), want %d (commit %d, %d changes)",
 					tx.XID, tx.Commit, len(tx.Changes), src.xid, src.commit, len(src.changes))
@@ -133,6 +173,9 @@ func randomStream(t *testing.T, seed uint64) {
 				}
 			}
 			got = append(got, tx.XID)
+		}
+		if st := a.Stats(); maxEvents > 0 && st.HeldEvents+int64(len(a.ends)) > int64(maxEvents) {
+			t.Fatalf("%v: %d events and %d ENDs held, bound %d", at, st.HeldEvents, len(a.ends), maxEvents)
 		}
 	}
 	if len(got) != n {
@@ -147,4 +190,5 @@ func randomStream(t *testing.T, seed uint64) {
 	if s := a.Stats(); s.HeldEvents != 0 || s.HeldBytes != 0 || len(a.txs) != 0 {
 		t.Errorf("still held at the end: %+v, %d transactions", s, len(a.txs))
 	}
+	return a.Stats()
 }

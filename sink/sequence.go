@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -41,18 +42,31 @@ type SequenceOptions struct {
 	LeaseTimeout time.Duration
 }
 
+// ErrSequenceFull is an error of Sequence.Add (wrapped or not) that did not take the record
+// because holding it would pass the sequence's memory bound: the sink pauses the record's
+// partition and gives the same record again later (after a unit is handed out, when reads
+// are idle, or after more records were taken), then resumes the partition.
+var ErrSequenceFull = errors.New("eosink: the sequence cannot hold the record yet")
+
 // Sequence orders the records of one ownership of a set. The sink calls it from one
 // goroutine.
 type Sequence interface {
 	// Add takes the next record of one of the set's partitions; each partition's records
-	// come in offset order. An error that IsRetryable makes the sink start the ownership
-	// again from the stored positions after a backoff; any other error stops the set.
+	// come in offset order. ErrSequenceFull leaves the record to be given again; an error
+	// that IsRetryable makes the sink start the ownership again from the stored positions
+	// after a backoff; any other error stops the set.
 	Add(ctx context.Context, r *Record) error
 	// Next returns the next Unit ready to apply, in the order they must commit.
 	Next() (Unit, bool)
 	// Apply writes units, in order, inside tx. The sink has already checked the lease and
 	// moved the stored offsets to the last Unit's positions in tx, and commits after Apply
 	// returns nil. Apply may be called again with the same units after a rollback.
+	//
+	// When the last of units is Continued, the sink keeps tx open and calls Apply again in
+	// it with the units that follow, until the last of a call's units is not continued;
+	// then it checks the lease, moves the stored offsets of every unit since the first
+	// call and commits. An error in such a transaction rolls it back and starts the
+	// ownership again (it is not retried in place).
 	Apply(ctx context.Context, tx pgx.Tx, units []Unit) error
 	// Waiting says what the Sequence waits for, "" when it waits for nothing.
 	Waiting() string
@@ -65,6 +79,11 @@ type Unit interface {
 	Positions() []Offset
 	// Size is the unit's records and bytes, for the group-commit bounds and the metrics.
 	Size() (records, bytes int)
+	// Continued reports that the units after it continue it: it is a piece of a unit too
+	// large to hold (a source transaction streamed). The sink commits nothing until a unit
+	// that is not continued, so the pieces, and every unit handed out between them,
+	// commit in one transaction.
+	Continued() bool
 }
 
 // Offset is a partition's next offset.

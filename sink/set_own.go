@@ -8,11 +8,8 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-	"github.com/jackc/pgx/v5"
 
-	"github.com/eosink/eosink/internal/failpoint"
 	"github.com/eosink/eosink/internal/offsets"
-	"github.com/eosink/eosink/internal/pgerr"
 	"github.com/eosink/eosink/rebalance"
 )
 
@@ -45,6 +42,11 @@ type ownership struct {
 	lease offsets.Lease
 	seq   Sequence
 	parts map[partitionKey]*owned
+	open  *openTx // the committer's transaction left open by continued units
+
+	// deferred holds, per paused partition, the record the sequence could not take yet
+	// (ErrSequenceFull): it is given again before the partition resumes.
+	deferred map[partitionKey]*Record
 }
 
 // ownSet owns the set under lease until ctx ends, the lease is lost, or an error ends the
@@ -61,7 +63,7 @@ func (s *Sink) ownSet(ctx context.Context, c *kafka.Consumer, sq Sequencer, o Se
 	}()
 	defer func() { cancel(); <-renewed }()
 
-	w := &ownership{s: s, c: c, o: o, lease: lease, parts: map[partitionKey]*owned{}}
+	w := &ownership{s: s, c: c, o: o, lease: lease, parts: map[partitionKey]*owned{}, deferred: map[partitionKey]*Record{}}
 	tps, err := w.claim(octx)
 	if err != nil {
 		return w.ended(lost, err)
@@ -193,7 +195,13 @@ func (w *ownership) run(ctx context.Context) (err error) {
 		if inflight != nil {
 			<-inflight // its transaction ends (and rolls back if ctx ended) before the ownership does
 		}
+		if w.open != nil {
+			rollback(w.open.tx)
+			w.open = nil
+		}
+		w.resumeAll() // librdkafka keeps a partition paused across assignments
 	}()
+	accepted := 0 // records the sequence took since deferred ones were last given again
 	settle := func(c committed) error {
 		inflight = nil
 		if c.err != nil {
@@ -226,9 +234,23 @@ func (w *ownership) run(ctx context.Context) (err error) {
 					break
 				}
 				r := recordOf(e)
-				if err := w.seq.Add(ctx, &r); err != nil {
+				k := partitionKey{r.Topic, r.Partition}
+				if w.deferred[k] != nil {
+					// librdkafka delivers nothing of a paused partition; were it to, the
+					// position it resumes from would pass this record: read again instead.
+					return fmt.Errorf("%w: %s[%d]@%d delivered while paused", errRestartSet, r.Topic, r.Partition, r.Offset)
+				}
+				err := w.seq.Add(ctx, &r)
+				if errors.Is(err, ErrSequenceFull) {
+					if err := w.pause(k, &r); err != nil {
+						return err
+					}
+					break
+				}
+				if err != nil {
 					return w.failed(err)
 				}
+				accepted++
 			case kafka.Error:
 				if e.IsFatal() {
 					return fmt.Errorf("eosink: kafka: %w", e)
@@ -236,11 +258,13 @@ func (w *ownership) run(ctx context.Context) (err error) {
 				s.log.Warn("kafka error", "code", e.Code().String(), "err", e)
 			}
 		}
+		handed := false
 		for groupRecords < lim.MaxBatchRecords && groupBytes < lim.MaxBatchBytes {
 			u, ok := w.seq.Next()
 			if !ok {
 				break
 			}
+			handed = true
 			if len(group) == 0 {
 				first = time.Now()
 			}
@@ -255,6 +279,12 @@ func (w *ownership) run(ctx context.Context) (err error) {
 					return err
 				}
 			default:
+			}
+		}
+		if len(w.deferred) > 0 && (handed || idle || accepted >= 64) {
+			accepted = 0
+			if err := w.giveDeferred(ctx); err != nil {
+				return err
 			}
 		}
 		full = groupRecords >= lim.MaxBatchRecords || groupBytes >= lim.MaxBatchBytes
@@ -286,6 +316,45 @@ func (w *ownership) run(ctx context.Context) (err error) {
 				return err
 			}
 		}
+	}
+}
+
+// pause stops fetching k, whose record r the sequence could not take yet.
+func (w *ownership) pause(k partitionKey, r *Record) error {
+	if err := w.c.Pause([]kafka.TopicPartition{{Topic: &k.topic, Partition: k.partition}}); err != nil {
+		return fmt.Errorf("%w: pause %s[%d]: %v", errRestartSet, k.topic, k.partition, err)
+	}
+	w.deferred[k] = r
+	w.s.m.pauses.add(1)
+	return nil
+}
+
+// giveDeferred gives the deferred records to the sequence again and resumes the partitions
+// of those it takes.
+func (w *ownership) giveDeferred(ctx context.Context) error {
+	for k, r := range w.deferred {
+		err := w.seq.Add(ctx, r)
+		if errors.Is(err, ErrSequenceFull) {
+			continue
+		}
+		if err != nil {
+			return w.failed(err)
+		}
+		delete(w.deferred, k)
+		if err := w.c.Resume([]kafka.TopicPartition{{Topic: &k.topic, Partition: k.partition}}); err != nil {
+			return fmt.Errorf("%w: resume %s[%d]: %v", errRestartSet, k.topic, k.partition, err)
+		}
+	}
+	return nil
+}
+
+// resumeAll resumes the paused partitions as the ownership ends.
+func (w *ownership) resumeAll() {
+	for k := range w.deferred {
+		if err := w.c.Resume([]kafka.TopicPartition{{Topic: &k.topic, Partition: k.partition}}); err != nil {
+			w.s.log.Warn("set: resume failed", "set", w.o.Name, "topic", k.topic, "partition", k.partition, "err", err)
+		}
+		delete(w.deferred, k)
 	}
 }
 
@@ -364,99 +433,6 @@ func (w *ownership) failed(err error) error {
 		return err
 	}
 	return &SetError{Set: w.o.Name, Waiting: w.seq.Waiting(), Err: err}
-}
-
-// commit applies group in one transaction: the lease check, every moved offset, the
-// units' writes. Transient errors retry the same group; a COMMIT whose outcome is unknown
-// ends the ownership (errRestartSet): the next one reads what the database holds.
-func (w *ownership) commit(ctx context.Context, group []Unit) ([]rebalance.Range, error) {
-	s := w.s
-	backoff := s.cfg.RetryBackoff
-	for {
-		ranges, err := w.commitOnce(ctx, group)
-		if err == nil || !isRetryable(err) || errors.Is(err, errRestartSet) || ctx.Err() != nil {
-			return ranges, err
-		}
-		s.m.retry(err)
-		s.log.Warn("set: commit failed, retrying", "set", w.o.Name, "err", err, "backoff", backoff)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, s.cfg.MaxRetryBackoff)
-	}
-}
-
-// committed is the outcome of a commit: the ranges it moved.
-type committed struct {
-	ranges []rebalance.Range
-	err    error
-}
-
-// commitOnce is one try of a group's commit. It reads the owned positions, which the loop
-// changes only once the commit's outcome is in (settle).
-func (w *ownership) commitOnce(ctx context.Context, group []Unit) ([]rebalance.Range, error) {
-	s := w.s
-	began := time.Now()
-	failpoint.Eval(failpoint.AfterFetch)
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: s.cfg.IsolationLevel})
-	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
-	}
-	finished := false
-	defer func() {
-		if !finished {
-			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = tx.Rollback(rctx)
-			cancel()
-		}
-	}()
-	if err := s.store.CheckLease(ctx, tx, w.o.Name, w.lease.Epoch); err != nil {
-		return nil, err
-	}
-	moved := map[partitionKey]int64{}
-	records, bytes := 0, 0
-	for _, u := range group {
-		for _, p := range u.Positions() {
-			moved[partitionKey{p.Topic, p.Partition}] = p.Next
-		}
-		n, b := u.Size()
-		records, bytes = records+n, bytes+b
-	}
-	var ranges []rebalance.Range
-	for k, next := range moved {
-		o := w.parts[k]
-		if o == nil {
-			return nil, fmt.Errorf("eosink: set %q: a unit names %s[%d], which the set does not own", w.o.Name, k.topic, k.partition)
-		}
-		if next < o.next {
-			return nil, fmt.Errorf("eosink: set %q: a unit moves %s[%d] back from %d to %d", w.o.Name, k.topic, k.partition, o.next, next)
-		}
-		if next > o.next {
-			ranges = append(ranges, rebalance.Range{Topic: k.topic, Partition: k.partition, Epoch: o.epoch, Start: o.next, End: next})
-		}
-	}
-	if err := s.store.Advance(ctx, tx, ranges...); err != nil {
-		return nil, err
-	}
-	failpoint.Eval(failpoint.AfterOffsetUpdate)
-	if err := w.seq.Apply(ctx, ownedTx{tx}, group); err != nil {
-		return nil, err
-	}
-	failpoint.Eval(failpoint.InHandler)
-	failpoint.Eval(failpoint.BeforeCommit)
-	finished = true
-	if err := tx.Commit(ctx); err != nil {
-		if pgerr.IsConnectionError(err) || ctx.Err() != nil {
-			s.m.unknownCommits.add(1)
-			return nil, fmt.Errorf("%w: commit: %v", errRestartSet, err)
-		}
-		return nil, fmt.Errorf("commit: %w", err)
-	}
-	failpoint.Eval(failpoint.AfterCommit)
-	s.m.committed(records, bytes, time.Since(began).Seconds())
-	return ranges, nil
 }
 
 // recordOf is the Record of a fetched message.

@@ -84,21 +84,31 @@ type sequence struct {
 	a     *txn.Assembler
 	ready []*unit
 	open  *unit // the last of ready when it holds snapshot reads and may take more
+	piece *unit // the last of ready when it holds streamed changes and may take more
+
+	// waiting holds the changes the assembler could not take yet (sink.ErrSequenceFull),
+	// decoded, until the sink gives their records again.
+	waiting map[txn.Position]txn.Change
 }
 
-// unit is one source transaction, or a run of snapshot reads (which belong to none).
+// unit is one source transaction, or a run of snapshot reads (which belong to none), or a
+// piece of a source transaction streamed (too large to hold: txn's streams).
 type unit struct {
 	recs   []*sink.Record
 	evs    []*event
 	pos    []sink.Offset
 	bytes  int
 	xid    uint64
-	commit int64 // the END's LSN; 0 for snapshot reads
+	commit int64 // the END's LSN; 0 for snapshot reads and the pieces before a stream's end
 	ts     int64
+	// streamed: a piece or the end of a stream; continued: handed out while a stream is
+	// open, so that the sink commits it with the stream's end.
+	streamed, continued bool
 }
 
 func (u *unit) Positions() []sink.Offset { return u.pos }
 func (u *unit) Size() (int, int)         { return len(u.recs), u.bytes }
+func (u *unit) Continued() bool          { return u.continued }
 
 // held is a change the assembler holds.
 type held struct {
@@ -132,12 +142,22 @@ func (q *sequence) Add(ctx context.Context, r *sink.Record) error {
 		if err := q.a.Marker(m, at(r)); err != nil {
 			return q.refused(r, err)
 		}
+		q.streamed() // an END past the bound streams its transaction
 		q.drain()
 		return nil
 	}
 	if r.Value == nil {
 		p.tombstones.Add(1)
 		return q.a.Pass(at(r))
+	}
+	if c, ok := q.waiting[at(r)]; ok { // given again: decoded when it was refused
+		if err := q.a.Change(c); err != nil {
+			return q.refused(r, err)
+		}
+		delete(q.waiting, at(r))
+		q.streamed()
+		q.drain()
+		return nil
 	}
 	ev, err := p.decode(r)
 	if err != nil {
@@ -153,9 +173,8 @@ func (q *sequence) Add(ctx context.Context, r *sink.Record) error {
 		}
 		u := q.open
 		if u == nil {
-			u = &unit{}
+			u = q.add(&unit{})
 			q.open = u
-			q.ready = append(q.ready, u)
 		}
 		u.recs, u.evs = append(u.recs, r), append(u.evs, ev)
 		u.bytes += len(r.Key) + len(r.Value)
@@ -164,10 +183,49 @@ func (q *sequence) Add(ctx context.Context, r *sink.Record) error {
 	}
 	c := txn.Change{At: at(r), Meta: meta, Size: int64(len(r.Key) + len(r.Value)), Value: &held{r: r, ev: ev}}
 	if err := q.a.Change(c); err != nil {
+		if errors.Is(err, txn.ErrFull) || errors.Is(err, txn.ErrTooLarge) {
+			if q.waiting == nil {
+				q.waiting = map[txn.Position]txn.Change{}
+			}
+			q.waiting[at(r)] = c
+		}
 		return q.refused(r, err)
 	}
+	q.streamed()
 	q.drain()
 	return nil
+}
+
+// add appends u to ready: continued while a stream is open.
+func (q *sequence) add(u *unit) *unit {
+	_, u.continued = q.a.Streaming()
+	q.ready = append(q.ready, u)
+	q.open, q.piece = nil, nil
+	return u
+}
+
+// streamed puts the changes a stream handed out into a piece.
+func (q *sequence) streamed() {
+	chs := q.a.TakeStreamed()
+	if len(chs) == 0 {
+		return
+	}
+	u := q.piece
+	if u == nil {
+		xid, _ := q.a.Streaming()
+		u = q.add(&unit{xid: xid, streamed: true})
+		q.piece = u
+	}
+	u.take(chs)
+}
+
+// take appends changes the assembler handed out.
+func (u *unit) take(chs []txn.Change) {
+	for _, c := range chs {
+		h := c.Value.(*held)
+		u.recs, u.evs = append(u.recs, h.r), append(u.evs, h.ev)
+		u.bytes += len(h.r.Key) + len(h.r.Value)
+	}
 }
 
 // marker decodes a BEGIN or END.
@@ -182,10 +240,11 @@ func (q *sequence) marker(r *sink.Record) (txn.Marker, error) {
 	return txn.DecodeMarker(msg.Value)
 }
 
-// refused names the record the assembler did not take.
+// refused names the record the assembler did not take. One that would pass the bound is
+// sink.ErrSequenceFull: the sink pauses its partition and gives it again.
 func (q *sequence) refused(r *sink.Record, err error) error {
 	if errors.Is(err, txn.ErrTooLarge) || errors.Is(err, txn.ErrFull) {
-		return fmt.Errorf("cdc: %s[%d]@%d: %w (raise max_held_events or max_held_bytes)", r.Topic, r.Partition, r.Offset, err)
+		return fmt.Errorf("cdc: %s[%d]@%d: %w: %v", r.Topic, r.Partition, r.Offset, sink.ErrSequenceFull, err)
 	}
 	return fmt.Errorf("cdc: %s[%d]@%d: %w", r.Topic, r.Partition, r.Offset, err)
 }
@@ -197,14 +256,8 @@ func (q *sequence) drain() {
 		if !ok {
 			return
 		}
-		u := &unit{xid: tx.XID, commit: tx.Commit, ts: tx.End.TsMs, pos: offsetsOf(tx.Positions)}
-		for _, c := range tx.Changes {
-			h := c.Value.(*held)
-			u.recs, u.evs = append(u.recs, h.r), append(u.evs, h.ev)
-			u.bytes += len(h.r.Key) + len(h.r.Value)
-		}
-		q.ready = append(q.ready, u)
-		q.open = nil
+		u := q.add(&unit{xid: tx.XID, commit: tx.Commit, ts: tx.End.TsMs, pos: offsetsOf(tx.Positions), streamed: tx.Streamed})
+		u.take(tx.Changes)
 	}
 }
 
@@ -214,7 +267,8 @@ func (q *sequence) drain() {
 func (q *sequence) Next() (sink.Unit, bool) {
 	if len(q.ready) == 0 {
 		if moved := q.a.Moved(); len(moved) > 0 {
-			return &unit{pos: offsetsOf(moved)}, true
+			_, streaming := q.a.Streaming()
+			return &unit{pos: offsetsOf(moved), continued: streaming}, true
 		}
 		return nil, false
 	}
@@ -224,6 +278,9 @@ func (q *sequence) Next() (sink.Unit, bool) {
 	if u == q.open {
 		q.open = nil
 	}
+	if u == q.piece {
+		q.piece = nil
+	}
 	return u, true
 }
 
@@ -232,6 +289,13 @@ func (q *sequence) Waiting() string {
 	w, ok := q.a.Waiting()
 	if !ok {
 		return ""
+	}
+	if w.Streaming {
+		if w.Commit == 0 {
+			return fmt.Sprintf("source transaction %d, streamed into one open replica transaction: %d changes written, its END not read yet", w.XID, w.Have)
+		}
+		return fmt.Sprintf("source transaction %d (commit LSN %d), streamed into one open replica transaction: %d changes written, still missing %v",
+			w.XID, w.Commit, w.Have, w.Missing)
 	}
 	return fmt.Sprintf("source transaction %d (commit LSN %d): %d changes held, still missing %v", w.XID, w.Commit, w.Have, w.Missing)
 }
@@ -300,7 +364,7 @@ WHERE w.commit_lsn < EXCLUDED.commit_lsn`, q.p.pipeline, q.p.c.TransactionTopic,
 func (q *sequence) applyErr(units []sink.Unit, err error) error {
 	var first, last *unit
 	for _, su := range units {
-		if u := su.(*unit); u.commit > 0 {
+		if u := su.(*unit); u.commit > 0 || u.streamed {
 			if first == nil {
 				first = u
 			}
@@ -310,7 +374,9 @@ func (q *sequence) applyErr(units []sink.Unit, err error) error {
 	switch {
 	case first == nil:
 		return fmt.Errorf("cdc: applying snapshot reads: %w", err)
-	case first == last:
+	case first.streamed && first.commit == 0:
+		return fmt.Errorf("cdc: applying source transaction %d (streamed), none of it applied: %w", first.xid, err)
+	case first == last || first.xid == last.xid:
 		return fmt.Errorf("cdc: applying source transaction %d (commit LSN %d), none of it applied: %w", first.xid, first.commit, err)
 	}
 	return fmt.Errorf("cdc: applying source transactions %d (commit LSN %d) to %d (commit LSN %d), none of them applied: %w",

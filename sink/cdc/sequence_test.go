@@ -2,10 +2,12 @@ package cdc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/eosink/eosink/sink"
@@ -136,5 +138,134 @@ func TestSequenceFixtures(t *testing.T) {
 		{Topic: "transaction", Partition: 0, Next: 4}}
 	if g := next(); g != nil || !reflect.DeepEqual(positions, want) {
 		t.Fatalf("a transaction at or before the watermark came out again (%+v), or the positions past them did not: %+v, want %+v", g, positions, want)
+	}
+}
+
+// TestSequenceStreamsFixtures reads the real connector's records under a bound of one
+// event, as the sink does: a record refused with sink.ErrSequenceFull waits (its partition
+// paused) and is given again after each record taken. Transaction 756 (three changes)
+// passes the bound and streams: its changes come out in pieces marked Continued, with
+// every unit handed out until its end, which is not continued and carries its commit LSN;
+// 757 follows. Each change comes out once.
+func TestSequenceStreamsFixtures(t *testing.T) {
+	p, err := New(Config{Schemas: []string{"public"}, TopicCheck: TopicCheckOff,
+		Consistency: ConsistencyTransaction, TransactionTopic: "transaction"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &sequence{p: p, a: txn.New(txn.Config{MaxEvents: 1})}
+	ctx := context.Background()
+	type rec struct {
+		kind, topic string
+		part        int32
+		off         int64
+	}
+	// Each partition's records; the data partitions are read ahead of the transaction
+	// topic, a paused partition not at all until its refused record is taken.
+	queues := [][]rec{{}, {}, {}}
+	for off := range int64(4) {
+		queues[0] = append(queues[0], rec{"change", "public.accounts", 1, off})
+		queues[2] = append(queues[2], rec{"marker", "transaction", 0, off})
+	}
+	for off := range int64(3) {
+		queues[1] = append(queues[1], rec{"change", "public.lines", 0, off})
+	}
+	deferred := map[string]*sink.Record{}
+	refusals := 0
+	var units []*unit
+	give := func(key string, r *sink.Record) bool {
+		err := q.Add(ctx, r)
+		if errors.Is(err, sink.ErrSequenceFull) {
+			deferred[key] = r
+			refusals++
+			return false
+		}
+		if err != nil {
+			t.Fatalf("%s@%d: %v", key, r.Offset, err)
+		}
+		delete(deferred, key)
+		for u, ok := q.Next(); ok; u, ok = q.Next() {
+			units = append(units, u.(*unit))
+		}
+		return true
+	}
+	for {
+		read := false
+		for i := range queues {
+			if len(queues[i]) == 0 {
+				continue
+			}
+			x := queues[i][0]
+			key := fmt.Sprintf("%s[%d]", x.topic, x.part)
+			if deferred[key] != nil {
+				continue // paused
+			}
+			queues[i] = queues[i][1:]
+			read = true
+			if give(key, fixtureRecord(t, x.kind, x.topic, x.part, x.off)) {
+				for k, r := range deferred {
+					give(k, r)
+				}
+			}
+			break
+		}
+		if !read {
+			for k, r := range deferred {
+				read = give(k, r) || read
+			}
+		}
+		if !read {
+			break
+		}
+	}
+	for i := range queues {
+		if len(queues[i]) > 0 {
+			t.Fatalf("deadlock: %v left unread, %d records refused", queues[i], len(deferred))
+		}
+	}
+	if len(deferred) > 0 {
+		t.Fatalf("records never taken: %v", deferred)
+	}
+	if refusals == 0 {
+		t.Fatal("no record was refused: the bound of one event is not exercised")
+	}
+	var desc []string
+	ops := map[int64]string{}
+	streaming := false
+	for _, u := range units {
+		var s string
+		for _, ev := range u.evs {
+			s += ev.op
+		}
+		desc = append(desc, fmt.Sprintf("%s commit=%d streamed=%v continued=%v", s, u.commit, u.streamed, u.continued))
+		if u.streamed && u.commit == 0 {
+			streaming = true
+		}
+		if streaming && u.commit == 0 && !u.continued {
+			t.Errorf("a unit handed out while 756 streams is not continued: %s", desc[len(desc)-1])
+		}
+		if u.commit > 0 {
+			if u.continued {
+				t.Errorf("a transaction's end is continued: %s", desc[len(desc)-1])
+			}
+			streaming = false
+		}
+		if u.xid == 756 || u.xid == 757 {
+			ops[int64(u.xid)] += s
+		}
+	}
+	t.Logf("units:\n  %s", strings.Join(desc, "\n  "))
+	if ops[756] != "uuc" && ops[756] != "ucu" && ops[756] != "cuu" {
+		t.Errorf("756's changes %q, want its three (u, u, c) once", ops[756])
+	}
+	if ops[757] != "d" {
+		t.Errorf("757's changes %q, want its delete once", ops[757])
+	}
+	var streamedEnd bool
+	for _, u := range units {
+		streamedEnd = streamedEnd || (u.xid == 756 && u.streamed && u.commit == 39747704)
+	}
+	if !streamedEnd {
+		t.Errorf("756 did not stream (bound 1, three changes): %s", strings.Join(desc, "; "))
 	}
 }

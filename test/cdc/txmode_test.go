@@ -24,12 +24,15 @@ const txAccounts = 30 // per table
 const accountsDDL = `CREATE TABLE %s (id int PRIMARY KEY, balance bigint NOT NULL)`
 
 // txConfig writes the pipeline config of a cdc sink in consistency: transaction.
-func txConfig(t *testing.T, e testbed.Env, pipeline, offsets, replica, txTopic, instance, consistency string, topics []string) string {
+func txConfig(t *testing.T, e testbed.Env, pipeline, offsets, replica, txTopic, instance, consistency string, topics []string, more ...string) string {
 	t.Helper()
 	config := filepath.Join(t.TempDir(), "pipeline.yaml")
 	extra := ""
 	if consistency == "transaction" {
 		extra = fmt.Sprintf("  transaction_topic: %s\n  lease_timeout: 3s\n", txTopic)
+	}
+	for _, m := range more {
+		extra += "  " + m + "\n"
 	}
 	yaml := fmt.Sprintf(`pipeline: %s
 instance_id: %s
@@ -54,8 +57,8 @@ sink:
 }
 
 // bankReader queries the replica's total balance until stop, counting the reads that see
-// a total other than want.
-func bankReader(ctx context.Context, db *pgxpool.Pool, replica string, want int64, stop <-chan struct{}) (reads, violations *atomic.Int64, done <-chan struct{}) {
+// a total other than want, once both tables hold their accounts (the snapshot applied).
+func bankReader(ctx context.Context, db *pgxpool.Pool, replica string, accounts int, want int64, stop <-chan struct{}) (reads, violations *atomic.Int64, done <-chan struct{}) {
 	reads, violations = new(atomic.Int64), new(atomic.Int64)
 	ch := make(chan struct{})
 	q := fmt.Sprintf(`SELECT (SELECT coalesce(sum(balance), 0) FROM %s) + (SELECT coalesce(sum(balance), 0) FROM %s),
@@ -75,7 +78,7 @@ func bankReader(ctx context.Context, db *pgxpool.Pool, replica string, want int6
 			if err := db.QueryRow(ctx, q).Scan(&sum, &n); err != nil {
 				continue
 			}
-			if n < 2*txAccounts {
+			if n < 2*int64(accounts) {
 				continue // the snapshot is still being applied
 			}
 			reads.Add(1)
@@ -189,7 +192,7 @@ func bank(t *testing.T, consistency string) (reads, violations int64) {
 	cli(t, "migrate", "up", "-config", cfgA)
 
 	stop := make(chan struct{})
-	nreads, nviolations, readerDone := bankReader(ctx, db, replica, total, stop)
+	nreads, nviolations, readerDone := bankReader(ctx, db, replica, txAccounts, total, stop)
 	a := testbed.StartProcess(t, eosinkBin, "eosink run (a)", []string{"run", "-config", cfgA})
 	b := a
 	sequenced := consistency == "transaction"

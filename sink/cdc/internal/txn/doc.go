@@ -1,8 +1,7 @@
 // Package txn assembles whole source transactions from Debezium's transaction metadata
 // (provide.transaction.metadata=true): the BEGIN and END markers of the
 // <topic.prefix>.transaction topic and the transaction block of each change event. It is
-// the first part of a transaction-consistent replica mode of the cdc plugin and is not used
-// by the plugin yet: nothing reads it at run time.
+// the core of the cdc plugin's consistency: transaction.
 //
 // # Decoding
 //
@@ -82,44 +81,31 @@
 // dealt with) hold nothing. Records of emitted transactions past a held offset are read
 // again after a restart from these positions; the watermark, stored with them, skips them.
 //
-// # Memory
+// # Memory and streams
 //
 // Config.MaxEvents and MaxBytes bound what is held, all transactions together (changes and
-// ENDs not emitted count as events). A change or an END that would pass them is not taken and is a *LimitError: ErrTooLarge when its
-// transaction alone passes the bound, ErrFull when the transactions held together do. An
-// END whose event_count passes MaxEvents is ErrTooLarge at once. The changes of the
-// oldest transaction whose END was read, the one Next waits for, are taken past the
-// others' share, up to the bound on their own: refusing them would free nothing, and what
-// is held stays under twice the bound. An error leaves the
-// assembler as it was: the caller may give the same record again later.
+// ENDs not emitted count as events). A change or an END that would pass them is taken only
+// when its transaction commits next (the oldest END not emitted is its, or its changes'
+// PrevCommit is the watermark): that transaction then streams (stream.go). Its changes
+// held so far and every later one are handed out as they are read (TakeStreamed), and Next
+// returns a Tx marked Streamed at its END; a stream keeps a few numbers per partition and
+// data collection, not its changes. Any other record that would pass the bound is not
+// taken and is a *LimitError (ErrTooLarge when its transaction alone passes the bound,
+// ErrFull when the transactions held together do); an error leaves the assembler as it
+// was, and the caller gives the same record again later, reading the partition no further
+// meanwhile. A refused record's partition carries only transactions after the one that
+// commits next, so that one always completes or streams, and reading never deadlocks
+// (TestAssemblerRandomStreamsBounded). Streamed changes come out in arrival order per
+// partition, not total_order: the same for keyed upserts (one key's changes share a
+// partition, in order) and for deferrable foreign keys, not for non-deferrable ones.
 //
-// # Open questions for the later steps
+// # Used by
 //
-//   - Large transactions. ErrTooLarge is only reported here; the replica mode is to stream
-//     such a transaction into one open replica transaction. Its changes then apply in
-//     arrival order per partition, not total_order: the same for keyed upserts (one key's
-//     changes share a partition, in order) and for deferrable foreign keys, not for
-//     non-deferrable ones. The streaming must start only when every earlier transaction is
-//     applied, and its records stay held until its END and last change are applied.
-//   - ErrFull with the oldest transaction incomplete deadlocks unless the reader pauses
-//     the partitions whose next records are not the oldest transaction's, or streams it.
-//   - Gaps. Waiting says what the oldest END still misses; calling it a gap (retention
-//     deleted the changes, or they were never written) needs every data partition read to
-//     its high watermark, and a named stop. Changes held with no END at all (Debezium never
-//     sent it) need the same rule.
-//   - Group commit. Consecutive Tx may share a replica transaction: the last one's
-//     positions and commit LSN are what it stores (positions and the watermark only move
-//     forward). Bounds by count, bytes and time belong to the caller.
-//   - Ownership. The transaction topic's partition and every data partition of the replica
-//     must be owned together (assigned by hand under a lease row with an epoch, checked in
-//     every commit). A takeover mid-transaction loses nothing: nothing of an incomplete
-//     transaction was committed; the new owner reads from the stored positions and skips
-//     by the stored watermark. Which data topics make up the replica is the config's (the
-//     markers name data collections, not topics, which routing transforms rename).
-//   - The watermark rule relies on source.sequence[0] being the previous streamed commit
-//     across connector restarts (seen in the fixtures) and on transactions streamed whole in
-//     commit order (pgoutput without streaming of in-progress transactions). A replica
-//     that moves between modes must seed Config.Watermark from the per-row positions.
-//   - The transaction topic's partition count must be checked at start (one), and
-//     snapshot reads (Pass) apply before streaming begins, as today.
+// The cdc plugin's consistency: transaction (sink/cdc/sequence.go) feeds it every record
+// of the set and applies what Next returns; docs/design.md ("Sets: partitions owned
+// together") says how the partitions are owned, committed and fenced, and docs/cdc.md
+// ("Transaction consistency") what a reader sees. The watermark rule relies on
+// source.sequence[0] being the previous streamed commit across connector restarts (seen
+// in the fixtures) and on transactions streamed whole in commit order (pgoutput without
+// streaming of in-progress transactions).
 package txn

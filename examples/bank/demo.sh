@@ -322,6 +322,8 @@ if [ "$PHASE" != control ]; then
   echo "broker restarts: $broker_restarts"
   echo "replays: $replays"
   echo "transactions: $ph_transactions"
+  ph_streamed=$(cat "$work"/transaction-*.log 2>/dev/null | grep -c 'the unit streamed is committed' || true)
+  echo "streamed (larger than max_held_events, committed whole): $ph_streamed"
   echo "violations seen by the reader: $ph_violations"
   echo "mismatches: $ph_mismatches"
   if [ "$TX_CONSISTENCY" = transaction ]; then

@@ -98,7 +98,9 @@ type Config struct {
 	// it besides the pipeline's topics.
 	TransactionTopic string `yaml:"transaction_topic"`
 	// MaxHeldEvents and MaxHeldBytes bound the changes held while their transactions are
-	// assembled, all together. Defaults 100000 events and 64 MiB.
+	// assembled, all together. Defaults 100000 events and 64 MiB. The transaction that
+	// commits next streams into one open replica transaction rather than pass them; the
+	// partitions of later ones pause until there is room (docs/cdc.md, "Large transactions").
 	MaxHeldEvents int   `yaml:"max_held_events"`
 	MaxHeldBytes  int64 `yaml:"max_held_bytes"`
 	// LeaseTimeout is how long the instance that holds the replica's partitions may go

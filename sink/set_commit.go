@@ -99,8 +99,8 @@ func (w *ownership) commitOnce(ctx context.Context, group []Unit) ([]rebalance.R
 // lease check and the offsets come last, with COMMIT, when group ends the continued units:
 // taken first, the lease row's lock would stop this instance's own renewals for as long
 // as the transaction stays open. A zombie holding the open transaction's locks on target
-// rows is ended by the server after idle_in_transaction_session_timeout (set to the lease
-// timeout for it), so that a new holder never waits on it for longer.
+// rows is ended by the server after the sessions' idle_in_transaction_session_timeout
+// (Config.IdleInTransactionTimeout), so that a new holder never waits on it for longer.
 func (w *ownership) commitOpen(ctx context.Context, group []Unit) (ranges []rebalance.Range, err error) {
 	s := w.s
 	if w.open == nil {
@@ -110,10 +110,6 @@ func (w *ownership) commitOpen(ctx context.Context, group []Unit) (ranges []reba
 			return nil, fmt.Errorf("%w: begin: %v", errRestartSet, err)
 		}
 		w.open = &openTx{tx: tx, moved: map[partitionKey]int64{}, began: time.Now()}
-		ms := max(w.o.LeaseTimeout.Milliseconds(), 1000)
-		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL idle_in_transaction_session_timeout = %d", ms)); err != nil {
-			return nil, w.abandon(err)
-		}
 		s.log.Info("set: a unit too large to hold streams into one transaction", "set", w.o.Name, "waiting", w.seq.Waiting())
 	}
 	o := w.open

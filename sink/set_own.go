@@ -202,6 +202,9 @@ func (w *ownership) run(ctx context.Context) (err error) {
 		w.resumeAll() // librdkafka keeps a partition paused across assignments
 	}()
 	accepted := 0 // records the sequence took since deferred ones were last given again
+	// chained: the last unit handed out was continued; closes: the group ends continued
+	// units, and takes no more.
+	chained, closes := false, false
 	settle := func(c committed) error {
 		inflight = nil
 		if c.err != nil {
@@ -259,7 +262,7 @@ func (w *ownership) run(ctx context.Context) (err error) {
 			}
 		}
 		handed := false
-		for groupRecords < lim.MaxBatchRecords && groupBytes < lim.MaxBatchBytes {
+		for !closes && groupRecords < lim.MaxBatchRecords && groupBytes < lim.MaxBatchBytes {
 			u, ok := w.seq.Next()
 			if !ok {
 				break
@@ -271,6 +274,10 @@ func (w *ownership) run(ctx context.Context) (err error) {
 			group = append(group, u)
 			n, b := u.Size()
 			groupRecords, groupBytes = groupRecords+n, groupBytes+b
+			// The end of continued units closes the group: their transaction commits
+			// now, not with whatever streams after it.
+			closes = chained && !u.Continued()
+			chained = u.Continued()
 		}
 		if inflight != nil {
 			select {
@@ -288,9 +295,9 @@ func (w *ownership) run(ctx context.Context) (err error) {
 			}
 		}
 		full = groupRecords >= lim.MaxBatchRecords || groupBytes >= lim.MaxBatchBytes
-		if inflight == nil && len(group) > 0 && (idle || full || time.Since(first) >= lim.MaxBatchWait) {
+		if inflight == nil && len(group) > 0 && (idle || full || closes || time.Since(first) >= lim.MaxBatchWait) {
 			g := group
-			group, groupRecords, groupBytes = nil, 0, 0
+			group, groupRecords, groupBytes, closes = nil, 0, 0, false
 			ch := make(chan committed, 1)
 			inflight = ch
 			go func() {

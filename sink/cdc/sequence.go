@@ -85,6 +85,8 @@ type sequence struct {
 	ready []*unit
 	open  *unit // the last of ready when it holds snapshot reads and may take more
 	piece *unit // the last of ready when it holds streamed changes and may take more
+	// streaming is the xid of the last transaction that streamed, for its log line.
+	streaming uint64
 
 	// waiting holds the changes the assembler could not take yet (sink.ErrSequenceFull),
 	// decoded, until the sink gives their records again.
@@ -210,9 +212,14 @@ func (q *sequence) streamed() {
 	if len(chs) == 0 {
 		return
 	}
+	xid, _ := q.a.Streaming()
+	if xid != q.streaming {
+		q.streaming = xid
+		q.p.log.Info("cdc: a source transaction too large to hold streams into one replica transaction", "xid", xid,
+			"max_held_events", q.p.c.MaxHeldEvents, "max_held_bytes", q.p.c.MaxHeldBytes)
+	}
 	u := q.piece
 	if u == nil {
-		xid, _ := q.a.Streaming()
 		u = q.add(&unit{xid: xid, streamed: true})
 		q.piece = u
 	}

@@ -106,12 +106,12 @@ func TestCDCStreamsLargeTransactions(t *testing.T) {
 	small(11)
 	large("accounts_a", "accounts_b")
 	equal("three large transactions and small ones")
-	streams := func(out string) int { return strings.Count(out, "streams into one transaction") }
-	if n := streams(p.Output()); n < 3 {
-		t.Fatalf("%d streams logged for three transactions of 3,000 changes over a bound of 300:\n%s", n, p.Output())
+	streams := func(out string) int { return strings.Count(out, "too large to hold streams into one replica transaction") }
+	if n := streams(p.Output()); n != 3 {
+		t.Fatalf("%d source transactions streamed, want the three of 3,000 changes over a bound of 300:\n%s", n, p.Output())
 	}
-	if n := strings.Count(p.Output(), "the unit streamed is committed"); n < 3 {
-		t.Fatalf("%d streamed commits logged, want 3 or more", n)
+	if n := strings.Count(p.Output(), "the unit streamed is committed"); n != 3 {
+		t.Fatalf("%d streamed commits logged, want one per large transaction (3)", n)
 	}
 
 	var lines []string

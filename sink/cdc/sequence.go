@@ -215,8 +215,9 @@ func (q *sequence) streamed() {
 	xid, _ := q.a.Streaming()
 	if xid != q.streaming {
 		q.streaming = xid
+		events, bytes := q.p.heldBounds()
 		q.p.log.Info("cdc: a source transaction too large to hold streams into one replica transaction", "xid", xid,
-			"max_held_events", q.p.c.MaxHeldEvents, "max_held_bytes", q.p.c.MaxHeldBytes)
+			"max_held_events", events, "max_held_bytes", bytes)
 	}
 	u := q.piece
 	if u == nil {

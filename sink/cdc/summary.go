@@ -42,13 +42,7 @@ func (p *CDC) consistencySummary() string {
 	if o.LeaseTimeout > 0 {
 		lease = o.LeaseTimeout.String()
 	}
-	events, bytes := p.c.MaxHeldEvents, p.c.MaxHeldBytes
-	if events == 0 {
-		events = txn.DefaultMaxEvents
-	}
-	if bytes == 0 {
-		bytes = txn.DefaultMaxBytes
-	}
+	events, bytes := p.heldBounds()
 	return fmt.Sprintf("consistency: transaction (each source transaction whole, in commit order, from %s, which must have one partition); "+
 		"one member owns every partition under a lease, standbys take over after %s; at most %d changes, %d MiB held",
 		p.c.TransactionTopic, lease, events, bytes>>20)
@@ -88,4 +82,16 @@ func (r route) columnsNote(note string) string {
 		return ""
 	}
 	return " (" + strings.Join(notes, "; ") + ")"
+}
+
+// heldBounds returns max_held_events and max_held_bytes, defaults filled in.
+func (p *CDC) heldBounds() (events int, bytes int64) {
+	events, bytes = p.c.MaxHeldEvents, p.c.MaxHeldBytes
+	if events == 0 {
+		events = txn.DefaultMaxEvents
+	}
+	if bytes == 0 {
+		bytes = txn.DefaultMaxBytes
+	}
+	return events, bytes
 }

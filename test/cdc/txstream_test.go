@@ -106,7 +106,9 @@ func TestCDCStreamsLargeTransactions(t *testing.T) {
 	small(11)
 	large("accounts_a", "accounts_b")
 	equal("three large transactions and small ones")
-	streams := func(out string) int { return strings.Count(out, "too large to hold streams into one replica transaction") }
+	streams := func(out string) int {
+		return strings.Count(out, "too large to hold streams into one replica transaction")
+	}
 	if n := streams(p.Output()); n != 3 {
 		t.Fatalf("%d source transactions streamed, want the three of 3,000 changes over a bound of 300:\n%s", n, p.Output())
 	}

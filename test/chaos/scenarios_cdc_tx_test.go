@@ -26,6 +26,7 @@ const (
 	txLease      = 3 * time.Second
 	txMaxPhase   = 40 * time.Second // the scenario stays under a minute at make chaos's phase
 	txReadsEvery = 20 * time.Millisecond
+	txMaxHeld    = 120 // max_held_events: dozens of transfers (2 to 4 changes each), not a large one (131 to 200)
 )
 
 // 24. consistency: transaction (issue 25) under its faults: transfers between accounts in
@@ -87,7 +88,9 @@ sink:
   consistency: %s
 `, c.pipeline, e.Brokers, testbed.Name(t, "g"), all[0], all[1], e.DatabaseURL, c.offsets, c.replica, consistency)
 	if sequenced {
-		yaml += fmt.Sprintf("  transaction_topic: %s\n  lease_timeout: %s\n", txTopic, txLease)
+		// A bound the large transfers pass: each streams into an open replica transaction
+		// when it commits next (under the same faults); later ones pause their partitions.
+		yaml += fmt.Sprintf("  transaction_topic: %s\n  lease_timeout: %s\n  max_held_events: %d\n", txTopic, txLease, txMaxHeld)
 	}
 	if err := os.WriteFile(c.config, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
@@ -467,6 +470,14 @@ sink:
 			v, reads.Load(), gen.total, firstOf(&firstBad)))
 	}
 	if sequenced {
+		streams := 0
+		for _, m := range c.members {
+			streams += strings.Count(m.Output(), "too large to hold streams into one replica transaction")
+		}
+		c.note(fmt.Sprintf("source transactions streamed (max_held_events %d): %d", txMaxHeld, streams))
+		if streams == 0 {
+			problems = append(problems, fmt.Sprintf("no source transaction streamed under max_held_events %d", txMaxHeld))
+		}
 		for _, need := range []string{"holder killed with SIGKILL", "holder frozen", "Debezium restart", "operator reset"} {
 			if !c.evidenceOf(need) && !(need == "holder killed with SIGKILL" && c.evidenceOf("failpoint kill")) {
 				problems = append(problems, "no fault: "+need)

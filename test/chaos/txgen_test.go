@@ -193,7 +193,8 @@ func (g *txGen) snapshot() {
 }
 
 // tx generates one transfer, one source transaction: a debit and one to three credits
-// (the same account may appear twice), between accounts of either table.
+// (one in 200: 130 to 199 credits), the same account possibly twice, between accounts of
+// either table.
 func (g *txGen) tx() {
 	from := len(g.recs)
 	if g.partial != nil { // the rest of the transaction a crash interrupted: sent again whole
@@ -215,7 +216,10 @@ func (g *txGen) build() []txRec {
 	}
 	pick := func() (int, int) { return g.rng.IntN(len(txTables)), 1 + g.rng.IntN(g.accounts) }
 	credits := 1
-	if g.rng.IntN(5) == 0 {
+	switch k := g.rng.IntN(200); {
+	case k == 0: // now and then one past max_held_events (scenario 24's txMaxHeld): it streams
+		credits = 130 + g.rng.IntN(70)
+	case k < 40:
 		credits += 1 + g.rng.IntN(2)
 	}
 	amount := int64(credits + g.rng.IntN(5000)) // at least a cent per credit

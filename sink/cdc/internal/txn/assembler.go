@@ -171,12 +171,12 @@ func (a *Assembler) Marker(m Marker, at Position) error {
 		a.closeOpen(xid)
 		return nil
 	}
-	// An END is one more thing held. Past the bound, the END of the transaction that
-	// commits next (the oldest END not emitted, no stream open) is taken, and its
-	// transaction streams with it: refusing it would free nothing. Another is refused: the
-	// caller gives it again once the transactions before it are emitted.
+	// An END is one more thing held. The END of the transaction that commits next (the
+	// oldest END not emitted, no stream open) is always taken: refusing it would free
+	// nothing; past the bound its transaction streams with it. Another END is refused past
+	// the later transactions' share (the caller gives it again).
 	full := a.held()+1 > int64(a.cfg.MaxEvents)
-	if full && (len(a.ends) > 0 || a.stream != nil) {
+	if (len(a.ends) > 0 || a.stream != nil) && a.held()+1 > a.shareEvents() {
 		return &LimitError{XID: xid, Events: 1, MaxEvents: a.cfg.MaxEvents, MaxBytes: a.cfg.MaxBytes}
 	}
 	i, found := slices.BinarySearchFunc(a.ends, m.ID.LSN, func(s *state, lsn int64) int {
@@ -279,13 +279,17 @@ func (a *Assembler) Change(c Change) error {
 		e.Events, e.Bytes = int64(len(s.changes))+1, s.bytes+c.Size
 	}
 	e.Alone = e.Events > int64(a.cfg.MaxEvents) || e.Bytes > a.cfg.MaxBytes
-	if e.Alone || a.held()+1 > int64(a.cfg.MaxEvents) || a.stats.HeldBytes+c.Size > a.cfg.MaxBytes {
-		// The transaction that commits next streams: refusing its changes would never free
-		// anything. The others wait: the caller gives the change again later.
-		if a.next(s, c.Meta) {
+	if a.next(s, c.Meta) {
+		// The transaction that commits next is held up to the whole bound (with what the
+		// others hold), and streams past it: refusing its changes would never free
+		// anything.
+		if e.Alone || a.held()+1 > int64(a.cfg.MaxEvents) || a.stats.HeldBytes+c.Size > a.cfg.MaxBytes {
 			a.startStream(s, xid, c.Meta.PrevCommit, true)
 			return a.streamChange(p, c)
 		}
+	} else if e.Alone || a.held()+1 > a.shareEvents() || a.stats.HeldBytes+c.Size > a.shareBytes() {
+		// The later ones share half of it, so that the next one has room to be held
+		// whole rather than streamed: the caller gives the change again later.
 		return e
 	}
 	if s == nil {
@@ -352,6 +356,11 @@ func (a *Assembler) Waiting() (Pending, bool) {
 	s := a.ends[0]
 	return Pending{XID: s.xid, Commit: s.end.ID.LSN, Have: int64(len(s.changes)), Missing: s.missing()}, true
 }
+
+// shareEvents and shareBytes are the part of the bound that transactions other than the
+// one that commits next may hold: half.
+func (a *Assembler) shareEvents() int64 { return max(int64(a.cfg.MaxEvents)/2, 1) }
+func (a *Assembler) shareBytes() int64  { return max(a.cfg.MaxBytes/2, 1) }
 
 // held counts what is held against MaxEvents: the changes and the ENDs not emitted.
 func (a *Assembler) held() int64 { return a.stats.HeldEvents + int64(len(a.ends)) }

@@ -196,18 +196,18 @@ func TestAssemblerLimits(t *testing.T) {
 	}
 	var le *LimitError
 	var err error
-	// Changes of one transaction past the bound, not known to commit next (no END, no
-	// watermark): too large; of several: full.
-	b := New(Config{MaxEvents: 2, MaxBytes: 1000})
+	// Transactions not known to commit next (no END, no watermark) share half the bound:
+	// past it, a change is refused (the caller gives it again later).
+	b := New(Config{MaxEvents: 4, MaxBytes: 1000})
 	run(t, b, []step{chg("a", 0, 0, 10, 1, 1, 0), chg("a", 0, 1, 10, 2, 2, 0)})
-	if err := b.Change(*chg("a", 0, 2, 10, 3, 3, 0).c); !errors.Is(err, ErrTooLarge) || !errors.As(err, &le) || le.XID != 10 || le.Events != 3 {
-		t.Fatalf("third change of one transaction, bound 2: %v", err)
+	if err := b.Change(*chg("a", 0, 2, 10, 3, 3, 0).c); !errors.Is(err, ErrFull) || !errors.As(err, &le) || le.XID != 10 || le.Events != 3 {
+		t.Fatalf("third change of one transaction, bound 4: %v", err)
 	}
-	c := New(Config{MaxEvents: 2, MaxBytes: 1000})
+	c := New(Config{MaxEvents: 4, MaxBytes: 1000})
 	run(t, c, []step{chg("a", 0, 0, 10, 1, 1, 0), chg("a", 0, 1, 11, 1, 1, 100)})
 	err = c.Change(*chg("a", 0, 2, 12, 1, 1, 200).c)
 	if !errors.Is(err, ErrFull) || errors.Is(err, ErrTooLarge) {
-		t.Fatalf("a third transaction's change, bound 2: %v", err)
+		t.Fatalf("a third transaction's change, bound 4: %v", err)
 	}
 	// Not taken: the same record can be given again once there is room.
 	run(t, c, []step{end(0, 10, 100, "a", 1)})
@@ -215,21 +215,27 @@ func TestAssemblerLimits(t *testing.T) {
 		t.Fatalf("after T1 was emitted: %v", err)
 	}
 	// ENDs count too: ENDs whose changes never come cannot grow without bound.
-	e := New(Config{MaxEvents: 2})
+	e := New(Config{MaxEvents: 4})
 	run(t, e, []step{end(0, 10, 100, "a", 1), end(1, 11, 200, "a", 1)})
 	if err := e.Marker(*end(2, 12, 300, "a", 1).m, Position{txTopic, 0, 2}); !errors.Is(err, ErrFull) {
-		t.Fatalf("a third END, bound 2: %v", err)
+		t.Fatalf("a third END, bound 4: %v", err)
 	}
-	// The changes of the transaction Next waits for are taken past the others' share: it
-	// streams.
+	// The changes of the transaction Next waits for are taken past the others' share (held,
+	// the bound has room for them).
 	run(t, e, []step{chg("a", 0, 0, 10, 1, 1, 0), chg("a", 0, 1, 11, 1, 1, 100)})
-	if s := e.Stats(); s.Emitted != 2 || s.Streamed != 1 {
+	if s := e.Stats(); s.Emitted != 2 || s.Streamed != 0 {
 		t.Fatalf("the changes of the oldest ENDs, bound full of ENDs: %+v", s)
 	}
 	// Bytes.
-	d := New(Config{MaxEvents: 10, MaxBytes: 150})
+	d := New(Config{MaxEvents: 10, MaxBytes: 300})
 	run(t, d, []step{chg("a", 0, 0, 10, 1, 1, 0)})
-	if err := d.Change(*chg("a", 0, 1, 10, 2, 2, 0).c); !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("200 bytes of one transaction, bound 150: %v", err)
+	if err := d.Change(*chg("a", 0, 1, 10, 2, 2, 0).c); !errors.Is(err, ErrFull) {
+		t.Fatalf("200 bytes of a later transaction, bound 300: %v", err)
+	}
+	// A transaction alone past the whole bound is too large (it streams once it commits next).
+	f := New(Config{MaxEvents: 1})
+	run(t, f, []step{chg("a", 0, 0, 10, 1, 1, 0)})
+	if err := f.Change(*chg("a", 0, 1, 10, 2, 2, 0).c); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("two changes of one transaction, bound 1: %v", err)
 	}
 }

@@ -73,25 +73,25 @@ func TestAssemblerStreams(t *testing.T) {
 		stats   *Stats
 	}{{
 		name: "the oldest END's transaction past the bound streams; a re-sent copy is skipped; the next one waits for it",
-		cfg:  Config{MaxEvents: 3},
+		cfg:  Config{MaxEvents: 4},
 		steps: []step{
 			end(0, 10, 100, "a", 3, "b", 2),
 			chg("a", 0, 0, 10, 1, 1, 0),
 			chg("b", 0, 0, 10, 2, 1, 0),
-			chg("a", 0, 1, 10, 3, 2, 0), // a fourth thing to hold: T1 streams
+			chg("a", 0, 1, 10, 3, 2, 0),
+			chg("b", 0, 1, 10, 4, 2, 0), // a fifth thing to hold: T1 streams
 			chg("a", 0, 2, 10, 3, 2, 0), // re-sent
 			end(1, 11, 200, "a", 1),
 			chg("a", 0, 3, 11, 1, 1, 100), // T2's, held behind the stream
-			chg("b", 0, 1, 10, 4, 2, 0),
 			chg("a", 0, 4, 10, 5, 3, 0),
 		},
 		want: []string{
-			"streamed 10 [1 2 3]", "streamed 10 [4]", "streamed 10 [5]",
+			"streamed 10 [1 2 3 4]", "streamed 10 [5]",
 			// a/0 stops at T2's change, the transaction topic at T2's END.
 			"10 streamed a/0@3,b/0@2,dbz.transaction/0@1",
 			"11 [1] a/0@5,dbz.transaction/0@2",
 		},
-		stats: &Stats{Emitted: 2, Duplicates: 1, Streamed: 1, StreamedChanges: 3},
+		stats: &Stats{Emitted: 2, Duplicates: 1, Streamed: 1, StreamedChanges: 2},
 	}, {
 		name: "changes that follow the watermark stream before their END is read",
 		cfg:  Config{MaxEvents: 2, Watermark: 100},
@@ -112,23 +112,24 @@ func TestAssemblerStreams(t *testing.T) {
 		stats: &Stats{Emitted: 2, Resent: 1, Streamed: 1, StreamedChanges: 1},
 	}, {
 		name: "a later transaction too large to hold waits, then streams when it commits next",
-		cfg:  Config{MaxEvents: 2, Watermark: 100},
+		cfg:  Config{MaxEvents: 4, Watermark: 100},
 		steps: []step{
 			chg("a", 0, 0, 12, 1, 1, 200),
 			chg("a", 0, 1, 12, 2, 2, 200),
-			chg("a", 0, 2, 12, 3, 3, 200).fails(ErrTooLarge), // T3 does not commit next
-			chg("b", 0, 0, 11, 1, 1, 100),                    // T2 does: it streams
+			chg("a", 0, 2, 12, 3, 3, 200).fails(ErrFull), // T3 does not commit next: past its share
+			chg("b", 0, 0, 11, 1, 1, 100),                // T2 does: held (the bound has room)
 			end(0, 11, 200, "b", 1),
 			chg("a", 0, 2, 12, 3, 3, 200), // given again: T3 commits next now
-			end(1, 12, 300, "a", 3),
+			chg("a", 0, 3, 12, 4, 4, 200),
+			chg("a", 0, 4, 12, 5, 5, 200), // past the whole bound: T3 streams
+			end(1, 12, 300, "a", 5),
 		},
 		want: []string{
-			"streamed 11 [1]",
-			"11 streamed a/0@0,b/0@1,dbz.transaction/0@1",
-			"streamed 12 [1 2 3]",
-			"12 streamed a/0@3,dbz.transaction/0@2",
+			"11 [1] a/0@0,b/0@1,dbz.transaction/0@1",
+			"streamed 12 [1 2 3 4 5]",
+			"12 streamed a/0@5,dbz.transaction/0@2",
 		},
-		stats: &Stats{Emitted: 2, Streamed: 2, StreamedChanges: 2},
+		stats: &Stats{Emitted: 2, Streamed: 1, StreamedChanges: 1},
 	}, {
 		name: "a stream waiting for its last change says so",
 		cfg:  Config{MaxEvents: 1, Watermark: 100},

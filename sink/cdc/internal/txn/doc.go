@@ -84,13 +84,14 @@
 // # Memory and streams
 //
 // Config.MaxEvents and MaxBytes bound what is held, all transactions together (changes and
-// ENDs not emitted count as events). A change or an END that would pass them is taken only
-// when its transaction commits next (the oldest END not emitted is its, or its changes'
-// PrevCommit is the watermark): that transaction then streams (stream.go). Its changes
+// ENDs not emitted count as events). The transactions that do not commit next may hold
+// half of it; the one that commits next (the oldest END not emitted is its, or its
+// changes' PrevCommit is the watermark) is held in the rest, and a change or an END of it
+// that would pass the bound is taken anyway: that transaction then streams (stream.go). Its changes
 // held so far and every later one are handed out as they are read (TakeStreamed), and Next
 // returns a Tx marked Streamed at its END; a stream keeps a few numbers per partition and
-// data collection, not its changes. Any other record that would pass the bound is not
-// taken and is a *LimitError (ErrTooLarge when its transaction alone passes the bound,
+// data collection, not its changes. A record of another transaction that would pass its
+// share is not taken and is a *LimitError (ErrTooLarge when its transaction alone passes the bound,
 // ErrFull when the transactions held together do); an error leaves the assembler as it
 // was, and the caller gives the same record again later, reading the partition no further
 // meanwhile. A refused record's partition carries only transactions after the one that

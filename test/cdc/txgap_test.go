@@ -193,13 +193,13 @@ sink:
 	testbed.Produce(t, e, txTopic, []testbed.Msg{gapMarker(602, 1400, nil), gapMarker(602, 1500, []gapCount{{"accounts_a", 2}})})
 	produced := time.Now()
 
-	// stops waits for p to exit non-zero on 601 within 60 s of (c).
-	stops := func(p *testbed.Process, since time.Time) {
+	// stops waits for p to exit non-zero on 601 within 60 s of since (when what happened).
+	stops := func(p *testbed.Process, since time.Time, what string) {
 		t.Helper()
 		err, exited := p.WaitFor(60*time.Second - time.Since(since))
 		if !exited {
-			t.Fatalf("eosink run still runs %s after (b) and (c) were written, waiting for an incomplete transaction:\n%s",
-				time.Since(since).Round(time.Second), p.Output())
+			t.Fatalf("eosink run still runs %s after %s, waiting for an incomplete transaction:\n%s",
+				time.Since(since).Round(time.Second), what, p.Output())
 		}
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() <= 0 {
@@ -212,7 +212,7 @@ sink:
 				t.Errorf("eosink run's output does not say %q:\n%s", want, out)
 			}
 		}
-		t.Logf("eosink run exited with status %d %s after (c) was written", ee.ExitCode(), time.Since(since).Round(100*time.Millisecond))
+		t.Logf("eosink run exited with status %d %s after %s", ee.ExitCode(), time.Since(since).Round(100*time.Millisecond), what)
 	}
 	// held checks that nothing of (b) or (c) was applied and no position passed (b).
 	held := func() {
@@ -230,12 +230,12 @@ sink:
 			t.Errorf("stored next offsets %v: want %s at 1, %s at 1, %s at 2 or 3 (not past 601's records)", pos, topicA, topicB, txTopic)
 		}
 	}
-	stops(run, produced)
+	stops(run, produced, "(b) and (c) were written")
 	held()
 
 	// A start without the change stops the same way.
 	again := time.Now()
-	stops(start("eosink run (again)"), again)
+	stops(start("eosink run (again)"), again, "it started again (the lease taken after its timeout)")
 	held()
 	if t.Failed() {
 		return

@@ -229,6 +229,8 @@ sink:
 		if pos[topicA] != 1 || pos[topicB] != 1 || pos[txTopic] < 2 || pos[txTopic] > 3 {
 			t.Errorf("stored next offsets %v: want %s at 1, %s at 1, %s at 2 or 3 (not past 601's records)", pos, topicA, topicB, txTopic)
 		}
+		t.Logf("after the stop: stored next offsets accounts_a %d, accounts_b %d, transaction topic %d; watermark %s",
+			pos[topicA], pos[topicB], pos[txTopic], watermark())
 	}
 	stops(run, produced, "(b) and (c) were written")
 	held()

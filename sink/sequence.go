@@ -40,6 +40,11 @@ type SequenceOptions struct {
 	// LeaseTimeout is how long a holder's lease lasts without a renewal before a standby
 	// takes it. Renewals run every third of it.
 	LeaseTimeout time.Duration
+	// IncompleteAfter is how long the Sequence may wait for the same unit, with every
+	// partition of the set read to its end, before the set stops on ErrSetIncomplete; the
+	// set's periodic check runs every quarter of it (at most every 15s, at least every
+	// 250ms). 0 takes DefaultIncompleteAfter.
+	IncompleteAfter time.Duration
 }
 
 // ErrSequenceFull is an error of Sequence.Add (wrapped or not) that did not take the record

@@ -30,6 +30,11 @@ var ErrLeaseLost = offsets.ErrLeaseLost
 // DefaultLeaseTimeout is SequenceOptions.LeaseTimeout's default.
 const DefaultLeaseTimeout = 10 * time.Second
 
+// DefaultIncompleteAfter is SequenceOptions.IncompleteAfter's default: the changes a
+// sequence waits for that long are not in the log (deleted by retention, or never
+// written). A connector that restarts within it sends them again.
+const DefaultIncompleteAfter = 2 * time.Minute
+
 // errRestartSet ends an ownership so that it starts again from the stored positions: a
 // COMMIT whose outcome is unknown, the set's topics or partitions changed.
 var errRestartSet = errors.New("eosink: the set's ownership starts again from the stored positions")
@@ -43,6 +48,9 @@ func sequenced(p Plugin) (Sequencer, SequenceOptions, bool) {
 	o, ok := sq.Sequenced()
 	if o.LeaseTimeout <= 0 {
 		o.LeaseTimeout = DefaultLeaseTimeout
+	}
+	if o.IncompleteAfter <= 0 {
+		o.IncompleteAfter = DefaultIncompleteAfter
 	}
 	return sq, o, ok
 }

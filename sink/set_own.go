@@ -17,12 +17,6 @@ import (
 // a new topic matching a pattern) and reports what the sequence waits for.
 const setCheckEvery = 15 * time.Second
 
-// setGapAfter is how long a sequence may wait for the same unit, with every partition of
-// the set read to its end, before the set stops on ErrSetIncomplete: the changes it waits
-// for are not in the log (deleted by retention, or never written). A connector that
-// restarts within it sends them again.
-const setGapAfter = 2 * time.Minute
-
 // ErrSetIncomplete: the sequence waits for records that are in none of the set's
 // partitions, each read to its end: a source transaction's changes were deleted by
 // retention before they were applied, or never written. Nothing of it was applied; the set
@@ -188,6 +182,11 @@ func (w *ownership) run(ctx context.Context) (err error) {
 	groupRecords, groupBytes := 0, 0
 	var first time.Time
 	check := time.Now()
+	// A sequence may wait for the same unit, with every partition read to its end, for
+	// IncompleteAfter before the set stops on ErrSetIncomplete: look at what it waits for
+	// often enough for that, apart from the costlier check of the topics.
+	waitCheck, logged := check, time.Time{}
+	every := max(250*time.Millisecond, min(setCheckEvery, w.o.IncompleteAfter/4))
 	var waiting string // what the sequence waited for at the last check, and since when
 	var waitingSince time.Time
 	var inflight chan committed // the commit running, nil when none
@@ -305,20 +304,26 @@ func (w *ownership) run(ctx context.Context) (err error) {
 				ch <- committed{ranges, err}
 			}()
 		}
-		if time.Since(check) >= setCheckEvery {
-			check = time.Now()
+		if time.Since(waitCheck) >= every {
+			waitCheck = time.Now()
 			now := w.seq.Waiting()
 			if now == "" || now != waiting {
 				waiting, waitingSince = now, time.Now()
 			}
 			if waiting != "" {
-				s.log.Info("set: waiting", "set", w.o.Name, "for", waiting, "since", waitingSince.Format(time.RFC3339))
-				if time.Since(waitingSince) >= setGapAfter {
+				if time.Since(logged) >= setCheckEvery {
+					logged = time.Now()
+					s.log.Info("set: waiting", "set", w.o.Name, "for", waiting, "since", waitingSince.Format(time.RFC3339))
+				}
+				if time.Since(waitingSince) >= w.o.IncompleteAfter {
 					if err := w.readToEnd(); err != nil {
 						return err
 					}
 				}
 			}
+		}
+		if time.Since(check) >= setCheckEvery {
+			check = time.Now()
 			if err := w.changed(ctx); err != nil {
 				return err
 			}
@@ -381,6 +386,9 @@ func (w *ownership) readToEnd() error {
 		if read < 0 {
 			read = w.parts[partitionKey{*tp.Topic, tp.Partition}].next
 		}
+		if _, high, err := w.c.GetWatermarkOffsets(*tp.Topic, tp.Partition); err == nil && read < high {
+			return nil // the last fetch saw more: no need to ask the broker
+		}
 		_, high, err := w.c.QueryWatermarkOffsets(*tp.Topic, tp.Partition, 5_000)
 		if err != nil || read < high {
 			return nil
@@ -388,7 +396,7 @@ func (w *ownership) readToEnd() error {
 	}
 	return &SetError{Set: w.o.Name, Waiting: w.seq.Waiting(), Err: fmt.Errorf("%w: waiting for %s for %s with every partition read to its end: "+
 		"its records were deleted by retention before they were applied, or never written; nothing of it was applied",
-		ErrSetIncomplete, w.seq.Waiting(), setGapAfter)}
+		ErrSetIncomplete, w.seq.Waiting(), w.o.IncompleteAfter)}
 }
 
 // changed returns errRestartSet when the set's topics or partitions differ from those

@@ -135,6 +135,9 @@ func New(c Config) (*CDC, error) {
 	if c.LeaseTimeout != nil && *c.LeaseTimeout < time.Second {
 		return nil, fmt.Errorf("lease_timeout: %s is below 1s", *c.LeaseTimeout)
 	}
+	if c.IncompleteAfter != nil && *c.IncompleteAfter < time.Second {
+		return nil, fmt.Errorf("incomplete_after: %s is below 1s", *c.IncompleteAfter)
+	}
 	switch c.Evolve {
 	case "", EvolveAddColumns:
 	default:

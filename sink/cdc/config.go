@@ -107,6 +107,10 @@ type Config struct {
 	// without renewing its lease before a standby takes over (consistency: transaction).
 	// Default 10s.
 	LeaseTimeout *time.Duration `yaml:"lease_timeout"`
+	// IncompleteAfter is how long the sink waits for the missing changes of a source
+	// transaction whose END it read, with every partition read to its end, before it stops
+	// on sink.ErrSetIncomplete (consistency: transaction). Default 2m; at least 1s.
+	IncompleteAfter *time.Duration `yaml:"incomplete_after"`
 }
 
 // Consistency values.

@@ -11,7 +11,7 @@ import (
 )
 
 func TestConsistencyConfig(t *testing.T) {
-	second, ms := time.Second, time.Millisecond
+	second, ms, zero, negative := time.Second, time.Millisecond, time.Duration(0), -3*time.Second
 	for _, tc := range []struct {
 		c    Config
 		want string // "" when valid
@@ -25,6 +25,10 @@ func TestConsistencyConfig(t *testing.T) {
 		{Config{Consistency: "atomic"}, `consistency: "atomic" is not partition or transaction`},
 		{Config{Consistency: "transaction", TransactionTopic: "t", LeaseTimeout: &ms}, "lease_timeout: 1ms is below 1s"},
 		{Config{Consistency: "transaction", TransactionTopic: "t", MaxHeldEvents: -1}, "must not be negative"},
+		{Config{Consistency: "transaction", TransactionTopic: "t", IncompleteAfter: &second}, ""},
+		{Config{Consistency: "transaction", TransactionTopic: "t", IncompleteAfter: &ms}, "incomplete_after: 1ms is below 1s"},
+		{Config{Consistency: "transaction", TransactionTopic: "t", IncompleteAfter: &zero}, "incomplete_after: 0s is below 1s"},
+		{Config{Consistency: "transaction", TransactionTopic: "t", IncompleteAfter: &negative}, "incomplete_after: -3s is below 1s"},
 	} {
 		tc.c.Schemas = []string{"public"}
 		_, err := New(tc.c)
@@ -49,14 +53,22 @@ func TestSequencedOnlyInTransactionMode(t *testing.T) {
 	if _, ok := p.Sequenced(); ok {
 		t.Fatal("partition mode reported a set")
 	}
-	ten := 10 * time.Second
+	ten, five := 10*time.Second, 5*time.Second
 	p, err = New(Config{Schemas: []string{"public"}, Consistency: "transaction", TransactionTopic: "db.transaction", LeaseTimeout: &ten})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := p.Sequenced(); o.IncompleteAfter != 0 {
+		t.Fatalf("incomplete_after unset: IncompleteAfter %s, want 0 (the sink's default)", o.IncompleteAfter)
+	}
+	p, err = New(Config{Schemas: []string{"public"}, Consistency: "transaction", TransactionTopic: "db.transaction", LeaseTimeout: &ten,
+		IncompleteAfter: &five})
 	if err != nil {
 		t.Fatal(err)
 	}
 	o, ok := p.Sequenced()
 	if !ok || o.Name != "db.transaction" || len(o.Topics) != 1 || o.Topics[0] != "db.transaction" ||
-		len(o.SinglePartition) != 1 || o.LeaseTimeout != ten {
+		len(o.SinglePartition) != 1 || o.LeaseTimeout != ten || o.IncompleteAfter != five {
 		t.Fatalf("set options %+v %v", o, ok)
 	}
 	var _ sink.Sequencer = p

@@ -38,6 +38,9 @@ func (p *CDC) Sequenced() (sink.SequenceOptions, bool) {
 	if p.c.LeaseTimeout != nil {
 		o.LeaseTimeout = *p.c.LeaseTimeout
 	}
+	if p.c.IncompleteAfter != nil {
+		o.IncompleteAfter = *p.c.IncompleteAfter
+	}
 	return o, true
 }
 

@@ -371,11 +371,16 @@ func (w *ownership) resumeAll() {
 }
 
 // readToEnd returns a *SetError wrapping ErrSetIncomplete when every partition of the set
-// is read to its end: what the sequence waits for is not in the log.
+// is read to its end (or paused): what the sequence waits for is not in the log.
 func (w *ownership) readToEnd() error {
 	var tps []kafka.TopicPartition
 	for k := range w.parts {
-		tps = append(tps, kafka.TopicPartition{Topic: &k.topic, Partition: k.partition})
+		// A paused partition counts as read: the sequence refused its next record as
+		// belonging after the unit it waits for, whose records on that partition come
+		// before it.
+		if w.deferred[k] == nil {
+			tps = append(tps, kafka.TopicPartition{Topic: &k.topic, Partition: k.partition})
+		}
 	}
 	pos, err := w.c.Position(tps)
 	if err != nil {

@@ -119,32 +119,11 @@ func TestCDCPartitionModeShowsPartialTransfers(t *testing.T) {
 // and returns its reads and violations once the replica equals the source. In
 // transaction mode two members run, and the holder is killed mid-stream.
 func bank(t *testing.T, consistency string) (reads, violations int64) {
-	e := testbed.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	srcURL, _ := testbed.SourceDatabase(t, e, "cdctx")
-	src := connect(t, srcURL)
-	execAll(t, src, fmt.Sprintf(accountsDDL, "public.accounts_a"), fmt.Sprintf(accountsDDL, "public.accounts_b"),
-		fmt.Sprintf(`INSERT INTO public.accounts_a SELECT g, 1000 FROM generate_series(1, %d) g`, txAccounts),
-		fmt.Sprintf(`INSERT INTO public.accounts_b SELECT g, 1000 FROM generate_series(1, %d) g`, txAccounts))
+	b0 := newBankBed(t, "cdctx", txAccounts, map[string]string{"offset.flush.interval.ms": "5000"})
+	e, src, db, replica, offsets, dbz, d, txTopic, topics := b0.e, b0.src, b0.db, b0.replica, b0.offsets, b0.dbz, b0.d, b0.txTopic, b0.topics
 	const total = 2 * txAccounts * 1000
-	db := testbed.Pool(t, e)
-	replica, offsets := testbed.Schema(t, e), testbed.Schema(t, e)
-	execAll(t, db, "CREATE SCHEMA "+pgx.Identifier{replica}.Sanitize(),
-		fmt.Sprintf(accountsDDL, pgx.Identifier{replica, "accounts_a"}.Sanitize()),
-		fmt.Sprintf(accountsDDL, pgx.Identifier{replica, "accounts_b"}.Sanitize()))
-	prefix := testbed.Name(t, "tx")
-	dbz := testbed.DebeziumOptions{Brokers: e.Brokers, SourceURL: srcURL, Tables: []string{"public.accounts_a", "public.accounts_b"},
-		TopicPrefix: prefix, Partitions: 3, Dir: t.TempDir(),
-		Worker: map[string]string{"offset.flush.interval.ms": "5000"},
-		Connector: map[string]string{"provide.transaction.metadata": "true",
-			"topic.creation.groups":                 "txn",
-			"topic.creation.txn.include":            strings.ReplaceAll(prefix, ".", `\.`) + `\.transaction`,
-			"topic.creation.txn.partitions":         "1",
-			"topic.creation.txn.replication.factor": "1"}}
-	d := startDebezium(t, dbz)
-	txTopic := prefix + ".transaction"
-	topics := []string{d.Topic("public.accounts_a"), d.Topic("public.accounts_b")}
 
 	var transfers atomic.Int64
 	transfer := func(rng *rand.Rand) {
@@ -202,16 +181,7 @@ func bank(t *testing.T, consistency string) (reads, violations int64) {
 		b.WaitOutput("standing by", 60*time.Second)
 	}
 
-	equal := func(what string) {
-		t.Helper()
-		testbed.Eventually(t, 2*time.Minute, what, func() (bool, string) {
-			var diff []string
-			for _, tb := range []string{"accounts_a", "accounts_b"} {
-				diff = append(diff, diffRows(rowsText(t, src, "public."+tb), rowsText(t, db, pgx.Identifier{replica, tb}.Sanitize()))...)
-			}
-			return len(diff) == 0, strings.Join(diff, "\n")
-		})
-	}
+	equal := func(what string) { t.Helper(); b0.equal(what, 2*time.Minute) }
 	work(150)
 	equal("streamed")
 	if !sequenced {
@@ -282,4 +252,62 @@ func bank(t *testing.T, consistency string) (reads, violations int64) {
 	b.StopClean(60 * time.Second)
 	a.StopClean(60 * time.Second)
 	return nreads.Load(), nviolations.Load()
+}
+
+// bankBed is a source database with two account tables, a replica schema with the same
+// tables, and real Debezium capturing both with transaction metadata (a one-partition
+// transaction topic, data topics of three partitions).
+type bankBed struct {
+	t                *testing.T
+	e                testbed.Env
+	src              *pgx.Conn
+	db               *pgxpool.Pool
+	replica, offsets string
+	dbz              testbed.DebeziumOptions
+	d                *testbed.Debezium
+	txTopic          string
+	topics           []string // the data topics: accounts_a's, accounts_b's
+}
+
+func newBankBed(t *testing.T, name string, accounts int, worker map[string]string) *bankBed {
+	t.Helper()
+	b := &bankBed{t: t, e: testbed.Require(t)}
+	srcURL, _ := testbed.SourceDatabase(t, b.e, name)
+	b.src = connect(t, srcURL)
+	execAll(t, b.src, fmt.Sprintf(accountsDDL, "public.accounts_a"), fmt.Sprintf(accountsDDL, "public.accounts_b"),
+		fmt.Sprintf(`INSERT INTO public.accounts_a SELECT g, 1000 FROM generate_series(1, %d) g`, accounts),
+		fmt.Sprintf(`INSERT INTO public.accounts_b SELECT g, 1000 FROM generate_series(1, %d) g`, accounts))
+	b.db = testbed.Pool(t, b.e)
+	b.replica, b.offsets = testbed.Schema(t, b.e), testbed.Schema(t, b.e)
+	execAll(t, b.db, "CREATE SCHEMA "+pgx.Identifier{b.replica}.Sanitize(),
+		fmt.Sprintf(accountsDDL, pgx.Identifier{b.replica, "accounts_a"}.Sanitize()),
+		fmt.Sprintf(accountsDDL, pgx.Identifier{b.replica, "accounts_b"}.Sanitize()))
+	prefix := testbed.Name(t, "tx")
+	b.dbz = testbed.DebeziumOptions{Brokers: b.e.Brokers, SourceURL: srcURL, Tables: []string{"public.accounts_a", "public.accounts_b"},
+		TopicPrefix: prefix, Partitions: 3, Dir: t.TempDir(), Worker: worker,
+		Connector: map[string]string{"provide.transaction.metadata": "true",
+			"topic.creation.groups":                 "txn",
+			"topic.creation.txn.include":            strings.ReplaceAll(prefix, ".", `\.`) + `\.transaction`,
+			"topic.creation.txn.partitions":         "1",
+			"topic.creation.txn.replication.factor": "1"}}
+	b.d = startDebezium(t, b.dbz)
+	b.txTopic = prefix + ".transaction"
+	b.topics = []string{b.d.Topic("public.accounts_a"), b.d.Topic("public.accounts_b")}
+	return b
+}
+
+// equal waits until the replica's accounts equal the source's, as text.
+func (b *bankBed) equal(what string, within time.Duration) {
+	t := b.t
+	t.Helper()
+	testbed.Eventually(t, within, what, func() (bool, string) {
+		var diff []string
+		for _, tb := range []string{"accounts_a", "accounts_b"} {
+			diff = append(diff, diffRows(rowsText(t, b.src, "public."+tb), rowsText(t, b.db, pgx.Identifier{b.replica, tb}.Sanitize()))...)
+		}
+		if len(diff) > 5 {
+			diff = append(diff[:5], fmt.Sprintf("… %d rows differ", len(diff)))
+		}
+		return len(diff) == 0, strings.Join(diff, "\n")
+	})
 }

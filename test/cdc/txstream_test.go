@@ -23,31 +23,11 @@ import (
 // a stream; the replica equals the source and the watermark counts every transaction once.
 func TestCDCStreamsLargeTransactions(t *testing.T) {
 	const accounts = 1500
-	e := testbed.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	srcURL, _ := testbed.SourceDatabase(t, e, "cdcstream")
-	src := connect(t, srcURL)
-	execAll(t, src, fmt.Sprintf(accountsDDL, "public.accounts_a"), fmt.Sprintf(accountsDDL, "public.accounts_b"),
-		fmt.Sprintf(`INSERT INTO public.accounts_a SELECT g, 1000 FROM generate_series(1, %d) g`, accounts),
-		fmt.Sprintf(`INSERT INTO public.accounts_b SELECT g, 1000 FROM generate_series(1, %d) g`, accounts))
+	b := newBankBed(t, "cdcstream", accounts, nil)
+	e, src, db, replica, offsets, txTopic, topics := b.e, b.src, b.db, b.replica, b.offsets, b.txTopic, b.topics
 	const total = 2 * accounts * 1000
-	db := testbed.Pool(t, e)
-	replica, offsets := testbed.Schema(t, e), testbed.Schema(t, e)
-	execAll(t, db, "CREATE SCHEMA "+pgx.Identifier{replica}.Sanitize(),
-		fmt.Sprintf(accountsDDL, pgx.Identifier{replica, "accounts_a"}.Sanitize()),
-		fmt.Sprintf(accountsDDL, pgx.Identifier{replica, "accounts_b"}.Sanitize()))
-	prefix := testbed.Name(t, "st")
-	dbz := testbed.DebeziumOptions{Brokers: e.Brokers, SourceURL: srcURL, Tables: []string{"public.accounts_a", "public.accounts_b"},
-		TopicPrefix: prefix, Partitions: 3, Dir: t.TempDir(),
-		Connector: map[string]string{"provide.transaction.metadata": "true",
-			"topic.creation.groups":                 "txn",
-			"topic.creation.txn.include":            strings.ReplaceAll(prefix, ".", `\.`) + `\.transaction`,
-			"topic.creation.txn.partitions":         "1",
-			"topic.creation.txn.replication.factor": "1"}}
-	d := startDebezium(t, dbz)
-	txTopic := prefix + ".transaction"
-	topics := []string{d.Topic("public.accounts_a"), d.Topic("public.accounts_b")}
 
 	var committed atomic.Int64
 	run := func(stmts ...string) {
@@ -87,19 +67,7 @@ func TestCDCStreamsLargeTransactions(t *testing.T) {
 	reads, violations, readerDone := bankReader(ctx, db, replica, accounts, total, stop)
 	p := testbed.StartProcess(t, eosinkBin, "eosink run", []string{"run", "-config", config})
 	p.WaitOutput("set: owned", 60*time.Second)
-	equal := func(what string) {
-		t.Helper()
-		testbed.Eventually(t, 3*time.Minute, what, func() (bool, string) {
-			var diff []string
-			for _, tb := range []string{"accounts_a", "accounts_b"} {
-				diff = append(diff, diffRows(rowsText(t, src, "public."+tb), rowsText(t, db, pgx.Identifier{replica, tb}.Sanitize()))...)
-			}
-			if len(diff) > 5 {
-				diff = append(diff[:5], fmt.Sprintf("… %d rows differ", len(diff)))
-			}
-			return len(diff) == 0, strings.Join(diff, "\n")
-		})
-	}
+	equal := func(what string) { t.Helper(); b.equal(what, 3*time.Minute) }
 	large("accounts_a", "accounts_b")
 	small(10)
 	large("accounts_b", "accounts_a")

@@ -53,21 +53,7 @@ func run(t *testing.T, a *Assembler, steps []step) []string {
 	t.Helper()
 	var out []string
 	for i, s := range steps {
-		var err error
-		switch {
-		case s.m != nil:
-			err = a.Marker(*s.m, s.at)
-		case s.c != nil:
-			err = a.Change(*s.c)
-		default:
-			err = a.Pass(*s.pass)
-		}
-		if s.wantErr == nil && err != nil {
-			t.Fatalf("step %d: %v", i, err)
-		}
-		if s.wantErr != nil && !errorIs(err, s.wantErr) {
-			t.Fatalf("step %d: error %v, want %v", i, err, s.wantErr)
-		}
+		apply(t, a, i, s)
 		for {
 			tx, ok := a.Next()
 			if !ok {
@@ -99,5 +85,25 @@ func want(t *testing.T, got, want []string) {
 	t.Helper()
 	if !slices.Equal(got, want) {
 		t.Errorf("emitted:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+// apply gives step i to a and checks its error.
+func apply(t *testing.T, a *Assembler, i int, s step) {
+	t.Helper()
+	var err error
+	switch {
+	case s.m != nil:
+		err = a.Marker(*s.m, s.at)
+	case s.c != nil:
+		err = a.Change(*s.c)
+	default:
+		err = a.Pass(*s.pass)
+	}
+	if s.wantErr == nil && err != nil {
+		t.Fatalf("step %d: %v", i, err)
+	}
+	if s.wantErr != nil && !errorIs(err, s.wantErr) {
+		t.Fatalf("step %d: error %v, want %v", i, err, s.wantErr)
 	}
 }

@@ -13,21 +13,7 @@ func runStream(t *testing.T, a *Assembler, steps []step) []string {
 	t.Helper()
 	var out []string
 	for i, s := range steps {
-		var err error
-		switch {
-		case s.m != nil:
-			err = a.Marker(*s.m, s.at)
-		case s.c != nil:
-			err = a.Change(*s.c)
-		default:
-			err = a.Pass(*s.pass)
-		}
-		if s.wantErr == nil && err != nil {
-			t.Fatalf("step %d: %v", i, err)
-		}
-		if s.wantErr != nil && !errorIs(err, s.wantErr) {
-			t.Fatalf("step %d: error %v, want %v", i, err, s.wantErr)
-		}
+		apply(t, a, i, s)
 		if chs := a.TakeStreamed(); len(chs) > 0 {
 			xid, _ := a.Streaming()
 			out = append(out, fmt.Sprintf("streamed %d %s", xid, totals(chs)))

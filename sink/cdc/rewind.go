@@ -209,14 +209,32 @@ func (w *watch) check(ctx context.Context, tx pgx.Tx, p *CDC, b sink.Batch) erro
 	if len(w.seen) == 0 {
 		return nil
 	}
+	m, err := w.stored1(tx.QueryRow(ctx, p.marksSQL, w.marksArgs(p, b)...), b)
+	if err != nil {
+		return err
+	}
+	return w.against(ctx, tx, p, b, m)
+}
+
+func (w *watch) marksArgs(p *CDC, b sink.Batch) []any {
+	return []any{p.pipeline, b.Topic, b.Partition, w.max.commit, w.max.lsn, w.max.ts}
+}
+
+// stored1 reads marksSQL's answer: the partition's mark before this batch (unset if none).
+func (w *watch) stored1(row pgx.Row, b sink.Batch) (mark, error) {
 	var m mark
-	err := tx.QueryRow(ctx, p.marksSQL, p.pipeline, b.Topic, b.Partition, w.max.commit, w.max.lsn, w.max.ts).Scan(&m.commit, &m.lsn, &m.ts)
+	err := row.Scan(&m.commit, &m.lsn, &m.ts)
 	switch {
 	case err == nil:
 		m.set = true
 	case !errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("cdc: source mark of %s[%d]: %w", b.Topic, b.Partition, err)
+		return m, fmt.Errorf("cdc: source mark of %s[%d]: %w", b.Topic, b.Partition, err)
 	}
+	return m, nil
+}
+
+// against checks the batch's changes against m, the partition's mark before the batch.
+func (w *watch) against(ctx context.Context, tx pgx.Tx, p *CDC, b sink.Batch, m mark) error {
 	if w.stored == nil {
 		stored := m // the mark before this batch, for the merge's resnapshot check
 		w.stored = &stored
@@ -317,10 +335,48 @@ func (ws *watches) resnapshot(ctx context.Context, tx pgx.Tx, p *CDC) (bool, err
 	return false, nil
 }
 
-// check runs each partition's check (watch.check).
+// check runs each partition's check (watch.check). With more than one partition (a group
+// of consistency: transaction) and no snapshot reads, their marks are recorded in one round
+// trip, then checked in the order first seen: the first rewound change is the error, as one
+// check after another would find it. Snapshot reads keep one check after another: a new
+// snapshot's check (checkResnapshot) reads the other partitions' marks as the checks before
+// it left them.
 func (ws *watches) check(ctx context.Context, tx pgx.Tx, p *CDC) error {
+	var ks []sink.Partition
+	reads := false
 	for _, k := range ws.order {
-		if err := ws.by[k].check(ctx, tx, p, sink.Batch{Topic: k.Topic, Partition: k.Partition}); err != nil {
+		if w := ws.by[k]; len(w.seen) > 0 {
+			ks = append(ks, k)
+			reads = reads || w.reads
+		}
+	}
+	if len(ks) <= 1 || reads {
+		for _, k := range ks {
+			if err := ws.by[k].check(ctx, tx, p, sink.Batch{Topic: k.Topic, Partition: k.Partition}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	b := &pgx.Batch{}
+	for _, k := range ks {
+		b.Queue(p.marksSQL, ws.by[k].marksArgs(p, sink.Batch{Topic: k.Topic, Partition: k.Partition})...)
+	}
+	br := tx.SendBatch(ctx, b)
+	marks := make([]mark, len(ks))
+	for i, k := range ks {
+		m, err := ws.by[k].stored1(br.QueryRow(), sink.Batch{Topic: k.Topic, Partition: k.Partition})
+		if err != nil {
+			br.Close()
+			return err
+		}
+		marks[i] = m
+	}
+	if err := br.Close(); err != nil {
+		return fmt.Errorf("cdc: source marks: %w", err)
+	}
+	for i, k := range ks {
+		if err := ws.by[k].against(ctx, tx, p, sink.Batch{Topic: k.Topic, Partition: k.Partition}, marks[i]); err != nil {
 			return err
 		}
 	}

@@ -242,7 +242,7 @@ func (u *unit) take(chs []txn.Change) {
 // marker decodes a BEGIN or END.
 func (q *sequence) marker(r *sink.Record) (txn.Marker, error) {
 	if !q.p.avro {
-		return txn.DecodeMarkerJSON(r.Value)
+		return decodeMarkerJSON(r.Value)
 	}
 	msg, err := q.p.dec.Decode(schemaformat.Avro, r.Value)
 	if err != nil {

@@ -111,7 +111,10 @@ func (s *stagedTable) apply(ctx context.Context, tx pgx.Tx, checkReads bool) err
 		b.Queue(t.snapSQL, t.name)
 	}
 	b.Queue(t.positionsSQL, t.name)
+	b.Queue(joinsSaveSQL)
+	b.Queue(joinsOffSQL)
 	b.Queue(t.applySQL)
+	b.Queue(joinsBackSQL)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
@@ -129,6 +132,11 @@ func (s *stagedTable) apply(ctx context.Context, tx pgx.Tx, checkReads bool) err
 	}
 	if _, err := br.Exec(); err != nil {
 		return fmt.Errorf("cdc: merge positions of %s: %w", t.name, err)
+	}
+	for range 2 {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("cdc: merge into %s: planner settings: %w", t.name, err)
+		}
 	}
 	rows, err := br.Query()
 	if err != nil {
@@ -151,6 +159,9 @@ func (s *stagedTable) apply(ctx context.Context, tx pgx.Tx, checkReads bool) err
 	}
 	if refused != nil {
 		return refused
+	}
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("cdc: merge into %s: planner settings: %w", t.name, err)
 	}
 	return br.Close()
 }

@@ -211,6 +211,10 @@ func runEOS(ctx context.Context, a childArgs) (childResult, error) {
 	var setTimes func() map[string]float64
 	if a.txTopic != "" {
 		setTimes = timeSet(&cfg)
+		if mb := envInt("BENCH_CDC_TX_BATCH_MB", 0); mb > 0 { // the set's group bound in bytes (default the sink's, 4 MiB)
+			cfg.MaxBatchBytes = mb << 20
+			cfg.MaxBufferedBytes = max(cfg.MaxBufferedBytes, cfg.MaxBatchBytes)
+		}
 	}
 	sinks := make([]*sink.Sink, max(1, a.instances))
 	for i := range sinks {

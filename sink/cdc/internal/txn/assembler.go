@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"container/heap"
 	"errors"
 	"slices"
 )
@@ -92,6 +93,10 @@ type Assembler struct {
 	stats Stats
 
 	stream *stream // the transaction being streamed, nil when none
+	// byPrev holds the transactions by the commit their changes follow, the smallest
+	// first, so that those a new watermark supersedes are found without a scan; entries of
+	// transactions emitted, dropped or given their END are skipped when they come up.
+	byPrev prevHeap
 
 	open    uint64 // the xid of the last BEGIN without its END
 	hasOpen bool
@@ -296,7 +301,11 @@ func (a *Assembler) Change(c Change) error {
 		s = newState(xid)
 		a.txs[xid] = s
 	}
+	first := !s.hasPrev
 	s.add(&c, heldAt{p, c.At.Offset})
+	if first {
+		heap.Push(&a.byPrev, s)
+	}
 	p.hold(c.At.Offset)
 	a.stats.HeldEvents++
 	a.stats.HeldBytes += c.Size
@@ -327,8 +336,9 @@ func (a *Assembler) emitted(tx *Tx) {
 	a.stats.Emitted++
 	// A transaction held without its END whose changes follow a commit before the new
 	// watermark committed at or before it: a partial copy of an emitted transaction.
-	for _, o := range a.txs {
-		if o.end == nil && o.hasPrev && o.prev < a.w {
+	for len(a.byPrev) > 0 && a.byPrev[0].prev < a.w {
+		o := heap.Pop(&a.byPrev).(*state)
+		if a.txs[o.xid] == o && o.end == nil {
 			a.drop(o)
 			a.stats.Superseded++
 		}
@@ -376,4 +386,19 @@ func (a *Assembler) drop(s *state) {
 	}
 	a.stats.HeldEvents -= int64(len(s.changes))
 	a.stats.HeldBytes -= s.bytes
+}
+
+// prevHeap is a min-heap of transactions by prev (container/heap).
+type prevHeap []*state
+
+func (h prevHeap) Len() int           { return len(h) }
+func (h prevHeap) Less(i, j int) bool { return h[i].prev < h[j].prev }
+func (h prevHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *prevHeap) Push(x any)        { *h = append(*h, x.(*state)) }
+func (h *prevHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return x
 }

@@ -219,7 +219,9 @@ func (w *ownership) run(ctx context.Context) (err error) {
 			return err
 		}
 		s.clock.touch()
-		full := groupRecords >= lim.MaxBatchRecords || groupBytes >= lim.MaxBatchBytes
+		// A group that is full or closed waits for the commit in flight before more is
+		// read: what is read meanwhile would pile up outside the sequence's bounds.
+		full := closes || groupRecords >= lim.MaxBatchRecords || groupBytes >= lim.MaxBatchBytes
 		if full && inflight != nil {
 			if err := settle(<-inflight); err != nil {
 				return err

@@ -28,7 +28,7 @@ GRANT SELECT, INSERT, UPDATE ON :"schema".leases TO :"run_role";
 -- source marks (a source that went back in time), and its transaction watermarks
 -- (consistency: transaction).
 SELECT format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.%I TO %I', :'schema', t, :'run_role')
-  FROM unnest(ARRAY['inbox', 'cdc_positions', 'cdc_source_marks', 'cdc_tx_watermarks']) AS t
+  FROM unnest(ARRAY['inbox', 'cdc_positions', 'cdc_positions_int', 'cdc_source_marks', 'cdc_tx_watermarks']) AS t
  WHERE to_regclass(format('%I.%I', :'schema', t)) IS NOT NULL
 \gexec
 -- The outbox (the outbox plugin and outbox.Add), when its migration made it: the sink only

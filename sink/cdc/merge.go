@@ -32,6 +32,12 @@ const mergeLockClass = 0x65636463 // "ecdc"
 //     columns and have no row: they are refused (errUnavailable), never written. It is
 //     planned with hash and merge joins off (joinsOffSQL, then joinsBackSQL; see there).
 func (t *target) build(positions string) {
+	t.positions, t.keyPositions = positions, positions
+	from := intPositions(positions)
+	if t.intKey {
+		t.keyPositions, from = from, positions
+	}
+	t.moveSQL = t.moveKeysSQL(from)
 	// The staging table lives as long as the session: its name changes with the columns,
 	// so that a session never copies into one made for the table before a column was added.
 	h := fnv.New64a()
@@ -67,7 +73,7 @@ SELECT %s, 0::bigint AS %s, 0::bigint AS %s, 0::bigint AS %s, false AS %s, NULL:
 	}
 	t.positionsSQL = fmt.Sprintf(`WITH last AS (SELECT DISTINCT ON (%[2]s) %[5]s, %[8]s AS eosink_pk, %[3]s, %[4]s, %[7]s FROM %[1]s
          ORDER BY %[2]s, %[3]s DESC, %[4]s DESC, %[5]s DESC),
-won AS (INSERT INTO %[6]s AS p (target, pk, commit_lsn, lsn, deleted)
+won AS (INSERT INTO %[9]s AS p (target, pk, commit_lsn, lsn, deleted)
         SELECT $1, eosink_pk, %[3]s, %[4]s, %[7]s FROM last l
         WHERE NOT EXISTS (SELECT 1 FROM %[6]s w WHERE w.target = $1 AND w.pk = 'null'::jsonb
                           AND (l.%[3]s, l.%[4]s) <= (w.commit_lsn, w.lsn))
@@ -75,9 +81,9 @@ won AS (INSERT INTO %[6]s AS p (target, pk, commit_lsn, lsn, deleted)
         WHERE (p.commit_lsn, p.lsn) < (EXCLUDED.commit_lsn, EXCLUDED.lsn)
         RETURNING p.pk)
 DELETE FROM %[1]s s WHERE NOT EXISTS (SELECT 1 FROM last l JOIN won ON won.pk = l.eosink_pk WHERE l.%[5]s = s.%[5]s)`,
-		t.stage, keys, colCommit, colLSN, colOrd, positions, colDel, t.pkExpr(""))
+		t.stage, keys, colCommit, colLSN, colOrd, positions, colDel, t.posKey(""), t.keyPositions)
 
-	t.snapSQL = t.snapshotCheckSQL(positions)
+	t.snapSQL = t.snapshotCheckSQL()
 
 	conflict, upd := "DO NOTHING", fmt.Sprintf(`SELECT a.%s FROM a JOIN %s t ON %s WHERE NOT a.%s`, colOrd, t.name, strings.Join(join, " AND "), colDel)
 	if len(set) > 0 {
@@ -94,6 +100,10 @@ inserted AS (INSERT INTO %[2]s AS t (%[6]s) SELECT %[6]s FROM a
 SELECT a.%[8]s, a.%[7]s FROM a WHERE NOT a.%[3]s AND a.%[7]s IS NOT NULL AND a.%[8]s NOT IN (SELECT u.%[8]s FROM updated u)`,
 		t.stage, t.name, colDel, strings.Join(join, " AND "), upd, cols, colUnav, colOrd, keys, conflict)
 
+	notMark := ""
+	if !t.intKey {
+		notMark = " AND p.pk <> 'null'::jsonb"
+	}
 	// A truncate, under the exclusive merge lock, deletes the rows whose position is older
 	// than its own, marks their positions deleted, and records itself as the table's
 	// watermark (pk 'null'): a change at or before it is never applied afterwards.
@@ -102,10 +112,10 @@ SELECT a.%[8]s, a.%[7]s FROM a WHERE NOT a.%[3]s AND a.%[7]s IS NOT NULL AND a.%
   ON CONFLICT (target, pk) DO UPDATE SET commit_lsn = EXCLUDED.commit_lsn, lsn = EXCLUDED.lsn
   WHERE (p.commit_lsn, p.lsn) < (EXCLUDED.commit_lsn, EXCLUDED.lsn) RETURNING 1),
 gone AS (DELETE FROM %[2]s t WHERE EXISTS (SELECT 1 FROM mark) AND NOT EXISTS (
-  SELECT 1 FROM %[1]s p WHERE p.target = $1 AND p.pk = %[3]s AND (p.commit_lsn, p.lsn) > ($2, $3)))
-UPDATE %[1]s p SET deleted = true, commit_lsn = $2, lsn = $3
-WHERE EXISTS (SELECT 1 FROM mark) AND p.target = $1 AND p.pk <> 'null'::jsonb AND (p.commit_lsn, p.lsn) < ($2, $3)`,
-		positions, t.name, t.pkExpr("t."))
+  SELECT 1 FROM %[4]s p WHERE p.target = $1 AND p.pk = %[3]s AND (p.commit_lsn, p.lsn) > ($2, $3)))
+UPDATE %[4]s p SET deleted = true, commit_lsn = $2, lsn = $3
+WHERE EXISTS (SELECT 1 FROM mark) AND p.target = $1%[5]s AND (p.commit_lsn, p.lsn) < ($2, $3)`,
+		positions, t.name, t.posKey("t."), t.keyPositions, notMark)
 }
 
 // The merge's plan. applySQL joins the staged rows to the target by its primary key three
@@ -135,11 +145,15 @@ const (
 func (t *target) truncate(ctx context.Context, tx pgx.Tx, ev *event) error {
 	b := &pgx.Batch{}
 	b.Queue(t.truncLockSQL, t.name)
+	b.Queue(t.moveSQL, t.name)
 	b.Queue(t.truncSQL, t.name, ev.commit, ev.lsn)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
 		return fmt.Errorf("cdc: truncate %s: merge lock: %w", t.name, err)
+	}
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("cdc: truncate %s: move positions: %w", t.name, err)
 	}
 	if _, err := br.Exec(); err != nil {
 		return fmt.Errorf("cdc: truncate %s: %w", t.name, err)
@@ -156,7 +170,7 @@ func (t *target) truncate(ctx context.Context, tx pgx.Tx, ev *event) error {
 // new timeline wrote. Only reads that are the key's last staged change count (a streamed
 // change later in the batch supersedes the read). It runs only for batches that stage
 // snapshot reads (stagedTable.reads), in the merge's round trip.
-func (t *target) snapshotCheckSQL(positions string) string {
+func (t *target) snapshotCheckSQL() string {
 	var sameKey, tKey, cmpT, cmpS []string
 	for _, k := range t.keys {
 		q := pgx.Identifier{k}.Sanitize()
@@ -180,6 +194,38 @@ WHERE s.%[8]s = 0 AND NOT s.%[9]s AND p.commit_lsn > 0 AND p.lsn < s.%[10]s
   AND NOT EXISTS (SELECT 1 FROM %[4]s o WHERE %[11]s AND o.%[8]s > 0)
   AND (p.deleted OR t.%[2]s IS NULL OR %[12]s)
 ORDER BY s.%[1]s LIMIT 1`,
-		colOrd, pgx.Identifier{t.keys[0]}.Sanitize(), t.pkExpr("s."), t.stage, positions, t.name, strings.Join(tKey, " AND "),
+		colOrd, pgx.Identifier{t.keys[0]}.Sanitize(), t.posKey("s."), t.stage, t.keyPositions, t.name, strings.Join(tKey, " AND "),
 		colCommit, colDel, colLSN, strings.Join(sameKey, " AND "), differs)
+}
+
+// intPositions is cdc_positions_int (migration 5) in the schema of positions, the quoted
+// cdc_positions.
+func intPositions(positions string) string {
+	return strings.TrimSuffix(positions, `"cdc_positions"`) + pgx.Identifier{"cdc_positions_int"}.Sanitize()
+}
+
+// moveKeysSQL moves the target's key positions ($1) from the table from into
+// t.keyPositions, the newer position winning where a key is in both. Migration 5 made
+// cdc_positions_int for the keys of one integer column, which were in cdc_positions
+// before; a key whose columns changed (DDL) may need its positions moved back. Every
+// merge and truncate runs it first, in its own transaction: with nothing to move it is
+// one index probe, and a move rolled back with its batch is made again by the next.
+// Rows of a key shape the target no longer has (a jsonb key that is not one integer) are
+// left where they are.
+func (t *target) moveKeysSQL(from string) string {
+	if t.intKey {
+		return fmt.Sprintf(`WITH moved AS (DELETE FROM %[1]s p WHERE p.target = $1 AND p.pk <> 'null'::jsonb
+    AND CASE WHEN jsonb_typeof(p.pk) <> 'array' OR jsonb_typeof(p.pk -> 0) IS DISTINCT FROM 'number' OR p.pk -> 1 IS NOT NULL THEN false
+      ELSE (p.pk ->> 0) ~ '^-?[0-9]{1,19}$' AND (p.pk ->> 0)::numeric BETWEEN -9223372036854775808 AND 9223372036854775807 END
+  RETURNING p.pk, p.commit_lsn, p.lsn, p.deleted)
+INSERT INTO %[2]s AS p (target, pk, commit_lsn, lsn, deleted)
+SELECT $1, (m.pk ->> 0)::bigint, m.commit_lsn, m.lsn, m.deleted FROM moved m
+ON CONFLICT (target, pk) DO UPDATE SET commit_lsn = EXCLUDED.commit_lsn, lsn = EXCLUDED.lsn, deleted = EXCLUDED.deleted
+WHERE (p.commit_lsn, p.lsn) < (EXCLUDED.commit_lsn, EXCLUDED.lsn)`, from, t.keyPositions)
+	}
+	return fmt.Sprintf(`WITH moved AS (DELETE FROM %[1]s p WHERE p.target = $1 RETURNING p.pk, p.commit_lsn, p.lsn, p.deleted)
+INSERT INTO %[2]s AS p (target, pk, commit_lsn, lsn, deleted)
+SELECT $1, jsonb_build_array(m.pk), m.commit_lsn, m.lsn, m.deleted FROM moved m
+ON CONFLICT (target, pk) DO UPDATE SET commit_lsn = EXCLUDED.commit_lsn, lsn = EXCLUDED.lsn, deleted = EXCLUDED.deleted
+WHERE (p.commit_lsn, p.lsn) < (EXCLUDED.commit_lsn, EXCLUDED.lsn)`, from, t.keyPositions)
 }

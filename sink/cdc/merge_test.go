@@ -133,3 +133,106 @@ INSERT INTO %[1]s SELECT g, 'old ' || g FROM generate_series(1, 20000) g; ANALYZ
 		}
 	}
 }
+
+// TestIntKeyPositions: a target keyed by one integer column keeps its positions in
+// cdc_positions_int (migration 5). Its first merge moves the positions the code before
+// migration 5 left in cdc_positions (the newer winning where a key is in both), leaving
+// the truncate watermark there, and the moved positions guard as before: an upsert older
+// than a key's stored delete is not applied. A target whose key is not one integer column
+// moves its positions back.
+func TestIntKeyPositions(t *testing.T) {
+	e := testbed.Require(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, e.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	schema := testbed.Schema(t, e)
+	p, err := New(Config{PositionsSchema: schema, Table: "replica.${source.table}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.MigratePlugin(ctx, e.DatabaseURL, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	s := pgx.Identifier{schema}.Sanitize()
+	positions := pgx.Identifier{schema, "cdc_positions"}.Sanitize()
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	rows := func(sql string, args ...any) string {
+		t.Helper()
+		var out string
+		if err := conn.QueryRow(ctx, sql, args...).Scan(&out); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		return out
+	}
+	merge := func(tg *target, ids []string) {
+		t.Helper()
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := &stagedTable{t: tg}
+		for i, id := range ids {
+			if err := st.append([]any{id, "v" + id}, nil, &event{commit: 100, lsn: int64(100 + i)}, 2*i+1, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.apply(ctx, tx, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	ints := pgx.Identifier{schema, "ints"}
+	exec(fmt.Sprintf("CREATE DOMAIN %s.ident AS integer; CREATE TABLE %s (id %s.ident PRIMARY KEY, v text)", s, ints.Sanitize(), s))
+	name := ints.Sanitize()
+	exec(`INSERT INTO `+positions+` VALUES ($1, '[1]', 50, 50, false), ($1, '[2]', 500, 500, true), ($1, '[3]', 50, 50, false),
+  ($1, 'null', 10, 10, true), ($1, '["x"]', 7, 7, false)`, name)
+	exec(`INSERT INTO `+s+`.cdc_positions_int VALUES ($1, 3, 60, 60, true)`, name)
+	tg, _, err := loadTarget(ctx, conn, ints, route{}, positions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (pgx.Identifier{schema, "cdc_positions_int"}).Sanitize(); !tg.intKey || tg.keyPositions != want {
+		t.Fatalf("a key of one integer (domain) column: intKey %v, positions in %s", tg.intKey, tg.keyPositions)
+	}
+	merge(tg, []string{"1", "2", "3", "4"})
+	if got, want := rows("SELECT string_agg(id || '=' || v, ' ' ORDER BY id) FROM "+name), "1=v1 3=v3 4=v4"; got != want {
+		t.Errorf("replica %q, want %q (2's upsert is older than its stored delete)", got, want)
+	}
+	if got, want := rows("SELECT string_agg(pk || ' ' || commit_lsn || ' ' || deleted, ', ' ORDER BY pk) FROM "+s+".cdc_positions_int WHERE target = $1", name),
+		"1 100 false, 2 500 true, 3 100 false, 4 100 false"; got != want {
+		t.Errorf("cdc_positions_int holds %q, want %q", got, want)
+	}
+	if got, want := rows("SELECT string_agg(pk::text, ' ' ORDER BY pk::text) FROM "+positions+" WHERE target = $1", name), `["x"] null`; got != want {
+		t.Errorf("cdc_positions holds %q of the target, want %q (the watermark, and a key of another shape)", got, want)
+	}
+
+	texts := pgx.Identifier{schema, "texts"}
+	exec(fmt.Sprintf("CREATE TABLE %s (id text PRIMARY KEY, v text)", texts.Sanitize()))
+	exec(`INSERT INTO `+s+`.cdc_positions_int VALUES ($1, 9, 50, 50, true)`, texts.Sanitize())
+	tt, _, err := loadTarget(ctx, conn, texts, route{}, positions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tt.intKey {
+		t.Fatal("a text key: intKey")
+	}
+	merge(tt, []string{"a"})
+	if got, want := rows("SELECT string_agg(pk::text || ' ' || commit_lsn, ', ' ORDER BY pk::text) FROM "+positions+" WHERE target = $1", texts.Sanitize()),
+		`["a"] 100, [9] 50`; got != want {
+		t.Errorf("cdc_positions holds %q of the text-keyed target, want %q", got, want)
+	}
+	if got := rows("SELECT count(*)::text FROM "+s+".cdc_positions_int WHERE target = $1", texts.Sanitize()); got != "0" {
+		t.Errorf("cdc_positions_int holds %s positions of the text-keyed target", got)
+	}
+}

@@ -50,9 +50,10 @@ func (t *target) keyKinds(ctx context.Context, db sink.DB) error {
 	}
 	var arr, catalog bool
 	var typtype, typname string
-	t.keyKind = t.keyKind[:0]
+	t.keyKind, t.intKey = t.keyKind[:0], false
 	if _, err := pgx.ForEachRow(rows, []any{&arr, &typtype, &catalog, &typname}, func() error {
 		t.keyKind = append(t.keyKind, keyKind(arr, typtype, catalog, typname))
+		t.intKey = len(t.keys) == 1 && !arr && typtype == "b" && catalog && (typname == "int2" || typname == "int4" || typname == "int8")
 		return nil
 	}); err != nil {
 		return fmt.Errorf("cdc: target table %s: read key types: %w", t.name, err)
@@ -133,6 +134,16 @@ func keyExpr(kind, x, fn string) string {
 		return fmt.Sprintf("%s(%s)", fn, x)
 	}
 	return x
+}
+
+// posKey is the key of a row in its positions table (t.keyPositions), prefixed with prefix
+// ("t." or ""): the column as a bigint for a key of one integer column
+// (cdc_positions_int, migration 5), else pkExpr.
+func (t *target) posKey(prefix string) string {
+	if t.intKey {
+		return prefix + pgx.Identifier{t.keys[0]}.Sanitize() + "::bigint"
+	}
+	return t.pkExpr(prefix)
 }
 
 // keyFuncOf is keyFunc in the schema of positions, the quoted positions table.

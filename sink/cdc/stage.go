@@ -88,7 +88,7 @@ func (s *stagedTable) append(row []any, unavail []int, ev *event, ord int, del b
 }
 
 // apply copies the staged rows and merges them (merge.go): under the target's shared merge
-// lock, the positions first, then the target rows, each in a statement of its own, in one
+// lock, the positions moved to the key's table if needed (moveKeysSQL), the positions first, then the target rows, each in a statement of its own, in one
 // round trip. An upsert left with unavailable values and no row to keep them from is
 // *errUnavailable. With checkReads (a new snapshot of a source with streamed history:
 // watch.resnapshot), staged snapshot reads are first checked against the replica, and the
@@ -106,6 +106,7 @@ func (s *stagedTable) apply(ctx context.Context, tx pgx.Tx, checkReads bool) err
 	}
 	b := &pgx.Batch{}
 	b.Queue(t.lockSQL, t.name)
+	b.Queue(t.moveSQL, t.name)
 	checkReads = checkReads && s.reads > 0
 	if checkReads {
 		b.Queue(t.snapSQL, t.name)
@@ -119,6 +120,9 @@ func (s *stagedTable) apply(ctx context.Context, tx pgx.Tx, checkReads bool) err
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
 		return fmt.Errorf("cdc: merge lock of %s: %w", t.name, err)
+	}
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("cdc: move the positions of %s: %w", t.name, err)
 	}
 	if checkReads {
 		var d errSnapshotDiffers

@@ -29,6 +29,10 @@ type target struct {
 	keyIdx                          []int    // index of each key column in cols
 	keyKind                         []string // how each key column goes into the positions key (pkExpr)
 	keyFn                           string   // the positions schema's cdc_key_json (pkExpr)
+	intKey                          bool     // the key is one integer column: its positions are in cdc_positions_int (posKey)
+	positions                       string   // quoted cdc_positions: the truncate watermark (pk 'null'), and the keys unless intKey
+	keyPositions                    string   // quoted table of the keys' positions: cdc_positions_int if intKey, else positions
+	moveSQL                         string   // merge.go: moves the keys' positions from the other table into keyPositions
 	bytea                           []bool   // per staged column (cols, then the five above)
 	colIdx                          map[string]int
 	r                               route

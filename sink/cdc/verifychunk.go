@@ -194,7 +194,8 @@ func (v *tableVerify) waitPassed(ctx context.Context, lsn int64, deadline time.T
 	for poll := 50 * time.Millisecond; ; poll = min(2*poll, time.Second) {
 		var applied int64
 		if err := inTx(ctx, v.dst, func(tx pgx.Tx) error {
-			return tx.QueryRow(ctx, "SELECT coalesce(max(lsn), 0) FROM "+v.p.positions+" WHERE target = $1", v.rep.Target).Scan(&applied)
+			return tx.QueryRow(ctx, "SELECT greatest((SELECT coalesce(max(lsn), 0) FROM "+v.p.positions+" WHERE target = $1), "+
+				"(SELECT coalesce(max(lsn), 0) FROM "+intPositions(v.p.positions)+" WHERE target = $1))", v.rep.Target).Scan(&applied)
 		}); err != nil {
 			return false, err
 		}

@@ -170,7 +170,8 @@ sink:
 		t.Errorf("no dead letter at %s (%s)", at, w)
 	}
 	// eosink's positions hold the replica's rows only, and no watermark.
-	if got := q("SELECT target || ' ' || pk::text FROM "+o+".cdc_positions WHERE target NOT IN ($1, $2) OR pk = 'null'::jsonb",
+	if got := q("SELECT target || ' ' || pk::text FROM "+o+".cdc_positions WHERE target NOT IN ($1, $2) OR pk = 'null'::jsonb "+
+		"UNION ALL SELECT target || ' ' || pk FROM "+o+".cdc_positions_int WHERE target NOT IN ($1, $2)",
 		accounts, pgx.Identifier{replica, "items"}.Sanitize()); len(got) > 0 {
 		t.Errorf("cdc_positions holds %q", got)
 	}

@@ -269,7 +269,8 @@ sink:
 	if cols, _ := columnTypes(t, ctx, db, accounts); len(cols) != 3 {
 		t.Errorf("accounts' columns: %q, want id, name, amount", cols)
 	}
-	if got := q("SELECT target || ' ' || pk::text FROM "+o+".cdc_positions WHERE target <> $1 OR pk = 'null'::jsonb", accounts); len(got) > 0 {
+	if got := q("SELECT target || ' ' || pk::text FROM "+o+".cdc_positions WHERE target <> $1 OR pk = 'null'::jsonb "+
+		"UNION ALL SELECT target || ' ' || pk FROM "+o+".cdc_positions_int WHERE target <> $1", accounts); len(got) > 0 {
 		t.Errorf("cdc_positions holds %q", got)
 	}
 	if got := q(`SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace

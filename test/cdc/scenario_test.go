@@ -155,7 +155,8 @@ http: %s
 	if ph.kill {
 		testbed.Eventually(t, 90*time.Second, "the first sink to apply some changes", func() (bool, string) {
 			var n int
-			_ = db.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s.cdc_positions", pgx.Identifier{offsets}.Sanitize())).Scan(&n)
+			o := pgx.Identifier{offsets}.Sanitize()
+			_ = db.QueryRow(ctx, fmt.Sprintf("SELECT (SELECT count(*) FROM %s.cdc_positions) + (SELECT count(*) FROM %s.cdc_positions_int)", o, o)).Scan(&n)
 			return n > 20, fmt.Sprint(n)
 		})
 		sink.Signal(syscall.SIGKILL)

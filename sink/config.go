@@ -137,11 +137,12 @@ type Config struct {
 	// (DefaultKafkaCommitInterval).
 	KafkaCommitInterval time.Duration
 
-	// MaxBatchRecords caps the records in one transaction. Defaults to 500
-	// (DefaultMaxBatchRecords).
+	// MaxBatchRecords caps the records in one transaction. Defaults to the plugin's
+	// (BatchDefaulter: the cdc plugin's is 5000), else 500 (DefaultMaxBatchRecords).
 	MaxBatchRecords int
 	// MaxBatchBytes caps the key and value bytes in one transaction. At most
-	// MaxBufferedBytes. Defaults to 4 MiB (DefaultMaxBatchBytes).
+	// MaxBufferedBytes. Defaults to the plugin's (BatchDefaulter; at most MaxBufferedBytes),
+	// else 4 MiB (DefaultMaxBatchBytes).
 	MaxBatchBytes int
 	// MaxBatchWait is how long a batch waits for more records after its first one.
 	// Defaults to 100ms (DefaultMaxBatchWait).
@@ -241,6 +242,13 @@ func (c Config) WithDefaults() Config {
 	if d.IsolationLevel == "" {
 		d.IsolationLevel = DefaultIsolationLevel
 	}
+	pluginBytes := false
+	if bd, ok := d.Plugin.(BatchDefaulter); ok {
+		records, bytes := bd.BatchDefaults()
+		orDefault(&d.MaxBatchRecords, max(records, 0))
+		pluginBytes = d.MaxBatchBytes == 0 && bytes > 0
+		orDefault(&d.MaxBatchBytes, max(bytes, 0))
+	}
 	for p, def := range map[*int]int{
 		&d.MaxBatchRecords: DefaultMaxBatchRecords, &d.MaxBatchBytes: DefaultMaxBatchBytes, &d.MaxBufferedBytes: DefaultMaxBufferedBytes,
 		&d.MaxTotalBufferedBytes: DefaultMaxTotalBufferedBytes,
@@ -255,6 +263,9 @@ func (c Config) WithDefaults() Config {
 		&d.RevokeTimeout: DefaultRevokeTimeout, &d.ShutdownTimeout: DefaultShutdownTimeout,
 	} {
 		orDefault(p, def)
+	}
+	if pluginBytes && d.MaxBatchBytes > d.MaxBufferedBytes {
+		d.MaxBatchBytes = d.MaxBufferedBytes // a plugin's default never breaks the configured buffer's bound
 	}
 	if d.MaxDeadLetterRatio == 0 {
 		d.MaxDeadLetterRatio = DefaultMaxDeadLetterRatio

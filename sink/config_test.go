@@ -114,6 +114,39 @@ func TestConfigDefaults(t *testing.T) {
 	}
 }
 
+// batchPlugin is a Plugin with batch defaults of its own (BatchDefaulter).
+type batchPlugin struct {
+	handlerPlugin
+	records, bytes int
+}
+
+func (p batchPlugin) BatchDefaults() (int, int) { return p.records, p.bytes }
+
+// TestConfigPluginBatchDefaults: a BatchDefaulter's values fill MaxBatchRecords and
+// MaxBatchBytes where Config leaves them unset, never where it sets them; its 0 leaves the
+// sink's default, and its bytes never pass MaxBufferedBytes.
+func TestConfigPluginBatchDefaults(t *testing.T) {
+	pl := func(records, bytes int) Plugin {
+		return batchPlugin{handlerPlugin(func(context.Context, pgx.Tx, Batch) error { return nil }), records, bytes}
+	}
+	for _, c := range []struct {
+		name                  string
+		cfg                   Config
+		wantRecords, wantByte int
+	}{
+		{"plugin's", Config{Plugin: pl(5000, 8<<20)}, 5000, 8 << 20},
+		{"set wins", Config{Plugin: pl(5000, 8<<20), MaxBatchRecords: 100, MaxBatchBytes: 1 << 20}, 100, 1 << 20},
+		{"plugin's 0", Config{Plugin: pl(0, 0)}, DefaultMaxBatchRecords, DefaultMaxBatchBytes},
+		{"within the buffer", Config{Plugin: pl(5000, 8<<20), MaxBufferedBytes: 2 << 20}, 5000, 2 << 20},
+		{"no defaulter", Config{Plugin: handlerPlugin(func(context.Context, pgx.Tx, Batch) error { return nil })}, DefaultMaxBatchRecords, DefaultMaxBatchBytes},
+	} {
+		d := c.cfg.WithDefaults()
+		if d.MaxBatchRecords != c.wantRecords || d.MaxBatchBytes != c.wantByte {
+			t.Errorf("%s: MaxBatchRecords %d, MaxBatchBytes %d; want %d, %d", c.name, d.MaxBatchRecords, d.MaxBatchBytes, c.wantRecords, c.wantByte)
+		}
+	}
+}
+
 func TestConfigPassesKafkaPropertiesThrough(t *testing.T) {
 	c := validConfig()
 	c.Kafka = kafka.ConfigMap{"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "isolation.level": "read_uncommitted"}

@@ -74,6 +74,14 @@ type Preparer interface {
 	Prepare(ctx context.Context, db DB) error
 }
 
+// BatchDefaulter is implemented by plugins whose batches are best at another size than
+// DefaultMaxBatchRecords and DefaultMaxBatchBytes: WithDefaults (and so New) takes its
+// values for MaxBatchRecords and MaxBatchBytes where Config leaves them unset (zero), and
+// the Default* constants only where it returns 0. The cdc plugin does (cdc.DefaultBatchRecords).
+type BatchDefaulter interface {
+	BatchDefaults() (records, bytes int)
+}
+
 // Migrations is a plugin's own golang-migrate set: numbered NNNN_name.up.sql and
 // NNNN_name.down.sql files at the root of FS, applied to Schema with their version kept in
 // Table (which must differ from every other set's Table in the same schema).

@@ -146,6 +146,20 @@ func New(c Config) (*CDC, error) {
 	return p, nil
 }
 
+// The cdc plugin's batch defaults (sink.BatchDefaulter), for a pipeline that leaves
+// batch.max_records and batch.max_bytes unset: a batch's cost is mostly its merge's
+// statements, per target table, whatever their size, so larger batches than the sink's
+// 500 records and 4 MiB apply more changes per statement (docs/benchmarks.md, "Change
+// events"). The bytes stay within the sink's default per-partition buffer
+// (sink.DefaultMaxBufferedBytes), as every batch must.
+const (
+	DefaultBatchRecords = 5000
+	DefaultBatchBytes   = 8 << 20
+)
+
+// BatchDefaults returns DefaultBatchRecords and DefaultBatchBytes (sink.BatchDefaulter).
+func (p *CDC) BatchDefaults() (records, bytes int) { return DefaultBatchRecords, DefaultBatchBytes }
+
 // Migrations returns the positions table's migrations.
 func (p *CDC) Migrations() []sink.Migrations {
 	sub, err := fs.Sub(migrationFiles, "migrations")

@@ -343,6 +343,46 @@ type CDCInfo struct {
 	AvgValueBytes float64          `json:"avg_value_bytes"`
 	// Tx is eos_cdc_tx's stream: the same changes in source transactions.
 	Tx *CDCTxInfo `json:"tx,omitempty"`
+	// Positions: eos_cdc's positions rows after its last run (cdc_positions_int: the
+	// table's key is one bigint), the deleted keys' among them, and the table's size.
+	Positions *PositionsSize `json:"positions,omitempty"`
+}
+
+// PositionsSize is the size of a target's positions after a run.
+type PositionsSize struct {
+	Rows    int64 `json:"rows"`
+	Deleted int64 `json:"deleted"`
+	// Bytes: the whole positions table with its index (pg_total_relation_size), which
+	// holds this target's rows alone in the bench.
+	Bytes        int64   `json:"bytes"`
+	BytesPerRow  float64 `json:"bytes_per_row"`
+	TargetBytes  int64   `json:"target_bytes"` // the replica table with its index, for scale
+	TargetRows   int64   `json:"target_rows"`
+	PositionsVsT float64 `json:"positions_vs_target_bytes"`
+}
+
+// positionsSize measures the positions of table (in cdcSchema) after an eos_cdc run.
+func (b *bench) positionsSize(ctx context.Context, table string) (*PositionsSize, error) {
+	conn, err := pgx.Connect(ctx, b.url)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	name := pgx.Identifier{cdcSchema, table}.Sanitize()
+	ps := &PositionsSize{}
+	err = conn.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE deleted), pg_total_relation_size('bench_eosink.cdc_positions_int'),
+  pg_total_relation_size($1::text::regclass), (SELECT count(*) FROM `+name+`)
+FROM bench_eosink.cdc_positions_int WHERE target = $1::text`, name).Scan(&ps.Rows, &ps.Deleted, &ps.Bytes, &ps.TargetBytes, &ps.TargetRows)
+	if err != nil {
+		return nil, err
+	}
+	if ps.Rows > 0 {
+		ps.BytesPerRow = float64(ps.Bytes) / float64(ps.Rows)
+	}
+	if ps.TargetBytes > 0 {
+		ps.PositionsVsT = float64(ps.Bytes) / float64(ps.TargetBytes)
+	}
+	return ps, nil
 }
 
 // cdc runs eos_cdc and (with peer) peer_cdc on one topic of Debezium change events and
@@ -374,7 +414,10 @@ func (b *bench) cdc(ctx context.Context, peer bool) error {
 	}
 	runs := map[string][]*Measurement{}
 	runEOS := func() error {
-		args := []string{"-mode", "eos", "-topic", topic, "-format", "cdc", "-records", strconv.FormatInt(d.records, 10)}
+		// The cdc plugin's own batch defaults (cdc.DefaultBatchRecords and
+		// DefaultBatchBytes) unless BENCH_CDC_BATCH sets the records: users run the defaults.
+		args := []string{"-mode", "eos", "-topic", topic, "-format", "cdc", "-records", strconv.FormatInt(d.records, 10),
+			"-batch", strconv.Itoa(envInt("BENCH_CDC_BATCH", 0))}
 		if p := os.Getenv("BENCH_PROFILE_CDC"); p != "" {
 			args = append(args, "-cpuprofile", p)
 		}
@@ -387,6 +430,13 @@ func (b *bench) cdc(ctx context.Context, peer bool) error {
 			return err
 		}
 		b.logf("eos_cdc: %s", m.Verification)
+		if ps, err := b.positionsSize(ctx, fmt.Sprintf("t%d_eos_cdc", seq)); err != nil {
+			b.logf("eos_cdc: positions size: %v", err)
+		} else {
+			b.rep.CDC.Positions = ps
+			b.logf("eos_cdc: positions: %d rows (%d of deleted keys), %d bytes with the index (%.0f a row), %.2f of the replica's %d bytes (%d rows)",
+				ps.Rows, ps.Deleted, ps.Bytes, ps.BytesPerRow, ps.PositionsVsT, ps.TargetBytes, ps.TargetRows)
+		}
 		runs["eos_cdc"] = append(runs["eos_cdc"], m)
 		return nil
 	}

@@ -23,6 +23,7 @@
 // transaction on the same changes in source transactions), BENCH_PROFILE_CDC_TX (a path: CPU
 // profile of the eos_cdc_tx run), BENCH_CDC_TX_MAX_HELD_EVENTS and BENCH_CDC_TX_MAX_HELD_MB (its
 // max_held_events and max_held_bytes), BENCH_CDC_RECORDS (change records; default BENCH_RECORDS, at most 500000),
+// BENCH_CDC_BATCH (eos_cdc's batch records; default 0, the cdc plugin's defaults),
 // BENCH_PEER_CDC_REDUCTION (true: the peer's use.reduction.buffer in the cdc run),
 // BENCH_PEER_CDC_UNNEST (false: its unnest inserts fail on MicroTimestamp), BENCH_CDC_REPEAT
 // (1: interleaved runs of eos_cdc, eos_cdc_tx and peer_cdc, the median kept), BENCH_ONLY

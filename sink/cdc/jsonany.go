@@ -1,6 +1,7 @@
 package cdc
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -107,7 +108,7 @@ func (d *anyDecoder) object(i, depth int) (any, int, error) {
 		if i >= len(d.data) || d.data[i] != '"' {
 			return nil, i, d.syntax(i, "looking for beginning of object key string")
 		}
-		k, j, err := d.str(i + 1)
+		k, j, err := d.key(i + 1)
 		if err != nil {
 			return nil, j, err
 		}
@@ -208,6 +209,30 @@ func (d *anyDecoder) number(i int) (int, bool) {
 
 // str decodes a string whose opening quote is before i; it returns the offset after the
 // closing quote.
+// envelopeKeys are the object keys of a Debezium change event's envelope and source block:
+// key returns these strings instead of allocating one per occurrence.
+var envelopeKeys = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{"before", "after", "source", "op", "ts_ms", "ts_us", "ts_ns", "transaction", "version",
+		"connector", "name", "snapshot", "db", "sequence", "schema", "table", "txId", "lsn", "xmin", "id",
+		"total_order", "data_collection_order", "server_id", "gtid", "file", "pos", "row", "thread", "query",
+		"change_lsn", "commit_lsn", "event_serial_no", "scn", "payload"} {
+		m[k] = k
+	}
+	return m
+}()
+
+// key is str for an object key: a key without escapes that is one of envelopeKeys
+// costs no allocation (the map lookup of string(b) does not copy).
+func (d *anyDecoder) key(i int) (string, int, error) {
+	if end := bytes.IndexByte(d.data[i:], '"'); end >= 0 {
+		if k, ok := envelopeKeys[string(d.data[i:i+end])]; ok {
+			return k, i + end + 1, nil
+		}
+	}
+	return d.str(i)
+}
+
 func (d *anyDecoder) str(i int) (string, int, error) {
 	b := d.data
 	start := i

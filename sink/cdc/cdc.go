@@ -17,6 +17,7 @@ import (
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/internal/mapping"
 	"github.com/eosink/eosink/sink/internal/schemaformat"
+	"github.com/eosink/eosink/sink/internal/stage"
 	"github.com/eosink/eosink/sink/plugin"
 )
 
@@ -61,6 +62,8 @@ type CDC struct {
 
 	mu      sync.Mutex
 	targets map[string]*target // by quoted name
+
+	stages stage.Sessions // each session's staging tables (stage.go)
 
 	tombstones, truncates atomic.Int64
 }
@@ -393,7 +396,7 @@ func (p *CDC) write(ctx context.Context, tx pgx.Tx, b sink.Batch, evs []*event) 
 			st = nil
 		}
 		if st == nil {
-			st = &stagedTable{t: t}
+			st = &stagedTable{t: t, stages: &p.stages}
 			pending[t.name] = st
 			order = append(order, t.name)
 		}

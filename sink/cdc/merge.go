@@ -38,8 +38,10 @@ func (t *target) build(positions string) {
 		t.keyPositions, from = from, positions
 	}
 	t.moveSQL = t.moveKeysSQL(from)
-	// The staging table lives as long as the session: its name changes with the columns,
-	// so that a session never copies into one made for the table before a column was added.
+	// The staging table lives as long as the session, or until the session has used
+	// stage.MaxPerSession others since (stagedTable.apply drops it): its name changes with
+	// the columns, so that a session never copies into one made for the table before a
+	// column was added.
 	h := fnv.New64a()
 	h.Write([]byte(t.name))
 	for i, c := range t.cols {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/eosink/eosink/internal/testbed"
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/internal/stage"
 )
 
 // TestMergeByPrimaryKey: the merge of 1,500 staged changes (500 updates, 500 deletes, 500
@@ -234,5 +235,76 @@ func TestIntKeyPositions(t *testing.T) {
 	}
 	if got := rows("SELECT count(*)::text FROM "+s+".cdc_positions_int WHERE target = $1", texts.Sanitize()); got != "0" {
 		t.Errorf("cdc_positions_int holds %s positions of the text-keyed target", got)
+	}
+}
+
+// TestStagingTablesBounded: a session that merges into more targets than
+// stage.MaxPerSession keeps that many staging tables, dropping the least recently used,
+// and every merge applies: its commits empty a bounded number of tables, whatever the
+// number of targets.
+func TestStagingTablesBounded(t *testing.T) {
+	e := testbed.Require(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, e.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	schema := testbed.Schema(t, e)
+	p, err := New(Config{PositionsSchema: schema, Table: "replica.${source.table}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.MigratePlugin(ctx, e.DatabaseURL, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	const targets = stage.MaxPerSession + 5
+	var tgs []*target
+	for i := range targets {
+		table := pgx.Identifier{schema, fmt.Sprintf("r%d", i)}
+		if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE TABLE %s (id bigint PRIMARY KEY, v text, c%d int)", table.Sanitize(), i)); err != nil {
+			t.Fatal(err)
+		}
+		tg, _, err := loadTarget(ctx, conn, table, route{}, pgx.Identifier{schema, "cdc_positions"}.Sanitize())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tgs = append(tgs, tg)
+	}
+	var sessions stage.Sessions
+	for round := range 2 {
+		for i, tg := range tgs {
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := &stagedTable{t: tg, stages: &sessions}
+			id := strconv.Itoa(round*100 + i)
+			if err := st.append([]any{id, "v", nil}, nil, &event{commit: int64(100 + round), lsn: int64(100 + i)}, 1, false); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.apply(ctx, tx, false); err != nil {
+				t.Fatalf("round %d, target %d: %v", round, i, err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var temps int
+			if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_class WHERE relnamespace = pg_my_temp_schema() AND relkind = 'r'").Scan(&temps); err != nil {
+				t.Fatal(err)
+			}
+			if temps > stage.MaxPerSession {
+				t.Fatalf("round %d, after target %d: the session holds %d staging tables, want at most %d", round, i, temps, stage.MaxPerSession)
+			}
+		}
+	}
+	for i, tg := range tgs {
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+tg.name).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 2 {
+			t.Errorf("target %d holds %d rows, want 2", i, n)
+		}
 	}
 }

@@ -11,11 +11,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/sink/internal/mapping"
+	"github.com/eosink/eosink/sink/internal/stage"
 )
 
 // stagedTable accumulates one batch's changes of one target as COPY text.
 type stagedTable struct {
 	t      *target
+	stages *stage.Sessions // the plugin's; nil keeps every staging table (tests)
 	buf    []byte
 	priors map[string][]prior // by key (keyString): the changes staged for it, for fill
 	reads  int                // snapshot reads staged (op r): the merge then checks them (snapshotCheckSQL)
@@ -98,6 +100,13 @@ func (s *stagedTable) apply(ctx context.Context, tx pgx.Tx, checkReads bool) err
 		return nil
 	}
 	t := s.t
+	if s.stages != nil {
+		for _, old := range s.stages.Use(tx.Conn().PgConn(), t.stage) {
+			if _, err := tx.Exec(ctx, "DROP TABLE IF EXISTS pg_temp."+old); err != nil {
+				return fmt.Errorf("cdc: drop the session's staging table %s (least recently used): %w", old, err)
+			}
+		}
+	}
 	if _, err := tx.Exec(ctx, t.stageSQL); err != nil {
 		return fmt.Errorf("cdc: staging table for %s: %w", t.name, err)
 	}

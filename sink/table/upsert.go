@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/internal/stage"
 	"github.com/eosink/eosink/sink/plugin"
 )
 
@@ -60,8 +61,9 @@ func init() {
 
 // Upsert is the insert-or-update plugin.
 type Upsert struct {
-	r *router[*upsertTarget]
-	c UpsertConfig
+	r      *router[*upsertTarget]
+	c      UpsertConfig
+	stages stage.Sessions // each session's staging tables, at most stage.MaxPerSession
 }
 
 // upsertTarget is one target table with its statements.
@@ -277,6 +279,11 @@ func (p *Upsert) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 	buf, err := u.w.rows(ctx, tx, b.Records, u.row)
 	if err != nil || buf == nil {
 		return err
+	}
+	for _, old := range p.stages.Use(tx.Conn().PgConn(), u.stage) {
+		if _, err := tx.Exec(ctx, "DROP TABLE IF EXISTS pg_temp."+old); err != nil {
+			return fmt.Errorf("upsert: drop the session's staging table %s (least recently used): %w", old, err)
+		}
 	}
 	if _, err := tx.Exec(ctx, u.stageSQL); err != nil {
 		return fmt.Errorf("upsert: staging table: %w", err)

@@ -58,7 +58,7 @@ func startRTT(dbURL string, delay time.Duration) (*rttWatch, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	p.Classify = netproxy.PGStatements()
+	p.Classify, p.Answered = netproxy.PGStatements(), netproxy.PGAnswered
 	u.Host = p.Addr()
 	return &rttWatch{proxy: p}, u.String(), nil
 }
@@ -162,7 +162,7 @@ func (b *bench) roundTrips(ctx context.Context) error {
 	rt := &RoundTrips{Records: n, CDCRecords: nc, Statements: map[string]map[string]float64{},
 		Method: "PostgreSQL behind a TCP proxy of the bench (internal/testbed/netproxy) that delays every chunk by the delay " +
 			"each way, without serializing; for eosink the proxy is in the sink's process and carries its pool only, and counts " +
-			"a round trip each time the client sends after the server has sent, from the first commit to the last; the peer's " +
+			"a round trip each time the client sends after the server's ReadyForQuery, from the first commit to the last; the peer's " +
 			"proxy carries all its connections (its table polls included)"}
 	for _, d := range delays {
 		rt.DelaysMs = append(rt.DelaysMs, delayMs(d))

@@ -9,8 +9,8 @@
 // it, so a stream of chunks keeps its rate and only arrives d later, as over a link with
 // latency d and ample bandwidth.
 //
-// A round trip is counted when the client sends after the server has sent (or sends first
-// on a connection): a client "turn". A request and its response, then the next request,
+// A round trip is counted when the client sends after the server has sent (or has ended an
+// answer, with Counter.Answered), or sends first on a connection: a client "turn". A request and its response, then the next request,
 // are two turns; requests pipelined in one write without waiting are one.
 package netproxy
 
@@ -32,6 +32,12 @@ type Counter struct {
 	// client turn (for the PostgreSQL protocol: the statement it carries); Turns counts
 	// the turns by name.
 	Classify func(chunk []byte) string
+	// Answered, when set before any connection is relayed, says whether a chunk from the
+	// server ends an answer the client waits for (for PostgreSQL: ReadyForQuery, see
+	// PGAnswered); only such chunks end a turn. Unset, any server data does. It keeps a
+	// client that streams without waiting (COPY data after the server's CopyInResponse)
+	// from being counted as making round trips.
+	Answered func(chunk []byte) bool
 	mu       sync.Mutex
 	turns    map[string]int64
 }
@@ -97,6 +103,9 @@ func (c *Counter) Pipe(client, server net.Conn) {
 	}, closeBoth)
 	go c.relay(server, client, func(chunk []byte) {
 		c.toClient.Add(int64(len(chunk)))
+		if c.Answered != nil && !c.Answered(chunk) {
+			return
+		}
 		st.mu.Lock()
 		st.serverSpoke = true
 		st.mu.Unlock()

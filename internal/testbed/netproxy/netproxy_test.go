@@ -187,3 +187,24 @@ func TestPGStatements(t *testing.T) {
 		t.Fatalf("startup: %q", got)
 	}
 }
+
+// TestAnsweredEndsTurns: with Answered, server data that does not end an answer does not
+// end the client's turn.
+func TestAnsweredEndsTurns(t *testing.T) {
+	p, err := Listen(echoServer(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.Answered = func(chunk []byte) bool { return bytes.HasSuffix(chunk, []byte("!")) }
+	c := dial(t, p)
+	exchange(t, c, []byte("a"))  // turn 1; the echo is no answer
+	exchange(t, c, []byte("b!")) // the same turn; the echo answers
+	exchange(t, c, []byte("c"))  // turn 2
+	if got := p.RoundTrips(); got != 2 {
+		t.Fatalf("counted %d round trips, want 2", got)
+	}
+	if !PGAnswered([]byte{'C', 0, 0, 0, 4, 'Z', 0, 0, 0, 5, 'T'}) || PGAnswered([]byte{'G', 0, 0, 0, 5, 'T'}) {
+		t.Fatal("PGAnswered")
+	}
+}

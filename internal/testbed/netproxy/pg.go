@@ -77,3 +77,11 @@ func short(sql string) string {
 	}
 	return s
 }
+
+// PGAnswered is an Answered function for the PostgreSQL protocol: the server's chunk ends
+// with ReadyForQuery ('Z', length 5, the transaction status), after which a client that
+// waits for its answer sends again.
+func PGAnswered(chunk []byte) bool {
+	n := len(chunk)
+	return n >= 6 && chunk[n-6] == 'Z' && binary.BigEndian.Uint32(chunk[n-5:n-1]) == 5
+}

@@ -37,7 +37,9 @@
 // a delay proxy, report section round_trips, roundtrips.go), BENCH_RTT_DELAYS (0,500us,2ms:
 // the one-way delays), BENCH_RTT_RECORDS (200000 plain rows), BENCH_RTT_CDC_RECORDS (100000
 // change records), BENCH_RTT_PEER (1: peer_cdc and peer; cdc: peer_cdc only; 0: no peer;
-// BENCH_PEER=0 turns it off too). BENCH_ONLY=rtt runs the round-trip phase alone.
+// BENCH_PEER=0 turns it off too), BENCH_RTT_CDC (1; 0 skips eos_cdc and peer_cdc there),
+// BENCH_RTT_PARTITIONS (the partitions of its topics; default BENCH_PARTITIONS). BENCH_ONLY=rtt
+// runs the round-trip phase alone.
 //
 // A phase that fails (a preload, a contender, a curve's point) is recorded in the report
 // under failed and printed as a FAILED line; the phases that do not need it still run, the

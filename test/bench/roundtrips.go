@@ -101,6 +101,7 @@ func (w *rttWatch) count() *RTTCount {
 type RoundTrips struct {
 	Method     string    `json:"method"`
 	DelaysMs   []float64 `json:"delays_ms_each_way"`
+	Partitions int       `json:"partitions"`
 	Records    int64     `json:"records"`     // eos's and the peer's (plain rows)
 	CDCRecords int64     `json:"cdc_records"` // eos_cdc's and peer_cdc's
 	Runs       []RTTRun  `json:"runs"`
@@ -153,13 +154,19 @@ func (b *bench) roundTrips(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if p := envInt("BENCH_RTT_PARTITIONS", b.partitions); p != b.partitions { // fewer partitions: less overlap of the waits
+		rb := *b
+		rb.partitions = p
+		b = &rb
+	}
+	cdcOn := envInt("BENCH_RTT_CDC", 1) == 1
 	n := int64(envInt("BENCH_RTT_RECORDS", 200_000))
 	nc := int64(envInt("BENCH_RTT_CDC_RECORDS", 100_000))
 	peer := envStr("BENCH_RTT_PEER", "1") // 1: peer_cdc and peer; cdc: peer_cdc only; 0: no peer
 	if !peerOn() {
 		peer = "0"
 	}
-	rt := &RoundTrips{Records: n, CDCRecords: nc, Statements: map[string]map[string]float64{},
+	rt := &RoundTrips{Partitions: b.partitions, Records: n, CDCRecords: nc, Statements: map[string]map[string]float64{},
 		Method: "PostgreSQL behind a TCP proxy of the bench (internal/testbed/netproxy) that delays every chunk by the delay " +
 			"each way, without serializing; for eosink the proxy is in the sink's process and carries its pool only, and counts " +
 			"a round trip each time the client sends after the server's ReadyForQuery, from the first commit to the last; the peer's " +
@@ -168,17 +175,23 @@ func (b *bench) roundTrips(ctx context.Context) error {
 		rt.DelaysMs = append(rt.DelaysMs, delayMs(d))
 	}
 	b.rep.RoundTrips = rt
-	const topic, cdcTopic, envTopic = "bench-rtt", "bench-rtt-cdc", "bench-rtt-envelope"
+	topic, cdcTopic, envTopic := "bench-rtt", "bench-rtt-cdc", "bench-rtt-envelope"
+	if b.partitions != b.rep.Partitions {
+		sfx := fmt.Sprintf("-p%d", b.partitions)
+		topic, cdcTopic, envTopic = topic+sfx, cdcTopic+sfx, envTopic+sfx
+	}
 	b.logf("round trips: preloading %d records (%s) and %d change records (%s)", n, topic, nc, cdcTopic)
 	if _, err := preload(ctx, b.brokers, topic, b.partitions, n, "normal"); err != nil {
 		return err
 	}
-	d, _, err := preloadCDC(ctx, b.brokers, cdcStream{topic: cdcTopic}, b.partitions, nc)
-	if err != nil {
-		return err
-	}
-	if err := b.loadExpected(ctx, d); err != nil {
-		return err
+	d := &cdcData{}
+	if cdcOn {
+		if d, _, err = preloadCDC(ctx, b.brokers, cdcStream{topic: cdcTopic}, b.partitions, nc); err != nil {
+			return err
+		}
+		if err := b.loadExpected(ctx, d); err != nil {
+			return err
+		}
 	}
 	if peer == "1" {
 		if _, err := preload(ctx, b.brokers, envTopic, b.partitions, n, "envelope"); err != nil {
@@ -226,6 +239,9 @@ func (b *bench) roundTrips(ctx context.Context) error {
 			return nil
 		})
 		b.phase("rtt_eos_cdc_"+dl, func() error {
+			if !cdcOn {
+				return nil
+			}
 			m, err := b.child(ctx, "rtt_eos_cdc", "eosink, cdc plugin, PostgreSQL "+dl+" away each way", "cdc",
 				"-mode", "eos", "-topic", cdcTopic, "-format", "cdc", "-records", strconv.FormatInt(d.records, 10), "-rtt-delay", dl)
 			if err != nil {
@@ -246,6 +262,9 @@ func (b *bench) roundTrips(ctx context.Context) error {
 			continue
 		}
 		b.phase("rtt_peer_cdc_"+dl, func() error {
+			if !cdcOn {
+				return nil
+			}
 			table := "rtt_peer_cdc_" + strings.NewReplacer(".", "_", "µ", "u").Replace(dl)
 			if err := b.cdcTable(ctx, table); err != nil {
 				return err

@@ -34,7 +34,8 @@ func isRetryable(err error) bool {
 
 // commit is one try (t) of one batch of the partition, in one transaction:
 //
-//  1. the conditional offset update (epoch and expected next offset), which takes the row lock;
+//  1. the conditional offset update (epoch and expected next offset), which takes the row lock,
+//     sent with BEGIN in one round trip;
 //  2. the plugin's writes through the same transaction; with t.isolate, in savepoints around
 //     poison records, which go to the dead-letter table (see deadletter.go);
 //  3. COMMIT. Only after it does the in-memory position advance.
@@ -51,9 +52,15 @@ func (w *worker) commit(batch []Record, t *tries) (err error) {
 	ctx := span.phase(cfg.tracer, "eosink.write")
 	failpoint.Eval(failpoint.AfterFetch)
 
-	tx, err := cfg.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: cfg.isolationLevel})
+	// BEGIN and the conditional offset update in one round trip (Store.Begin); a fenced row
+	// or any failure has rolled the transaction back.
+	rng := rebalance.Range{Topic: w.topic, Partition: w.partition, Epoch: w.epoch, Start: start, End: end}
+	tx, err := cfg.store.Begin(ctx, cfg.db, pgx.TxOptions{IsoLevel: cfg.isolationLevel}, nil, rng)
 	if err != nil {
-		return fmt.Errorf("begin: %w", err)
+		if errors.Is(err, ErrFenced) {
+			cfg.m.fenced.add(1)
+		}
+		return err
 	}
 	finished := false
 	defer func() {
@@ -63,14 +70,6 @@ func (w *worker) commit(batch []Record, t *tries) (err error) {
 			cancel()
 		}
 	}()
-
-	rng := rebalance.Range{Topic: w.topic, Partition: w.partition, Epoch: w.epoch, Start: start, End: end}
-	if err := cfg.store.Advance(ctx, tx, rng); err != nil {
-		if errors.Is(err, ErrFenced) {
-			cfg.m.fenced.add(1)
-		}
-		return err
-	}
 	failpoint.Eval(failpoint.AfterOffsetUpdate)
 
 	res, err := writeBatch(ctx, tx, cfg.plugin, Batch{Topic: w.topic, Partition: w.partition, Records: batch},

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/internal/failpoint"
+	"github.com/eosink/eosink/internal/offsets"
 	"github.com/eosink/eosink/internal/pgerr"
 	"github.com/eosink/eosink/rebalance"
 )
@@ -68,9 +69,17 @@ func (w *ownership) commitOnce(ctx context.Context, group []Unit) ([]rebalance.R
 	s := w.s
 	o := &openTx{moved: map[partitionKey]int64{}, began: time.Now()}
 	failpoint.Eval(failpoint.AfterFetch)
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: s.cfg.IsolationLevel})
+	o.add(group)
+	ranges, err := w.ranges(o)
 	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
+		return nil, err
+	}
+	// BEGIN, the lease check and the offset updates in one round trip (Store.Begin); on any
+	// error the transaction has been rolled back.
+	tx, err := s.store.Begin(ctx, s.pool, pgx.TxOptions{IsoLevel: s.cfg.IsolationLevel},
+		&offsets.LeaseCheck{Name: w.o.Name, Epoch: w.lease.Epoch}, ranges...)
+	if err != nil {
+		return nil, err
 	}
 	o.tx = tx
 	finished := false
@@ -79,14 +88,6 @@ func (w *ownership) commitOnce(ctx context.Context, group []Unit) ([]rebalance.R
 			rollback(tx)
 		}
 	}()
-	o.add(group)
-	if err := s.store.CheckLease(ctx, tx, w.o.Name, w.lease.Epoch); err != nil {
-		return nil, err
-	}
-	ranges, err := w.advance(ctx, o)
-	if err != nil {
-		return nil, err
-	}
 	failpoint.Eval(failpoint.AfterOffsetUpdate)
 	if err := w.seq.Apply(ctx, ownedTx{tx}, group); err != nil {
 		return nil, err
@@ -165,6 +166,18 @@ func (o *openTx) add(group []Unit) {
 // advance moves the stored offset of every partition the transaction's units moved, from
 // the owned position (the compare-and-set of partition mode, with the claim's epoch).
 func (w *ownership) advance(ctx context.Context, o *openTx) ([]rebalance.Range, error) {
+	ranges, err := w.ranges(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.s.store.Advance(ctx, o.tx, ranges...); err != nil {
+		return nil, err
+	}
+	return ranges, nil
+}
+
+// ranges are the moves of the partitions o's units moved, from the owned positions.
+func (w *ownership) ranges(o *openTx) ([]rebalance.Range, error) {
 	var ranges []rebalance.Range
 	for k, next := range o.moved {
 		p := w.parts[k]
@@ -177,9 +190,6 @@ func (w *ownership) advance(ctx context.Context, o *openTx) ([]rebalance.Range, 
 		if next > p.next {
 			ranges = append(ranges, rebalance.Range{Topic: k.topic, Partition: k.partition, Epoch: p.epoch, Start: p.next, End: next})
 		}
-	}
-	if err := w.s.store.Advance(ctx, o.tx, ranges...); err != nil {
-		return nil, err
 	}
 	return ranges, nil
 }

@@ -63,9 +63,11 @@ type workerConfig struct {
 	rechecks rechecks
 }
 
-// txStarter begins the transaction of a batch (*pgxpool.Pool).
+// txStarter begins the transaction of a batch (*pgxpool.Pool): with BEGIN alone, or with
+// BEGIN pipelined with the offset update (offsets.Store.Begin sends a batch).
 type txStarter interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // batchLimits are the batching settings, named as in Config.

@@ -1,7 +1,6 @@
 package sink
 
 import (
-	"context"
 	"errors"
 
 	"github.com/jackc/pgx/v5"
@@ -42,14 +41,8 @@ func (w *worker) skipMarkers() error {
 		return nil
 	}
 	rng := rebalance.Range{Topic: w.topic, Partition: w.partition, Epoch: w.epoch, Start: start, End: end}
-	tx, err := cfg.db.BeginTx(w.ctx, pgx.TxOptions{IsoLevel: cfg.isolationLevel})
+	tx, err := cfg.store.Begin(w.ctx, cfg.db, pgx.TxOptions{IsoLevel: cfg.isolationLevel}, nil, rng) // rolled back on error
 	if err != nil {
-		return giveUp(err)
-	}
-	if err := cfg.store.Advance(w.ctx, tx, rng); err != nil {
-		rctx, cancel := context.WithTimeout(context.Background(), dbCallTimeout)
-		_ = tx.Rollback(rctx)
-		cancel()
 		if errors.Is(err, ErrFenced) {
 			cfg.m.fenced.add(1)
 			return err

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Claim is the result of claiming one partition: the epoch this instance now owns it under,
@@ -211,6 +212,21 @@ type Range struct {
 // does not match it returns a *FencedError (errors.Is ErrFenced), and the caller must roll
 // back.
 func (s *Store) Advance(ctx context.Context, tx pgx.Tx, ranges ...Range) error {
+	ranges, err := sortRanges(ranges)
+	if err != nil {
+		return err
+	}
+	for _, r := range ranges {
+		tag, err := tx.Exec(ctx, s.advanceSQL(), r.args(s.pipeline)...)
+		if err := s.advanced(r, tag, err); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sortRanges returns ranges in (topic, partition) order, checked.
+func sortRanges(ranges []Range) ([]Range, error) {
 	if len(ranges) > 1 {
 		ranges = slices.Clone(ranges)
 		slices.SortFunc(ranges, func(a, b Range) int {
@@ -222,17 +238,29 @@ func (s *Store) Advance(ctx context.Context, tx pgx.Tx, ranges ...Range) error {
 	}
 	for _, r := range ranges {
 		if r.End < r.Start {
-			return fmt.Errorf("advance %s[%d]: end %d before start %d", r.Topic, r.Partition, r.End, r.Start)
+			return nil, fmt.Errorf("advance %s[%d]: end %d before start %d", r.Topic, r.Partition, r.End, r.Start)
 		}
-		tag, err := tx.Exec(ctx, `UPDATE `+s.table+` SET next_offset = $6, updated_at = now()
-			WHERE pipeline = $1 AND topic = $2 AND partition = $3 AND epoch = $4 AND next_offset = $5`,
-			s.pipeline, r.Topic, r.Partition, r.Epoch, r.Start, r.End)
-		if err != nil {
-			return fmt.Errorf("advance %s[%d]: %w", r.Topic, r.Partition, err)
-		}
-		if tag.RowsAffected() != 1 {
-			return &FencedError{Pipeline: s.pipeline, Topic: r.Topic, Partition: r.Partition, Epoch: r.Epoch, Start: r.Start}
-		}
+	}
+	return ranges, nil
+}
+
+// advanceSQL is the conditional update of one row (Range.args are its parameters).
+func (s *Store) advanceSQL() string {
+	return `UPDATE ` + s.table + ` SET next_offset = $6, updated_at = now()
+			WHERE pipeline = $1 AND topic = $2 AND partition = $3 AND epoch = $4 AND next_offset = $5`
+}
+
+func (r Range) args(pipeline string) []any {
+	return []any{pipeline, r.Topic, r.Partition, r.Epoch, r.Start, r.End}
+}
+
+// advanced turns one conditional update's outcome into Advance's error.
+func (s *Store) advanced(r Range, tag pgconn.CommandTag, err error) error {
+	if err != nil {
+		return fmt.Errorf("advance %s[%d]: %w", r.Topic, r.Partition, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return &FencedError{Pipeline: s.pipeline, Topic: r.Topic, Partition: r.Partition, Epoch: r.Epoch, Start: r.Start}
 	}
 	return nil
 }

@@ -137,8 +137,19 @@ func (s *Store) RenewLease(ctx context.Context, name string, epoch int64) error 
 // locks the lease row until tx ends, so no one takes the lease while the commit is in
 // flight, and fails with ErrLeaseLost when another instance holds it.
 func (s *Store) CheckLease(ctx context.Context, tx pgx.Tx, name string, epoch int64) error {
-	tag, err := tx.Exec(ctx, `UPDATE `+s.leases+` SET renewed_at = now()
-		WHERE pipeline = $1 AND name = $2 AND epoch = $3 AND holder = $4`, s.pipeline, name, epoch, s.owner)
+	tag, err := tx.Exec(ctx, s.checkLeaseSQL(), s.pipeline, name, epoch, s.owner)
+	return leaseChecked(name, tag, err)
+}
+
+// checkLeaseSQL is CheckLease's statement: the pipeline, the lease's name and epoch, this
+// instance.
+func (s *Store) checkLeaseSQL() string {
+	return `UPDATE ` + s.leases + ` SET renewed_at = now()
+		WHERE pipeline = $1 AND name = $2 AND epoch = $3 AND holder = $4`
+}
+
+// leaseChecked turns the check's outcome into CheckLease's error.
+func leaseChecked(name string, tag pgconn.CommandTag, err error) error {
 	if err != nil {
 		return fmt.Errorf("lease %q: check: %w", name, err)
 	}

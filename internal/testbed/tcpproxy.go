@@ -2,22 +2,26 @@ package testbed
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/eosink/eosink/internal/testbed/netproxy"
 )
 
 // TCPProxy forwards a local port to a server, and can be cut (listener closed, connections
 // dropped: clients get connection refused) and restored on the same port. The tests put the
 // sink's Schema Registry URL through it, to stop "the registry" without stopping the test
-// bed's shared one.
+// bed's shared one. SetDelay adds a fixed delay each way and RoundTrips counts the
+// clients' round trips (package netproxy, which the benchmark uses without a testing.T).
 type TCPProxy struct {
-	t      testing.TB
-	addr   string // the local address, fixed across cuts
-	target string
+	counter netproxy.Counter
+	t       testing.TB
+	addr    string // the local address, fixed across cuts
+	target  string
 
 	mu     sync.Mutex
 	ln     net.Listener
@@ -68,10 +72,16 @@ func (p *TCPProxy) serve(ln net.Listener) {
 		p.mu.Lock()
 		p.conns[c], p.conns[s] = true, true
 		p.mu.Unlock()
-		go func() { _, _ = io.Copy(s, c); s.Close(); c.Close() }()
-		go func() { _, _ = io.Copy(c, s); s.Close(); c.Close() }()
+		p.counter.Pipe(c, s)
 	})
 }
+
+// SetDelay adds d each way to every chunk relayed from now on (0: none).
+func (p *TCPProxy) SetDelay(d time.Duration) { p.counter.SetDelay(d) }
+
+// RoundTrips is the number of round trips the clients have made through the proxy: each
+// time a client sends after the server has sent.
+func (p *TCPProxy) RoundTrips() int64 { return p.counter.RoundTrips() }
 
 // relay accepts connections on ln until it is closed. handled(c) may take a connection
 // over (and return true); else relay dials target (closing c when that fails) and hands

@@ -40,6 +40,9 @@ type childArgs struct {
 	wait, limit                             time.Duration
 	rate                                    int
 	cpuProfile                              string
+	// rttDelay, when 0 or more: the sink's pool reaches PostgreSQL through a delay proxy
+	// with this one-way delay (roundtrips.go), which counts its round trips.
+	rttDelay time.Duration
 }
 
 // childResult is what a child prints as its last line of output.
@@ -60,6 +63,8 @@ type childResult struct {
 	Breakdown map[string]Stat `json:"latency_breakdown_ms,omitempty"`
 	// Set: eos_cdc_tx's set loop, where its time went (timeSet).
 	Set map[string]float64 `json:"set,omitempty"`
+	// RTT: with -rtt-delay, the round trips the sink made from its first commit to its last.
+	RTT *RTTCount `json:"rtt,omitempty"`
 }
 
 // peakRSS reads VmHWM from /proc/self/status: the peak of this program's own memory, which,
@@ -105,6 +110,7 @@ func parseChild(args []string) (childArgs, error) {
 	fs.DurationVar(&a.limit, "limit", 0, "stop after this long")
 	fs.IntVar(&a.rate, "rate", 0, "latency: records per second to produce")
 	fs.StringVar(&a.cpuProfile, "cpuprofile", "", "")
+	fs.DurationVar(&a.rttDelay, "rtt-delay", -1, "eos: reach PostgreSQL through a proxy with this one-way delay")
 	return a, fs.Parse(args)
 }
 
@@ -196,7 +202,15 @@ func runEOS(ctx context.Context, a childArgs) (childResult, error) {
 		return childResult{}, err
 	}
 	lat := &latencies{pending: map[batchKey]*batchTimes{}, children: map[trace.SpanID][]sdktrace.ReadOnlySpan{}}
-	cfg := sink.Config{Brokers: a.brokers, GroupID: a.group, Topics: strings.Split(a.topic, ","), DatabaseURL: a.dbURL(),
+	dbURL := a.dbURL()
+	var rtt *rttWatch
+	if a.rttDelay >= 0 { // the sink's pool alone through the delay proxy (the migration and the sampler not)
+		if rtt, dbURL, err = startRTT(dbURL, a.rttDelay); err != nil {
+			return childResult{}, err
+		}
+		defer rtt.proxy.Close()
+	}
+	cfg := sink.Config{Brokers: a.brokers, GroupID: a.group, Topics: strings.Split(a.topic, ","), DatabaseURL: dbURL,
 		Schema: a.offsets, Plugin: pl, MaxBatchRecords: a.batch, MaxBatchWait: a.wait,
 		ShutdownTimeout: 2 * time.Second, // measured already: do not drain a slow queue
 		Kafka:           a.kafkaOverrides(),
@@ -224,8 +238,13 @@ func runEOS(ctx context.Context, a childArgs) (childResult, error) {
 	}
 	s := sinks[0]
 	applied := func() (n int64) {
+		var batches int64
 		for _, s := range sinks {
-			n += s.Stats().Records
+			st := s.Stats()
+			n, batches = n+st.Records, batches+st.Batches
+		}
+		if rtt != nil {
+			rtt.observe(n, batches)
 		}
 		return n
 	}
@@ -278,6 +297,9 @@ func runEOS(ctx context.Context, a childArgs) (childResult, error) {
 		res.Pauses += s.Stats().Pauses
 	}
 	res.PGConns = conns()
+	if rtt != nil {
+		res.RTT = rtt.count()
+	}
 	if setTimes != nil {
 		res.Set = setTimes()
 	}

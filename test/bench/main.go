@@ -27,13 +27,20 @@
 // BENCH_PEER_CDC_REDUCTION (true: the peer's use.reduction.buffer in the cdc run),
 // BENCH_PEER_CDC_UNNEST (false: its unnest inserts fail on MicroTimestamp), BENCH_CDC_REPEAT
 // (1: interleaved runs of eos_cdc, eos_cdc_tx and peer_cdc, the median kept), BENCH_ONLY
-// (cdc: run the change-event contenders alone; outbox: the relay alone), BENCH_OUTBOX (1; 0
+// (cdc: run the change-event contenders alone; outbox: the relay alone; rtt: the round trips alone), BENCH_OUTBOX (1; 0
 // skips the relay), BENCH_OUTBOX_EVENTS (200000), BENCH_OUTBOX_RATE (1000),
 // BENCH_PRODUCER_QUEUE_MESSAGES (the producers'
 // queue.buffering.max.messages: a small one runs the bench through full queues on purpose),
 // BENCH_STALL_SECONDS (300: a contender that applies nothing for this long fails its phase),
 // BENCH_CURVE_SET (all; scale: only the partitions, topics, instances and pool curves),
-// BENCH_QUICK (1: a run of a few minutes, quickDefaults in curves.go, for the variables unset).
+// BENCH_QUICK (1: a run of a few minutes, quickDefaults in curves.go, for the variables unset),
+// BENCH_RTT (1; 0 skips the round-trip phase: eos, eos_cdc and the peer with PostgreSQL behind
+// a delay proxy, report section round_trips, roundtrips.go), BENCH_RTT_DELAYS (0,500us,2ms:
+// the one-way delays), BENCH_RTT_RECORDS (200000 plain rows), BENCH_RTT_CDC_RECORDS (100000
+// change records), BENCH_RTT_PEER (1: peer_cdc and peer; cdc: peer_cdc only; 0: no peer;
+// BENCH_PEER=0 turns it off too), BENCH_RTT_CDC (1; 0 skips eos_cdc and peer_cdc there),
+// BENCH_RTT_PARTITIONS (the partitions of its topics; default BENCH_PARTITIONS). BENCH_ONLY=rtt
+// runs the round-trip phase alone.
 //
 // A phase that fails (a preload, a contender, a curve's point) is recorded in the report
 // under failed and printed as a FAILED line; the phases that do not need it still run, the
@@ -135,6 +142,10 @@ func (b *bench) runAll(ctx context.Context) {
 		return // no schema: nothing can run
 	}
 
+	if os.Getenv("BENCH_ONLY") == "rtt" { // the round-trip phase alone
+		b.phase("round_trips", func() error { return b.roundTrips(ctx) })
+		return
+	}
 	if os.Getenv("BENCH_ONLY") == "outbox" || envInt("BENCH_OUTBOX", 1) == 1 { // the relay (outbox.go)
 		b.phase("outbox", func() error { return b.outboxRelay(ctx) })
 	}
@@ -237,6 +248,10 @@ func (b *bench) runAll(ctx context.Context) {
 			}
 			return nil
 		})
+	}
+
+	if envInt("BENCH_RTT", 1) == 1 { // PostgreSQL behind a delay proxy (roundtrips.go)
+		b.phase("round_trips", func() error { return b.roundTrips(ctx) })
 	}
 
 	if envInt("BENCH_CURVES", 1) == 1 {
@@ -375,7 +390,7 @@ func (b *bench) child(ctx context.Context, name, desc, kind string, args ...stri
 		m.CPUSecondsPerM = (m.CPU.Contender + m.CPU.Kafka + m.CPU.Postgres) / float64(res.Records) * 1e6
 	}
 	m.PeakRSSMiB = float64(res.HWMKiB) / 1024
-	m.PGConnections, m.LatencyBreakdown, m.Set = res.PGConns, res.Breakdown, res.Set
+	m.PGConnections, m.LatencyBreakdown, m.Set, m.RTT = res.PGConns, res.Breakdown, res.Set, res.RTT
 	if st := res.Set; st != nil {
 		b.logf("%s: %.0f commits of %.0f source transactions (%.0f records each), commits %.1fs (Apply %.1fs), Add %.1fs (%.0f records), "+
 			"of %.1fs from the first commit to the last (%.1fs in all)", name, st["commits"], st["units"], st["committed_records"]/max(1, st["commits"]),

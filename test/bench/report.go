@@ -42,6 +42,8 @@ type Measurement struct {
 	Set map[string]float64 `json:"set,omitempty"`
 	// Verification: for eos_cdc, eos_cdc_tx and peer_cdc, the table against the expected final state.
 	Verification *Verification `json:"verification,omitempty"`
+	// RTT: the round trips counted by the delay proxy (round-trip phase, roundtrips.go).
+	RTT *RTTCount `json:"rtt,omitempty"`
 }
 
 // Point is one point of a curve.
@@ -68,6 +70,7 @@ type Report struct {
 	Latency          *Measurement            `json:"latency_at_half_peak,omitempty"`
 	Curves           map[string][]Point      `json:"curves,omitempty"`
 	CDC              *CDCInfo                `json:"cdc,omitempty"`
+	RoundTrips       *RoundTrips             `json:"round_trips,omitempty"`
 	Targets          []Target                `json:"targets"`
 	// Failed holds each phase that failed (a measurement, a preload, a curve's point) with
 	// its error; the report is written all the same, and the bench exits non-zero.
@@ -221,6 +224,7 @@ func (b *bench) write() error {
 			}
 		}
 	}
+	printRoundTrips(b.rep.RoundTrips)
 	for _, name := range slices.Sorted(maps.Keys(b.rep.Curves)) {
 		fmt.Printf("\ncurve %s: ", name)
 		for _, p := range b.rep.Curves[name] {

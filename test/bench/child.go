@@ -43,6 +43,9 @@ type childArgs struct {
 	// rttDelay, when 0 or more: the sink's pool reaches PostgreSQL through a delay proxy
 	// with this one-way delay (roundtrips.go), which counts its round trips.
 	rttDelay time.Duration
+	// commitSpans: P50ms and P99ms are the durations of the sink's COMMITs (eosink.commit
+	// spans; tables.go).
+	commitSpans bool
 }
 
 // childResult is what a child prints as its last line of output.
@@ -65,6 +68,10 @@ type childResult struct {
 	Set map[string]float64 `json:"set,omitempty"`
 	// RTT: with -rtt-delay, the round trips the sink made from its first commit to its last.
 	RTT *RTTCount `json:"rtt,omitempty"`
+	// Logged53200: how many of the sink's log lines named SQLSTATE 53200 (out of shared
+	// memory: max_locks_per_transaction), and of them the first.
+	Logged53200 int64  `json:"logged_53200,omitempty"`
+	First53200  string `json:"first_53200,omitempty"`
 }
 
 // peakRSS reads VmHWM from /proc/self/status: the peak of this program's own memory, which,
@@ -111,6 +118,7 @@ func parseChild(args []string) (childArgs, error) {
 	fs.IntVar(&a.rate, "rate", 0, "latency: records per second to produce")
 	fs.StringVar(&a.cpuProfile, "cpuprofile", "", "")
 	fs.DurationVar(&a.rttDelay, "rtt-delay", -1, "eos: reach PostgreSQL through a proxy with this one-way delay")
+	fs.BoolVar(&a.commitSpans, "commit-spans", false, "eos: p50/p99 of the COMMITs' durations")
 	return a, fs.Parse(args)
 }
 
@@ -214,9 +222,14 @@ func runEOS(ctx context.Context, a childArgs) (childResult, error) {
 		Schema: a.offsets, Plugin: pl, MaxBatchRecords: a.batch, MaxBatchWait: a.wait,
 		ShutdownTimeout: 2 * time.Second, // measured already: do not drain a slow queue
 		Kafka:           a.kafkaOverrides(),
-		Logger:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		Logger:          slog.New(slog.NewTextHandler(sinkLog, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	if mb := envInt("BENCH_TOTAL_BUFFERED_MB", 0); mb > 0 { // to measure the sink-wide cap's effect
 		cfg.MaxTotalBufferedBytes = mb << 20
+	}
+	var commits *spanTimes
+	if a.commitSpans {
+		commits = &spanTimes{name: "eosink.commit"}
+		cfg.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(commits))
 	}
 	if a.mode == "latency" {
 		cfg.Plugin = &latencyPlugin{Plugin: pl, lat: lat}
@@ -292,6 +305,10 @@ func runEOS(ctx context.Context, a childArgs) (childResult, error) {
 		}
 	}
 	res.Wall = time.Since(began).Seconds()
+	if commits != nil {
+		res.P50ms, res.P99ms = commits.quantiles()
+	}
+	res.Logged53200, res.First53200 = sinkLog.count()
 	for _, s := range sinks {
 		res.Batches += s.Stats().Batches
 		res.Pauses += s.Stats().Pauses

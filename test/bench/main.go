@@ -23,7 +23,10 @@
 // transaction on the same changes in source transactions), BENCH_PROFILE_CDC_TX (a path: CPU
 // profile of the eos_cdc_tx run), BENCH_CDC_TX_MAX_HELD_EVENTS and BENCH_CDC_TX_MAX_HELD_MB (its
 // max_held_events and max_held_bytes), BENCH_CDC_RECORDS (change records; default BENCH_RECORDS, at most 500000),
-// BENCH_CDC_BATCH (eos_cdc's batch records; default 0, the cdc plugin's defaults),
+// BENCH_TABLES (1; 0 skips the many-tables phase: the cdc plugin on 10 and 1,000 topics
+// and tables through one pattern, COMMIT p50/p99 and cdc_tables_1000_vs_10; BENCH_ONLY=tables
+// runs it alone), BENCH_TABLES_RECORDS (100000), BENCH_TABLES_BATCH (50), BENCH_TABLES_COUNTS
+// (10,1000), BENCH_CDC_BATCH (eos_cdc's batch records; default 0, the cdc plugin's defaults),
 // BENCH_PEER_CDC_REDUCTION (true: the peer's use.reduction.buffer in the cdc run),
 // BENCH_PEER_CDC_UNNEST (false: its unnest inserts fail on MicroTimestamp), BENCH_CDC_REPEAT
 // (1: interleaved runs of eos_cdc, eos_cdc_tx and peer_cdc, the median kept), BENCH_ONLY
@@ -150,6 +153,12 @@ func (b *bench) runAll(ctx context.Context) {
 		b.phase("outbox", func() error { return b.outboxRelay(ctx) })
 	}
 	if os.Getenv("BENCH_ONLY") == "outbox" {
+		return
+	}
+	if os.Getenv("BENCH_ONLY") == "tables" || (os.Getenv("BENCH_ONLY") == "" && envInt("BENCH_TABLES", 1) == 1) { // tables.go
+		b.phase("cdc_tables", func() error { return b.cdcTables(ctx) })
+	}
+	if os.Getenv("BENCH_ONLY") == "tables" {
 		return
 	}
 	if os.Getenv("BENCH_ONLY") == "cdc" { // the change-event contenders alone
@@ -391,6 +400,7 @@ func (b *bench) child(ctx context.Context, name, desc, kind string, args ...stri
 	}
 	m.PeakRSSMiB = float64(res.HWMKiB) / 1024
 	m.PGConnections, m.LatencyBreakdown, m.Set, m.RTT = res.PGConns, res.Breakdown, res.Set, res.RTT
+	m.Logged53200, m.First53200 = res.Logged53200, res.First53200
 	if st := res.Set; st != nil {
 		b.logf("%s: %.0f commits of %.0f source transactions (%.0f records each), commits %.1fs (Apply %.1fs), Add %.1fs (%.0f records), "+
 			"of %.1fs from the first commit to the last (%.1fs in all)", name, st["commits"], st["units"], st["committed_records"]/max(1, st["commits"]),

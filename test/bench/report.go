@@ -40,6 +40,9 @@ type Measurement struct {
 	LatencyBreakdown map[string]Stat `json:"latency_breakdown_ms,omitempty"`
 	// Set: for eos_cdc_tx, where the set's loop spent its time (seconds, counts; cdc_tx.go).
 	Set map[string]float64 `json:"set,omitempty"`
+	// Logged53200: the child's log lines naming SQLSTATE 53200 (out of shared memory), and the first.
+	Logged53200 int64  `json:"logged_53200,omitempty"`
+	First53200  string `json:"first_53200,omitempty"`
 	// Verification: for eos_cdc, eos_cdc_tx and peer_cdc, the table against the expected final state.
 	Verification *Verification `json:"verification,omitempty"`
 	// RTT: the round trips counted by the delay proxy (round-trip phase, roundtrips.go).
@@ -58,6 +61,8 @@ type Point struct {
 
 // Report is what BENCH_REPORT receives.
 type Report struct {
+	// Tables: the many-tables phase's points (tables.go).
+	Tables           []TablesPoint           `json:"cdc_tables,omitempty"`
 	Started          time.Time               `json:"started"`
 	Command          string                  `json:"command"`
 	Machine          string                  `json:"machine"`
@@ -131,6 +136,17 @@ func (b *bench) summarize() {
 	}
 	if b.rep.CDC != nil && envInt("BENCH_CDC_TX", 1) == 1 { // issue 25: transaction consistency's cost
 		addRatio("eos_cdc_tx / eos_cdc >= 0.7", "eos_cdc_tx_vs_eos_cdc", "%.2f", 0.7)
+	}
+	if len(b.rep.Tables) > 0 || b.rep.Failed["cdc_tables"] != "" { // issue 26: commits flat in the number of tables
+		seen := int64(0)
+		for _, pt := range b.rep.Tables {
+			seen += pt.Logged53200
+		}
+		if v, ok := r["cdc_tables_1000_vs_10"]; ok {
+			add("COMMIT p99 at 1,000 tables / at 10 <= 1.5, no 53200", fmt.Sprintf("%.2f, %d lines with 53200", v, seen), v <= 1.5 && seen == 0)
+		} else {
+			add("COMMIT p99 at 1,000 tables / at 10 <= 1.5, no 53200", "not measured", false)
+		}
 	}
 	if ms["eos"] == nil { // BENCH_ONLY=cdc: the other targets are about the other contenders
 		return

@@ -1,0 +1,293 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// TablesPoint is one point of the many-tables phase.
+type TablesPoint struct {
+	Tables      int     `json:"tables"`
+	Records     int64   `json:"records"`
+	Batch       int     `json:"batch"`
+	CommitP50ms float64 `json:"commit_p50_ms"`
+	CommitP99ms float64 `json:"commit_p99_ms"`
+	PerSecond   float64 `json:"records_per_second"`
+	Logged53200 int64   `json:"logged_53200"`
+	First53200  string  `json:"first_53200,omitempty"`
+	RowsOK      bool    `json:"rows_ok"`
+}
+
+// cdcTables is the many-tables phase (BENCH_TABLES=0 skips it): the cdc plugin on N
+// topics of one partition each, one source table per topic, matched by one pattern
+// subscription, each into its own replica table (tb<N>_${source.table}), for N = 10 and
+// 1,000. Both runs apply the same number of change records (BENCH_TABLES_RECORDS, default
+// 100,000: inserts of new keys, round robin over the tables) in batches of the same size
+// (BENCH_TABLES_BATCH, default 50), so that their commits compare: the p99 of the
+// COMMITs' durations (eosink.commit spans) at 1,000 tables against 10 is
+// cdc_tables_1000_vs_10. A SQLSTATE 53200 in the sink's log (out of shared memory, past
+// max_locks_per_transaction) fails the phase, as does a table without its rows.
+func (b *bench) cdcTables(ctx context.Context) error {
+	records := int64(envInt("BENCH_TABLES_RECORDS", 100_000))
+	batch := envInt("BENCH_TABLES_BATCH", 50)
+	counts := []int{10, 1000}
+	if v := os.Getenv("BENCH_TABLES_COUNTS"); v != "" {
+		counts = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 1 {
+				return fmt.Errorf("BENCH_TABLES_COUNTS: %q is not a table count", f)
+			}
+			counts = append(counts, n)
+		}
+	}
+	var failed []string
+	for _, n := range counts {
+		pt, err := b.tablesPoint(ctx, n, records, batch)
+		if err != nil {
+			return fmt.Errorf("%d tables: %w", n, err)
+		}
+		b.rep.Tables = append(b.rep.Tables, pt)
+		b.logf("cdc_tables_%d: %d records into %d tables in batches of %d: COMMIT p50 %.1f ms, p99 %.1f ms, %.0f records/s, %d log lines with 53200, rows %v",
+			n, pt.Records, n, batch, pt.CommitP50ms, pt.CommitP99ms, pt.PerSecond, pt.Logged53200, pt.RowsOK)
+		if pt.Logged53200 > 0 {
+			failed = append(failed, fmt.Sprintf("%d tables: %d log lines with SQLSTATE 53200, the first: %s", n, pt.Logged53200, pt.First53200))
+		}
+		if !pt.RowsOK {
+			failed = append(failed, fmt.Sprintf("%d tables: a replica table does not hold its rows", n))
+		}
+	}
+	var p10, p1000 float64
+	for _, pt := range b.rep.Tables {
+		switch pt.Tables {
+		case 10:
+			p10 = pt.CommitP99ms
+		case 1000:
+			p1000 = pt.CommitP99ms
+		}
+	}
+	if p10 > 0 && p1000 > 0 {
+		b.rep.Ratios["cdc_tables_1000_vs_10"] = p1000 / p10
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%s", strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+// tablesPoint produces records change events over n new topics and tables and runs the
+// cdc plugin on them.
+func (b *bench) tablesPoint(ctx context.Context, n int, records int64, batch int) (TablesPoint, error) {
+	pt := TablesPoint{Tables: n, Batch: batch}
+	prefix := fmt.Sprintf("tb%d_", n)
+	topics := make([]string, n)
+	for i := range topics {
+		topics[i] = fmt.Sprintf("bench-tables-%d-%d", n, i)
+	}
+	if err := b.createTables(ctx, prefix, n); err != nil {
+		return pt, err
+	}
+	if err := createTopics(ctx, b.brokers, topics); err != nil {
+		return pt, err
+	}
+	p, err := newProducer(kafka.ConfigMap{"bootstrap.servers": b.brokers, "enable.idempotence": true, "linger.ms": 20,
+		"batch.size": 1 << 20, "queue.buffering.max.kbytes": 64 << 10}, true)
+	if err != nil {
+		return pt, err
+	}
+	perTable := make([]int64, n)
+	row := cdcRow{account: "acct", cents: 12345, qty: 3, updated: 1_700_000_000_000_000, booked: 1_700_000_000_000_000}
+	var buf []byte
+	for seq := range records {
+		i := int(seq % int64(n))
+		perTable[i]++
+		buf = appendCDCValue(buf[:0], "c", perTable[i], nil, &row, oneTxPerChange(seq))
+		value := bytes.Replace(buf, []byte(`"table":"accounts"`), []byte(`"table":"t`+strconv.Itoa(i)+`"`), 1)
+		if err := p.produce(ctx, &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topics[i], Partition: 0},
+			Key: cdcKey(perTable[i]), Value: value}); err != nil {
+			_, _ = p.close(10 * time.Second)
+			return pt, err
+		}
+	}
+	if _, err := p.close(120 * time.Second); err != nil {
+		return pt, err
+	}
+	name := fmt.Sprintf("cdc_tables_%d", n)
+	saved := b.records
+	b.records = records
+	m, err := b.child(ctx, name, fmt.Sprintf("eosink's cdc plugin on %d topics (one pattern) into %d tables", n, n), "cdc",
+		"-mode", "eos", "-format", "cdc", "-topic", fmt.Sprintf("^bench-tables-%d-[0-9]+$", n), "-table", prefix+"${source.table}",
+		"-batch", strconv.Itoa(batch), "-commit-spans", "-records", strconv.FormatInt(records, 10))
+	b.records = saved
+	if err != nil {
+		return pt, err
+	}
+	b.rep.Measurements[name] = m
+	pt.Records, pt.CommitP50ms, pt.CommitP99ms, pt.PerSecond = m.Records, m.P50ms, m.P99ms, m.RecordsPerSecond
+	pt.Logged53200, pt.First53200 = m.Logged53200, m.First53200
+	pt.RowsOK, err = b.tablesHold(ctx, prefix, perTable)
+	return pt, err
+}
+
+// createTables makes n replica tables prefix t0 ... t<n-1> in cdcSchema.
+func (b *bench) createTables(ctx context.Context, prefix string, n int) error {
+	conn, err := pgx.Connect(ctx, b.url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	var sql strings.Builder
+	for i := range n {
+		t := pgx.Identifier{cdcSchema, fmt.Sprintf("%st%d", prefix, i)}.Sanitize()
+		fmt.Fprintf(&sql, "DROP TABLE IF EXISTS %s; CREATE TABLE %s (%s, loaded_at timestamptz NOT NULL DEFAULT clock_timestamp());\n", t, t, cdcColumns)
+		if i%100 == 99 || i == n-1 {
+			if _, err := conn.Exec(ctx, sql.String()); err != nil {
+				return err
+			}
+			sql.Reset()
+		}
+	}
+	return nil
+}
+
+// tablesHold reports whether each replica table holds the keys 1..want[i].
+func (b *bench) tablesHold(ctx context.Context, prefix string, want []int64) (bool, error) {
+	conn, err := pgx.Connect(ctx, b.url)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close(ctx)
+	for i, w := range want {
+		var rows, maxID int64
+		t := pgx.Identifier{cdcSchema, fmt.Sprintf("%st%d", prefix, i)}.Sanitize()
+		if err := conn.QueryRow(ctx, "SELECT count(*), coalesce(max(id), 0) FROM "+t).Scan(&rows, &maxID); err != nil {
+			return false, err
+		}
+		if rows != w || maxID != w {
+			b.logf("%s: %d rows, largest key %d; want %d", t, rows, maxID, w)
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// createTopics creates the topics (one partition each) in one request, deleting old ones
+// first, and waits until the metadata has them all.
+func createTopics(ctx context.Context, brokers string, topics []string) error {
+	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": brokers})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	_, _ = a.DeleteTopics(ctx, topics)
+	specs := make([]kafka.TopicSpecification, len(topics))
+	for i, t := range topics {
+		specs[i] = kafka.TopicSpecification{Topic: t, NumPartitions: 1, ReplicationFactor: 1}
+	}
+	for attempt := 0; ; attempt++ {
+		res, err := a.CreateTopics(ctx, specs)
+		var left []kafka.TopicSpecification
+		for i, r := range res {
+			if r.Error.Code() != kafka.ErrNoError {
+				left = append(left, specs[i])
+			}
+		}
+		if err == nil && len(left) == 0 {
+			break
+		}
+		if attempt > 60 {
+			return fmt.Errorf("create %d topics: %v, %d left (%v)", len(topics), err, len(left), res[0].Error)
+		}
+		if err == nil {
+			specs = left
+		}
+		time.Sleep(500 * time.Millisecond) // deletions still in progress
+	}
+	for range 120 {
+		md, err := a.GetMetadata(nil, true, 10000)
+		if err == nil {
+			ok := 0
+			for _, t := range topics {
+				if tm, found := md.Topics[t]; found && tm.Error.Code() == kafka.ErrNoError && len(tm.Partitions) == 1 {
+					ok++
+				}
+			}
+			if ok == len(topics) {
+				return nil
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return fmt.Errorf("%d topics not all in the metadata", len(topics))
+}
+
+// spanTimes collects the durations of the ended spans named name (a SpanProcessor).
+type spanTimes struct {
+	name string
+	mu   sync.Mutex
+	ms   []float64
+}
+
+func (s *spanTimes) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (s *spanTimes) OnEnd(sp sdktrace.ReadOnlySpan) {
+	if sp.Name() != s.name {
+		return
+	}
+	s.mu.Lock()
+	s.ms = append(s.ms, float64(sp.EndTime().Sub(sp.StartTime()).Microseconds())/1000)
+	s.mu.Unlock()
+}
+func (s *spanTimes) Shutdown(context.Context) error   { return nil }
+func (s *spanTimes) ForceFlush(context.Context) error { return nil }
+
+// quantiles returns the p50 and p99 of the durations, in milliseconds.
+func (s *spanTimes) quantiles() (p50, p99 float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.ms) == 0 {
+		return 0, 0
+	}
+	v := slices.Clone(s.ms)
+	slices.Sort(v)
+	at := func(q float64) float64 { return v[min(len(v)-1, int(q*float64(len(v))))] }
+	return at(0.5), at(0.99)
+}
+
+// countingLog is the sink's log in a child: it goes to stderr, and the lines naming
+// SQLSTATE 53200 are counted.
+type countingLog struct {
+	mu    sync.Mutex
+	n     int64
+	first string
+}
+
+var sinkLog = &countingLog{}
+
+func (c *countingLog) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("53200")) || bytes.Contains(p, []byte("out of shared memory")) {
+		c.mu.Lock()
+		c.n++
+		if c.first == "" {
+			c.first = strings.TrimSpace(string(p))
+		}
+		c.mu.Unlock()
+	}
+	return os.Stderr.Write(p)
+}
+
+func (c *countingLog) count() (int64, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n, c.first
+}

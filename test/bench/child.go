@@ -184,7 +184,7 @@ func (a childArgs) sinkURL() string {
 	if strings.Contains(u, "?") {
 		sep = "&"
 	}
-	return u + sep + "options=" + url.QueryEscape(opts)
+	return u + sep + "options=" + strings.ReplaceAll(url.QueryEscape(opts), "+", "%20")
 }
 
 // plugin is the table or upsert plugin writing the benchmark's columns.

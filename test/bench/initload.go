@@ -309,6 +309,9 @@ func topicLogBytes(topics ...string) map[string]int64 {
 	for _, t := range topics {
 		parts, _ := filepath.Glob(filepath.Join(dir, t+"-*"))
 		for _, p := range parts {
+			if _, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(p), t+"-")); err != nil {
+				continue // not a partition: another topic's, or a deleted one's (<topic>-<n>.<id>-delete)
+			}
 			_ = filepath.WalkDir(p, func(_ string, d fs.DirEntry, err error) error {
 				if err == nil && !d.IsDir() && strings.HasSuffix(d.Name(), ".log") { // the segments, not their indexes
 					if fi, err := d.Info(); err == nil {

@@ -121,7 +121,7 @@ func parseJSON(data []byte, last *lastSchema) (payload any, schema *jsonSchema, 
 		// Not what the fast path expects: the full parse below decides, and words any error.
 	}
 	var outer map[string]json.RawMessage
-	if json.Unmarshal(data, &outer) == nil && len(outer) == 2 {
+	if mayBeEnvelope(data) && json.Unmarshal(data, &outer) == nil && len(outer) == 2 {
 		rawSchema, hasSchema := outer["schema"]
 		rawPayload, hasPayload := outer["payload"]
 		if hasSchema && hasPayload {
@@ -137,6 +137,13 @@ func parseJSON(data []byte, last *lastSchema) (payload any, schema *jsonSchema, 
 	}
 	payload, err = decodeNumbers(data)
 	return payload, nil, err
+}
+
+// mayBeEnvelope reports whether data may be the JsonConverter's {"schema":…,"payload":…}:
+// a record whose text has neither "payload" nor an escape (\u0070ayload) has no field of
+// that name, and is parsed once, as JSON without schemas, instead of twice.
+func mayBeEnvelope(data []byte) bool {
+	return bytes.Contains(data, []byte(`"payload"`)) || bytes.Contains(data, []byte(`\u`))
 }
 
 // lastSchema remembers the schema text of the last record parsed through it (one for

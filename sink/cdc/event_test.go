@@ -6,10 +6,16 @@ import (
 	"testing"
 )
 
+// schemalessRead is a snapshot read as the JsonConverter writes it with schemas.enable=false.
+const schemalessRead = `{"before":null,"after":{"id":1234567,"account":"acct-0042","qty":17},"source":{"version":"3.6.0.Final",` +
+	`"connector":"postgresql","name":"bench","ts_ms":1764486000000,"snapshot":"true","db":"shop","sequence":"[null,\"16777216\"]",` +
+	`"ts_us":1764486000000000,"ts_ns":1764486000000000000,"schema":"public","table":"items","txId":777,"lsn":16777216,"xmin":null},` +
+	`"transaction":null,"op":"r","ts_ms":1764486000001,"ts_us":1764486000001000,"ts_ns":1764486000001000000}`
+
 // BenchmarkDecodeJSONValue decodes one JsonConverter change event with schemas, the shape
 // Debezium writes: the schema is most of the bytes and repeats on every record. compact is
 // how the JsonConverter writes it; spaced has white space between the fields, which the
-// fast path (lastSchema) does not take.
+// fast path (lastSchema) does not take; schemaless is a read without schemas.
 func BenchmarkDecodeJSONValue(b *testing.B) {
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, []byte(jsonEvent)); err != nil {
@@ -18,7 +24,7 @@ func BenchmarkDecodeJSONValue(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		data []byte
-	}{{"compact", compact.Bytes()}, {"spaced", []byte(jsonEvent)}} {
+	}{{"compact", compact.Bytes()}, {"spaced", []byte(jsonEvent)}, {"schemaless", []byte(schemalessRead)}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(len(c.data)))
 			b.ReportAllocs()
@@ -53,5 +59,34 @@ func TestSchemaCache(t *testing.T) {
 	}
 	if a.field("at") != nil {
 		t.Fatal("v1 schema changed by v2")
+	}
+}
+
+// JSON without schemas is parsed once (mayBeEnvelope), and the JsonConverter's envelope is
+// still one when its payload's name is escaped; a record without schemas whose two fields
+// are not schema and payload stays a record without schemas.
+func TestParseJSONEnvelopeOrNot(t *testing.T) {
+	var last lastSchema
+	plain := []byte(`{"before":null,"after":{"id":1},"source":{"lsn":5},"op":"r"}`)
+	if mayBeEnvelope(plain) {
+		t.Fatal("a record without payload is taken for an envelope")
+	}
+	p, s, err := parseJSON(plain, &last)
+	if err != nil || s != nil || p.(map[string]any)["op"] != "r" {
+		t.Fatalf("without schemas: %v %v %v", p, s, err)
+	}
+	for _, data := range []string{
+		`{"schema":{"type":"struct","fields":[{"type":"int64","field":"id"}]},"payload":{"id":7}}`,
+		`{"schema":{"type":"struct","fields":[{"type":"int64","field":"id"}]},"\u0070ayload":{"id":7}}`,
+	} {
+		var fresh lastSchema
+		p, s, err := parseJSON([]byte(data), &fresh)
+		if err != nil || s == nil || s.field("id") == nil || p.(map[string]any)["id"] == nil {
+			t.Errorf("%s: %v %v %v", data, p, s, err)
+		}
+	}
+	two := []byte(`{"schema":"s","other":{"payload":1}}`) // mentions payload, is not an envelope
+	if p, s, err := parseJSON(two, &last); err != nil || s != nil || p.(map[string]any)["schema"] != "s" {
+		t.Errorf("two fields: %v %v %v", p, s, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/signal"
 	"slices"
@@ -46,6 +47,8 @@ type childArgs struct {
 	// commitSpans: P50ms and P99ms are the durations of the sink's COMMITs (eosink.commit
 	// spans; tables.go).
 	commitSpans bool
+	// tenths: report when each tenth of the records was committed (the initial load).
+	tenths bool
 }
 
 // childResult is what a child prints as its last line of output.
@@ -72,6 +75,15 @@ type childResult struct {
 	// memory: max_locks_per_transaction), and of them the first.
 	Logged53200 int64  `json:"logged_53200,omitempty"`
 	First53200  string `json:"first_53200,omitempty"`
+	// Tenths: with -tenths, the records committed and the seconds since the first commit at
+	// the first commit and then each time a further tenth of the records was committed.
+	Tenths []tenthMark `json:"tenths,omitempty"`
+}
+
+// tenthMark is a point of the committed count over time (childResult.Tenths).
+type tenthMark struct {
+	Records int64   `json:"records"`
+	Seconds float64 `json:"seconds"`
 }
 
 // peakRSS reads VmHWM from /proc/self/status: the peak of this program's own memory, which,
@@ -104,7 +116,7 @@ func parseChild(args []string) (childArgs, error) {
 	fs.StringVar(&a.schema, "schema", "bench", "")
 	fs.StringVar(&a.table, "table", "", "")
 	fs.StringVar(&a.offsets, "offsets-schema", "bench_eosink", "")
-	fs.StringVar(&a.format, "format", "normal", "normal|narrow|wide|envelope|cdc")
+	fs.StringVar(&a.format, "format", "normal", "normal|narrow|wide|envelope|cdc|initial|initial-cdc")
 	fs.StringVar(&a.kind, "kind", "insert", "insert|upsert")
 	fs.Int64Var(&a.records, "records", 0, "")
 	fs.StringVar(&a.txTopic, "txtopic", "", "cdc: consistency: transaction with this transaction topic")
@@ -119,6 +131,7 @@ func parseChild(args []string) (childArgs, error) {
 	fs.StringVar(&a.cpuProfile, "cpuprofile", "", "")
 	fs.DurationVar(&a.rttDelay, "rtt-delay", -1, "eos: reach PostgreSQL through a proxy with this one-way delay")
 	fs.BoolVar(&a.commitSpans, "commit-spans", false, "eos: p50/p99 of the COMMITs' durations")
+	fs.BoolVar(&a.tenths, "tenths", false, "report when each tenth of the records was committed")
 	return a, fs.Parse(args)
 }
 
@@ -173,6 +186,21 @@ func (a childArgs) dbURL() string {
 	return a.url + sep + "pool_max_conns=" + strconv.Itoa(a.poolConns)
 }
 
+// sinkURL is the sink's database URL: dbURL with BENCH_PG_OPTIONS, when set, as the sessions'
+// options ("-c log_min_duration_statement=0" to time every statement the sink sends).
+func (a childArgs) sinkURL() string {
+	u := a.dbURL()
+	opts := os.Getenv("BENCH_PG_OPTIONS")
+	if opts == "" {
+		return u
+	}
+	sep := "?"
+	if strings.Contains(u, "?") {
+		sep = "&"
+	}
+	return u + sep + "options=" + strings.ReplaceAll(url.QueryEscape(opts), "+", "%20")
+}
+
 // plugin is the table or upsert plugin writing the benchmark's columns.
 func (a childArgs) plugin() (sink.Plugin, error) {
 	if a.format == "cdc" && a.txTopic != "" {
@@ -182,6 +210,16 @@ func (a childArgs) plugin() (sink.Plugin, error) {
 		// Debezium change events to the replica table; loaded_at is not replicated (its
 		// default marks a row's first insert, as on the peer's table).
 		return cdc.New(cdc.Config{Table: a.schema + "." + a.table, PositionsSchema: a.offsets, Exclude: []string{"loaded_at"}})
+	}
+	if a.format == "initial-cdc" { // the initial load's snapshot reads (initload.go), JSON without schemas
+		return cdc.New(cdc.Config{Table: a.schema + "." + a.table, PositionsSchema: a.offsets})
+	}
+	if a.format == "initial" { // the same rows as plain JSON
+		cols := map[string]table.Column{}
+		for _, c := range initialColumns {
+			cols[c] = table.Column{From: "value." + c}
+		}
+		return table.New(table.Config{Table: a.schema + "." + a.table, Columns: cols})
 	}
 	prefix := "value."
 	if a.format == "envelope" {
@@ -210,7 +248,7 @@ func runEOS(ctx context.Context, a childArgs) (childResult, error) {
 		return childResult{}, err
 	}
 	lat := &latencies{pending: map[batchKey]*batchTimes{}, children: map[trace.SpanID][]sdktrace.ReadOnlySpan{}}
-	dbURL := a.dbURL()
+	dbURL := a.sinkURL()
 	var rtt *rttWatch
 	if a.rttDelay >= 0 { // the sink's pool alone through the delay proxy (the migration and the sampler not)
 		if rtt, dbURL, err = startRTT(dbURL, a.rttDelay); err != nil {
@@ -272,6 +310,7 @@ func runEOS(ctx context.Context, a childArgs) (childResult, error) {
 	want, limit := a.records, a.limit
 	var produced time.Duration
 	var queueFull int64
+	var res0 childResult
 	if a.mode == "latency" {
 		// The sink applies while the records are produced; then wait until it has all.
 		if err := waitReady(s, done); err != nil {
@@ -287,7 +326,11 @@ func runEOS(ctx context.Context, a childArgs) (childResult, error) {
 		queueFull = st.QueueFull
 		produced, limit = time.Since(t0), 0
 	}
-	res, err := watch(ctx, want, limit, done, applied)
+	var marks *[]tenthMark
+	if a.tenths {
+		marks = &res0.Tenths
+	}
+	res, err := watch(ctx, want, limit, done, applied, marks)
 	if a.count > 0 && want > 0 { // eos_cdc_tx: the data topic's records, tombstones included
 		res.Records = res.Records * a.count / want
 	}
@@ -309,6 +352,7 @@ func runEOS(ctx context.Context, a childArgs) (childResult, error) {
 		res.P50ms, res.P99ms = commits.quantiles()
 	}
 	res.Logged53200, res.First53200 = sinkLog.count()
+	res.Tenths = res0.Tenths
 	for _, s := range sinks {
 		res.Batches += s.Stats().Batches
 		res.Pauses += s.Stats().Pauses
@@ -352,8 +396,9 @@ func stallTimeout() time.Duration {
 }
 
 // watch polls applied until it reaches want (or limit passes) and times the span from the
-// first applied record to the last. It fails when nothing is applied for stallTimeout.
-func watch(ctx context.Context, want int64, limit time.Duration, done chan error, applied func() int64) (childResult, error) {
+// first applied record to the last. It fails when nothing is applied for stallTimeout. With
+// marks, it appends the count and time at the first commit and at each further tenth of want.
+func watch(ctx context.Context, want int64, limit time.Duration, done chan error, applied func() int64, marks *[]tenthMark) (childResult, error) {
 	var first time.Time
 	var base int64
 	deadline := time.Time{}
@@ -371,6 +416,11 @@ func watch(ctx context.Context, want int64, limit time.Duration, done chan error
 			first, base = now, n
 			if limit > 0 {
 				deadline = now.Add(limit)
+			}
+		}
+		if marks != nil && n > 0 && want > 0 {
+			if k := int64(len(*marks)); k == 0 || (k <= 10 && n >= k*want/10) {
+				*marks = append(*marks, tenthMark{Records: n, Seconds: now.Sub(first).Seconds()})
 			}
 		}
 		if n >= want || (!deadline.IsZero() && now.After(deadline)) {

@@ -161,7 +161,7 @@ func runALO(ctx context.Context, a childArgs) (childResult, error) {
 		}
 	}()
 	began := time.Now()
-	res, err := watch(ctx, a.records, a.limit, done, applied.Load)
+	res, err := watch(ctx, a.records, a.limit, done, applied.Load, nil)
 	cancel()
 	wg.Wait()
 	res.Wall = time.Since(began).Seconds()
@@ -224,7 +224,7 @@ func runPerMessage(ctx context.Context, a childArgs) (childResult, error) {
 		}
 	}()
 	began := time.Now()
-	res, err := watch(ctx, a.records, a.limit, done, applied.Load)
+	res, err := watch(ctx, a.records, a.limit, done, applied.Load, nil)
 	cancel()
 	res.Wall = time.Since(began).Seconds()
 	if errors.Is(err, context.Canceled) {

@@ -30,7 +30,11 @@
 // BENCH_PEER_CDC_REDUCTION (true: the peer's use.reduction.buffer in the cdc run),
 // BENCH_PEER_CDC_UNNEST (false: its unnest inserts fail on MicroTimestamp), BENCH_CDC_REPEAT
 // (1: interleaved runs of eos_cdc, eos_cdc_tx and peer_cdc, the median kept), BENCH_ONLY
-// (cdc: run the change-event contenders alone; outbox: the relay alone; rtt: the round trips alone), BENCH_OUTBOX (1; 0
+// (cdc: run the change-event contenders alone; outbox: the relay alone; rtt: the round trips
+// alone; initial: the initial load alone; tables: the many-tables phase alone), BENCH_INITIAL_LOAD (1; 0 skips the initial load: a snapshot of
+// BENCH_INITIAL_LOAD_ROWS, default 10000000, narrow rows applied by the cdc plugin and by the
+// plain insert at the sink's defaults), BENCH_PROFILE_INITIAL (a path: CPU profile of its cdc
+// run), BENCH_PG_OPTIONS (the sinks' sessions' PostgreSQL options, "-c name=value ..."), BENCH_OUTBOX (1; 0
 // skips the relay), BENCH_OUTBOX_EVENTS (200000), BENCH_OUTBOX_RATE (1000),
 // BENCH_PRODUCER_QUEUE_MESSAGES (the producers'
 // queue.buffering.max.messages: a small one runs the bench through full queues on purpose),
@@ -149,6 +153,10 @@ func (b *bench) runAll(ctx context.Context) {
 		b.phase("round_trips", func() error { return b.roundTrips(ctx) })
 		return
 	}
+	if os.Getenv("BENCH_ONLY") == "initial" { // the initial load alone (initload.go)
+		b.phase("initial_load", func() error { return b.initialLoad(ctx) })
+		return
+	}
 	if os.Getenv("BENCH_ONLY") == "outbox" || envInt("BENCH_OUTBOX", 1) == 1 { // the relay (outbox.go)
 		b.phase("outbox", func() error { return b.outboxRelay(ctx) })
 	}
@@ -229,6 +237,9 @@ func (b *bench) runAll(ctx context.Context) {
 
 	if envInt("BENCH_CDC", 1) == 1 {
 		b.phase("cdc", func() error { return b.cdc(ctx, peerOn()) })
+	}
+	if envInt("BENCH_INITIAL_LOAD", 1) == 1 { // a snapshot of BENCH_INITIAL_LOAD_ROWS rows (initload.go)
+		b.phase("initial_load", func() error { return b.initialLoad(ctx) })
 	}
 
 	// Latency at half of eosink's peak, and at a quarter for the trend.
@@ -341,6 +352,9 @@ func (b *bench) table(ctx context.Context, name, kind string) error {
 	if kind == "cdc" {
 		return b.cdcTable(ctx, name)
 	}
+	if kind == "initial" || kind == "initial_cdc" { // initload.go
+		return b.initialTable(ctx, name, kind == "initial_cdc")
+	}
 	conn, err := pgx.Connect(ctx, b.url)
 	if err != nil {
 		return err
@@ -401,6 +415,7 @@ func (b *bench) child(ctx context.Context, name, desc, kind string, args ...stri
 	m.PeakRSSMiB = float64(res.HWMKiB) / 1024
 	m.PGConnections, m.LatencyBreakdown, m.Set, m.RTT = res.PGConns, res.Breakdown, res.Set, res.RTT
 	m.Logged53200, m.First53200 = res.Logged53200, res.First53200
+	m.PGConnections, m.LatencyBreakdown, m.Set, m.tenths = res.PGConns, res.Breakdown, res.Set, res.Tenths
 	if st := res.Set; st != nil {
 		b.logf("%s: %.0f commits of %.0f source transactions (%.0f records each), commits %.1fs (Apply %.1fs), Add %.1fs (%.0f records), "+
 			"of %.1fs from the first commit to the last (%.1fs in all)", name, st["commits"], st["units"], st["committed_records"]/max(1, st["commits"]),

@@ -351,7 +351,7 @@ func TestWatchFailsOnAStall(t *testing.T) {
 	t.Setenv("BENCH_STALL_SECONDS", "1")
 	done := make(chan error)
 	began := time.Now()
-	_, err := watch(context.Background(), 100, 0, done, func() int64 { return 42 })
+	_, err := watch(context.Background(), 100, 0, done, func() int64 { return 42 }, nil)
 	if err == nil || !strings.Contains(err.Error(), "stalled") || !strings.Contains(err.Error(), "at 42 of 100") {
 		t.Fatalf("watch on a stalled count: %v", err)
 	}
@@ -359,7 +359,7 @@ func TestWatchFailsOnAStall(t *testing.T) {
 		t.Fatalf("gave up after %s, want about 1 s", d)
 	}
 	var n int64
-	res, err := watch(context.Background(), 100, 0, done, func() int64 { n += 10; return n })
+	res, err := watch(context.Background(), 100, 0, done, func() int64 { n += 10; return n }, nil)
 	if err != nil || res.Records != 90 {
 		t.Fatalf("a run that finishes: %+v, %v", res, err)
 	}

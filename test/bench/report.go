@@ -47,6 +47,7 @@ type Measurement struct {
 	Verification *Verification `json:"verification,omitempty"`
 	// RTT: the round trips counted by the delay proxy (round-trip phase, roundtrips.go).
 	RTT *RTTCount `json:"rtt,omitempty"`
+	tenths       []tenthMark   // the child's -tenths marks (initload.go)
 }
 
 // Point is one point of a curve.
@@ -76,6 +77,7 @@ type Report struct {
 	Curves           map[string][]Point      `json:"curves,omitempty"`
 	CDC              *CDCInfo                `json:"cdc,omitempty"`
 	RoundTrips       *RoundTrips             `json:"round_trips,omitempty"`
+	InitialLoad      *InitialLoadInfo        `json:"initial_load,omitempty"`
 	Targets          []Target                `json:"targets"`
 	// Failed holds each phase that failed (a measurement, a preload, a curve's point) with
 	// its error; the report is written all the same, and the bench exits non-zero.
@@ -98,7 +100,8 @@ func latencyText(m *Measurement) string {
 
 func (b *bench) summarize() {
 	ms := b.rep.Measurements
-	for _, k := range []string{"copy", "eos", "at_least_once", "per_message", "peer", "eos_envelope", "kafka_consume", "eos_cdc", "eos_cdc_tx", "peer_cdc"} {
+	for _, k := range []string{"copy", "eos", "at_least_once", "per_message", "peer", "eos_envelope", "kafka_consume", "eos_cdc", "eos_cdc_tx", "peer_cdc",
+		"initial_load_cdc", "initial_load_insert"} {
 		if m := ms[k]; m != nil {
 			b.rep.RecordsPerSecond[k] = m.RecordsPerSecond
 		}
@@ -116,6 +119,10 @@ func (b *bench) summarize() {
 	ratio("eos_cdc_vs_peer_cdc", "eos_cdc", "peer_cdc")
 	ratio("eos_cdc_tx_vs_eos_cdc", "eos_cdc_tx", "eos_cdc") // whole source transactions against per partition
 	ratio("eos_cdc_tx_vs_peer_cdc", "eos_cdc_tx", "peer_cdc")
+	ratio("cdc_initial_load_vs_insert", "initial_load_cdc", "initial_load_insert")
+	if il := b.rep.InitialLoad; il != nil && len(il.Tenths) >= 2 && il.Tenths[0] > 0 {
+		b.rep.Ratios["cdc_initial_load_last_vs_first"] = il.Tenths[len(il.Tenths)-1] / il.Tenths[0]
+	}
 	// eos_vs_limit: what reading the records (the Kafka client alone) and writing them (raw
 	// COPY) cost on their own, in CPU per million records, against what eosink costs doing
 	// both: 1 would mean eosink adds no CPU of its own.
@@ -147,6 +154,10 @@ func (b *bench) summarize() {
 		} else {
 			add("COMMIT p99 at 1,000 tables / at 10 <= 1.5, no 53200", "not measured", false)
 		}
+	}
+	if b.rep.InitialLoad != nil { // issue 26
+		addRatio("initial load: last tenth / first tenth >= 0.8", "cdc_initial_load_last_vs_first", "%.2f", 0.8)
+		addRatio("initial load: cdc / plain insert >= 0.5", "cdc_initial_load_vs_insert", "%.2f", 0.5)
 	}
 	if ms["eos"] == nil { // BENCH_ONLY=cdc: the other targets are about the other contenders
 		return
@@ -218,16 +229,18 @@ func curveValue(r *Report, curve, label string) float64 {
 func (b *bench) write() error {
 	tw := tabwriter.NewWriter(os.Stdout, 2, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "contender\trecords/s\tCPU s per 1M (all)\tpeak RSS MiB\trecords\tseconds\ttable")
-	for _, k := range []string{"copy", "kafka_consume", "eos", "at_least_once", "per_message", "eos_envelope", "peer", "eos_cdc", "eos_cdc_tx", "peer_cdc"} {
+	for _, k := range []string{"copy", "kafka_consume", "eos", "at_least_once", "per_message", "eos_envelope", "peer", "eos_cdc", "eos_cdc_tx", "peer_cdc",
+		"initial_load_insert", "initial_load_cdc"} {
 		if m := b.rep.Measurements[k]; m != nil {
 			fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%.0f\t%d\t%.2f\t%s\n", k, m.RecordsPerSecond, m.CPUSecondsPerM, m.PeakRSSMiB, m.Records, m.Seconds, verified(m))
 		}
 	}
 	tw.Flush()
 	fmt.Println()
-	for _, k := range []string{"eos_vs_copy", "eos_vs_at_least_once", "eos_vs_per_message", "eos_vs_peer", "eos_vs_kafka_consume", "eos_vs_limit", "eos_cdc_vs_peer_cdc", "eos_cdc_tx_vs_eos_cdc", "eos_cdc_tx_vs_peer_cdc", "partitions_256_vs_best"} {
+	for _, k := range []string{"eos_vs_copy", "eos_vs_at_least_once", "eos_vs_per_message", "eos_vs_peer", "eos_vs_kafka_consume", "eos_vs_limit", "eos_cdc_vs_peer_cdc", "eos_cdc_tx_vs_eos_cdc", "eos_cdc_tx_vs_peer_cdc", "partitions_256_vs_best",
+		"cdc_initial_load_vs_insert", "cdc_initial_load_last_vs_first"} {
 		if v, ok := b.rep.Ratios[k]; ok {
-			fmt.Printf("%-22s %.2f%s\n", k, v, map[bool]string{true: "  (CPU per million: (kafka_consume + copy) / eos)"}[k == "eos_vs_limit"])
+			fmt.Printf("%-30s %.2f%s\n", k, v, map[bool]string{true: "  (CPU per million: (kafka_consume + copy) / eos)"}[k == "eos_vs_limit"])
 		}
 	}
 	if l := b.rep.Latency; l != nil && len(l.LatencyBreakdown) > 0 {

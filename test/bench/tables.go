@@ -93,7 +93,7 @@ func (b *bench) tablesPoint(ctx context.Context, n int, records int64, batch int
 	prefix := fmt.Sprintf("tb%d_", n)
 	topics := make([]string, n)
 	for i := range topics {
-		topics[i] = fmt.Sprintf("bench-tables-%d-%d", n, i)
+		topics[i] = fmt.Sprintf("benchtables%d.public.t%d", n, i) // <topic.prefix>.<schema>.<table>, as the plugin checks
 	}
 	if err := b.createTables(ctx, prefix, n); err != nil {
 		return pt, err
@@ -127,7 +127,7 @@ func (b *bench) tablesPoint(ctx context.Context, n int, records int64, batch int
 	saved := b.records
 	b.records = records
 	m, err := b.child(ctx, name, fmt.Sprintf("eosink's cdc plugin on %d topics (one pattern) into %d tables", n, n), "cdc",
-		"-mode", "eos", "-format", "cdc", "-topic", fmt.Sprintf("^bench-tables-%d-[0-9]+$", n), "-table", prefix+"${source.table}",
+		"-mode", "eos", "-format", "cdc", "-topic", fmt.Sprintf(`^benchtables%d\.public\.t[0-9]+$`, n), "-table", prefix+"${source.table}",
 		"-batch", strconv.Itoa(batch), "-commit-spans", "-records", strconv.FormatInt(records, 10))
 	b.records = saved
 	if err != nil {

@@ -348,43 +348,6 @@ type CDCInfo struct {
 	Positions *PositionsSize `json:"positions,omitempty"`
 }
 
-// PositionsSize is the size of a target's positions after a run.
-type PositionsSize struct {
-	Rows    int64 `json:"rows"`
-	Deleted int64 `json:"deleted"`
-	// Bytes: the whole positions table with its index (pg_total_relation_size), which
-	// holds this target's rows alone in the bench.
-	Bytes        int64   `json:"bytes"`
-	BytesPerRow  float64 `json:"bytes_per_row"`
-	TargetBytes  int64   `json:"target_bytes"` // the replica table with its index, for scale
-	TargetRows   int64   `json:"target_rows"`
-	PositionsVsT float64 `json:"positions_vs_target_bytes"`
-}
-
-// positionsSize measures the positions of table (in cdcSchema) after an eos_cdc run.
-func (b *bench) positionsSize(ctx context.Context, table string) (*PositionsSize, error) {
-	conn, err := pgx.Connect(ctx, b.url)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close(ctx)
-	name := pgx.Identifier{cdcSchema, table}.Sanitize()
-	ps := &PositionsSize{}
-	err = conn.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE deleted), pg_total_relation_size('bench_eosink.cdc_positions_int'),
-  pg_total_relation_size($1::text::regclass), (SELECT count(*) FROM `+name+`)
-FROM bench_eosink.cdc_positions_int WHERE target = $1::text`, name).Scan(&ps.Rows, &ps.Deleted, &ps.Bytes, &ps.TargetBytes, &ps.TargetRows)
-	if err != nil {
-		return nil, err
-	}
-	if ps.Rows > 0 {
-		ps.BytesPerRow = float64(ps.Bytes) / float64(ps.Rows)
-	}
-	if ps.TargetBytes > 0 {
-		ps.PositionsVsT = float64(ps.Bytes) / float64(ps.TargetBytes)
-	}
-	return ps, nil
-}
-
 // cdc runs eos_cdc and (with peer) peer_cdc on one topic of Debezium change events and
 // verifies both tables against the final state computed from the produced events.
 func (b *bench) cdc(ctx context.Context, peer bool) error {

@@ -46,8 +46,8 @@ type Measurement struct {
 	// Verification: for eos_cdc, eos_cdc_tx and peer_cdc, the table against the expected final state.
 	Verification *Verification `json:"verification,omitempty"`
 	// RTT: the round trips counted by the delay proxy (round-trip phase, roundtrips.go).
-	RTT *RTTCount `json:"rtt,omitempty"`
-	tenths       []tenthMark   // the child's -tenths marks (initload.go)
+	RTT    *RTTCount   `json:"rtt,omitempty"`
+	tenths []tenthMark // the child's -tenths marks (initload.go)
 }
 
 // Point is one point of a curve.

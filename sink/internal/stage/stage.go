@@ -16,8 +16,10 @@ import (
 	"sync"
 )
 
-// Conn is a session's connection: *pgconn.PgConn.
-type Conn interface{ IsClosed() bool }
+// Conn is a session's connection: *pgconn.PgConn. Its CleanupDone channel is closed once
+// the connection is closed; unlike IsClosed, it may be read from any goroutine while
+// another uses the connection.
+type Conn interface{ CleanupDone() chan struct{} }
 
 // MaxPerSession is how many staging tables a session keeps: its commits empty at most
 // these, and take at most twice as many locks for them.
@@ -65,11 +67,14 @@ func (s *Sessions) Use(conn Conn, name string) (drop []string) {
 	return drop
 }
 
-// sweep forgets the sessions of closed connections.
+// sweep forgets the sessions of closed connections. Other sessions' connections are in use
+// on other goroutines: only their CleanupDone channel is safe to look at.
 func (s *Sessions) sweep() {
 	for c := range s.by {
-		if c.IsClosed() {
+		select {
+		case <-c.CleanupDone():
 			delete(s.by, c)
+		default:
 		}
 	}
 }

@@ -6,16 +6,17 @@ import (
 	"testing"
 )
 
-type conn struct{ closed bool }
+type conn struct{ done chan struct{} }
 
-func (c *conn) IsClosed() bool { return c.closed }
+func newConn() *conn                       { return &conn{done: make(chan struct{})} }
+func (c *conn) CleanupDone() chan struct{} { return c.done }
 
 // TestSessionsDropLeastRecentlyUsed: past MaxPerSession tables a session is told to drop
 // the least recently used one; using a table again makes it the most recent; each
 // session counts its own.
 func TestSessionsDropLeastRecentlyUsed(t *testing.T) {
 	var s Sessions
-	a, b := &conn{}, &conn{}
+	a, b := newConn(), newConn()
 	for i := range MaxPerSession {
 		if drop := s.Use(a, fmt.Sprint("t", i)); drop != nil {
 			t.Fatalf("table %d of %d: drop %v", i+1, MaxPerSession, drop)
@@ -36,8 +37,8 @@ func TestSessionsDropLeastRecentlyUsed(t *testing.T) {
 	if n := s.Len(); n != 2 {
 		t.Fatalf("%d sessions, want 2", n)
 	}
-	b.closed = true
-	s.Use(&conn{}, "t0") // a new session forgets the closed ones
+	close(b.done)
+	s.Use(newConn(), "t0") // a new session forgets the closed ones
 	if n := s.Len(); n != 2 {
 		t.Fatalf("%d sessions after one closed and one opened, want 2", n)
 	}

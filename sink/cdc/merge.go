@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -39,23 +40,31 @@ func (t *target) build(positions string) {
 	}
 	t.moveSQL = t.moveKeysSQL(from)
 	// The staging table lives as long as the session, or until the session has used
-	// stage.MaxPerSession others since (stagedTable.apply drops it): its name changes with
-	// the columns, so that a session never copies into one made for the table before a
-	// column was added.
+	// stage.MaxPerSession others since (stagedTable.apply drops it). Its name is its shape:
+	// the columns' names, types, typmods and collations, not the target's name, so that
+	// targets of one shape (a pattern over sharded or per-tenant tables) share one per
+	// session instead of one each, and a session never copies into one made before a column
+	// was added or changed. applySQL empties it; stageSQL empties it too, for a merge
+	// earlier in the transaction that stopped between the COPY and applySQL (the snapshot
+	// check refuses without an error of PostgreSQL's) and a target of the same shape next.
+	// After a merge or a commit it is empty and the DELETE finds no page to read.
 	h := fnv.New64a()
-	h.Write([]byte(t.name))
 	for i, c := range t.cols {
 		h.Write([]byte{0})
 		h.Write([]byte(c))
 		h.Write([]byte{0})
 		h.Write([]byte(t.types[i]))
+		for _, n := range t.shape[3*i : 3*i+3] {
+			h.Write([]byte(strconv.FormatInt(n, 10) + " "))
+		}
 	}
-	h.Write([]byte{0, 2}) // the staging table's own columns, version 2 (with colUnav)
+	h.Write([]byte{0, 3}) // the staging table's own columns, version 3 (named by shape)
 	t.stage = pgx.Identifier{fmt.Sprintf("eosink_cdc_%x", h.Sum64())}.Sanitize()
 	cols := quote(t.cols, "")
 	t.stageSQL = fmt.Sprintf(`CREATE TEMP TABLE IF NOT EXISTS %s ON COMMIT DELETE ROWS AS
-SELECT %s, 0::bigint AS %s, 0::bigint AS %s, 0::bigint AS %s, false AS %s, NULL::int[] AS %s FROM %s WITH NO DATA`,
-		t.stage, cols, colCommit, colLSN, colOrd, colDel, colUnav, t.name)
+SELECT %s, 0::bigint AS %s, 0::bigint AS %s, 0::bigint AS %s, false AS %s, NULL::int[] AS %s FROM %s WITH NO DATA;
+DELETE FROM %s`,
+		t.stage, cols, colCommit, colLSN, colOrd, colDel, colUnav, t.name, t.stage)
 	t.copySQL = fmt.Sprintf("COPY %s (%s, %s, %s, %s, %s, %s) FROM STDIN", t.stage, cols, colCommit, colLSN, colOrd, colDel, colUnav)
 	t.lockSQL = fmt.Sprintf("SELECT pg_advisory_xact_lock_shared(%d, hashtext($1))", mergeLockClass)
 	t.truncLockSQL = fmt.Sprintf("SELECT pg_advisory_xact_lock(%d, hashtext($1))", mergeLockClass)

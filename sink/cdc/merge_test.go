@@ -308,3 +308,84 @@ func TestStagingTablesBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestStagingSharedByShape: targets with the same columns (names, types, collations)
+// share one staging table per session, and two of them merged in one transaction each
+// get only their own rows; a target whose column differs in type or collation gets a
+// staging table of its own.
+func TestStagingSharedByShape(t *testing.T) {
+	e := testbed.Require(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, e.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	schema := testbed.Schema(t, e)
+	p, err := New(Config{PositionsSchema: schema, Table: "replica.${source.table}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.MigratePlugin(ctx, e.DatabaseURL, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	defs := []string{"id bigint PRIMARY KEY, v text", "id bigint PRIMARY KEY, v text", "id bigint PRIMARY KEY, v varchar(9)", `id bigint PRIMARY KEY, v text COLLATE "C"`}
+	var tgs []*target
+	for i, def := range defs {
+		table := pgx.Identifier{schema, fmt.Sprintf("s%d", i)}
+		if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE TABLE %s (%s)", table.Sanitize(), def)); err != nil {
+			t.Fatal(err)
+		}
+		tg, _, err := loadTarget(ctx, conn, table, route{}, pgx.Identifier{schema, "cdc_positions"}.Sanitize())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tgs = append(tgs, tg)
+	}
+	if tgs[0].stage != tgs[1].stage {
+		t.Fatalf("two targets of one shape stage in %s and %s, want one table", tgs[0].stage, tgs[1].stage)
+	}
+	for i := 2; i < len(tgs); i++ {
+		for j := range i {
+			if tgs[i].stage == tgs[j].stage {
+				t.Fatalf("targets %d (%s) and %d (%s) share staging table %s", i, defs[i], j, defs[j], tgs[i].stage)
+			}
+		}
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sessions stage.Sessions
+	for i, tg := range tgs {
+		st := &stagedTable{t: tg, stages: &sessions}
+		for k := range 3 {
+			id := strconv.Itoa(i*10 + k)
+			if err := st.append([]any{id, fmt.Sprint("t", i)}, nil, &event{commit: 100, lsn: int64(100 + k)}, k, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.apply(ctx, tx, false); err != nil {
+			t.Fatalf("target %d: %v", i, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, tg := range tgs {
+		var n, others int
+		if err := conn.QueryRow(ctx, fmt.Sprintf("SELECT count(*), count(*) FILTER (WHERE v <> 't%d' OR id NOT BETWEEN %d AND %d) FROM %s", i, i*10, i*10+2, tg.name)).Scan(&n, &others); err != nil {
+			t.Fatal(err)
+		}
+		if n != 3 || others != 0 {
+			t.Errorf("target %d holds %d rows (%d not its own), want its 3", i, n, others)
+		}
+	}
+	var temps int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_class WHERE relnamespace = pg_my_temp_schema() AND relkind = 'r'").Scan(&temps); err != nil {
+		t.Fatal(err)
+	}
+	if temps != 3 {
+		t.Errorf("the session holds %d staging tables for 4 targets of 3 shapes, want 3", temps)
+	}
+}

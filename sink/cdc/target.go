@@ -25,6 +25,7 @@ type target struct {
 	name                            string   // quoted, "replica"."items": the key of its positions
 	cols                            []string // replicated columns, in the table's order
 	types                           []string // format_type of each of cols
+	shape                           []int64  // each of cols' type oid, typmod and collation oid: what its staging table is made of
 	keys                            []string // primary key columns, in the key's order
 	keyIdx                          []int    // index of each key column in cols
 	keyKind                         []string // how each key column goes into the positions key (pkExpr)
@@ -36,8 +37,8 @@ type target struct {
 	bytea                           []bool   // per staged column (cols, then the five above)
 	colIdx                          map[string]int
 	r                               route
-	stage                           string
-	stageSQL, copySQL               string
+	stage                           string // quoted temporary table, shared by the targets of one shape (build)
+	stageSQL, copySQL               string // stageSQL also empties the stage (of another target's rows in this transaction)
 	lockSQL, positionsSQL, applySQL string // merge.go
 	snapSQL                         string // merge.go: snapshotCheckSQL
 	truncLockSQL, truncSQL          string
@@ -63,7 +64,7 @@ FROM to_regclass($1) c`, name).Scan(&exists, &mine); err != nil {
 	if !exists {
 		return nil, false, fmt.Errorf("cdc: target table %s %w (create it with the source table's columns and primary key, or set create: true)", name, errNoTable)
 	}
-	rows, err := db.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod),
+	rows, err := db.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.atttypid::int8, a.atttypmod, a.attcollation::int8,
        coalesce((SELECT k.n FROM unnest(i.indkey) WITH ORDINALITY k(att, n) WHERE k.att = a.attnum), 0)::int
 FROM pg_attribute a LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
 WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
@@ -75,7 +76,9 @@ ORDER BY a.attnum`, name)
 	keyPos := map[int]string{}
 	var col, typ string
 	var pos int
-	if _, err := pgx.ForEachRow(rows, []any{&col, &typ, &pos}, func() error {
+	var typID, collation int64
+	var typMod int32
+	if _, err := pgx.ForEachRow(rows, []any{&col, &typ, &typID, &typMod, &collation, &pos}, func() error {
 		if pos > 0 {
 			keyPos[pos] = col
 		} else if !r.replicated(col) {
@@ -84,6 +87,7 @@ ORDER BY a.attnum`, name)
 		t.colIdx[col] = len(t.cols)
 		t.cols = append(t.cols, col)
 		t.types = append(t.types, typ)
+		t.shape = append(t.shape, typID, int64(typMod), collation)
 		return nil
 	}); err != nil {
 		return nil, false, fmt.Errorf("cdc: target table %s: read columns: %w", name, err)

@@ -4,7 +4,8 @@ package main
 // it (op "r" reads, source.snapshot "first", "true", ..., "last", every read at the
 // snapshot's LSN, source.sequence [null, lsn]), is preloaded into a topic before the sink
 // starts, so that the connector's speed is not measured. The cdc plugin then applies it at
-// its default settings (500 records, 4 MiB, 100 ms a batch) into a fresh table, and
+// its default settings (the plugin's 5000 records and 8 MiB a batch, cdc.DefaultBatchRecords
+// and DefaultBatchBytes) into a fresh table, and
 // eosink's plain insert (the table plugin, as the eos contender) applies the same rows, as
 // plain JSON, from a topic of their own in the same run. The rows are narrow (id bigint, the
 // key; account text; qty integer) and the values are JSON without schemas, compressed with
@@ -231,7 +232,8 @@ func (b *bench) initialLoad(ctx context.Context) error {
 	b.logf("initial load: preloaded in %s, %.0f and %.0f bytes a value; on the broker's disk %v", time.Since(began).Round(time.Second),
 		info.AvgCDCValueBytes, info.AvgPlainValueBytes, info.LogBytes)
 	count := strconv.FormatInt(n, 10)
-	// The sink's defaults: -batch 0 leaves MaxBatchRecords to the sink (500).
+	// The defaults: -batch 0 leaves MaxBatchRecords to the plugin (the table plugin: the
+	// sink's 500; the cdc plugin: its own 5000).
 	ins, err := b.child(ctx, "initial_load_insert", "eosink's plain insert (table plugin, no key) of the snapshot's rows as plain JSON, the sink's defaults",
 		"initial", "-mode", "eos", "-topic", initialInsertTopic, "-format", "initial", "-records", count, "-batch", "0", "-tenths")
 	if err != nil {

@@ -280,6 +280,13 @@ FROM pg_subscription sub LEFT JOIN pg_replication_origin_status s ON s.external_
 	}
 	k1, p1 := serviceCPU()
 	mb1, mt1 := machineCPU()
+	// The apply worker and the walsender started at ENABLE: their CPU is this run's.
+	var applyPID, sendPID int
+	if err := dst.QueryRow(ctx, `SELECT coalesce((SELECT pid FROM pg_stat_subscription WHERE subname = $1 AND relid IS NULL LIMIT 1), 0),
+  coalesce((SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1), 0)`, nativeName).Scan(&applyPID, &sendPID); err == nil {
+		info.ApplyWorkerCPU, _ = procCPU(fmt.Sprintf("/proc/%d", applyPID))
+		info.WalsenderCPU, _ = procCPU(fmt.Sprintf("/proc/%d", sendPID))
+	}
 	if first.IsZero() || !end.After(first) {
 		first, base = enabled, 0
 	}
@@ -289,7 +296,8 @@ FROM pg_subscription sub LEFT JOIN pg_replication_origin_status s ON s.external_
 	m.CPUSecondsPerM = (m.CPU.Kafka + m.CPU.Postgres) / float64(len(w.updates)) * 1e6
 	m.MachineCPUBusy = busyShare(mb0, mt0, mb1, mt1)
 	info.StartupSeconds = first.Sub(enabled).Seconds()
-	m.Note = fmt.Sprintf("%.2fs from ENABLE to the first applied transaction, %.2fs to the last", info.StartupSeconds, end.Sub(enabled).Seconds())
+	m.Note = fmt.Sprintf("%.2fs from ENABLE to the first applied transaction, %.2fs to the last; CPU s: apply worker %.2f, walsender %.2f",
+		info.StartupSeconds, end.Sub(enabled).Seconds(), info.ApplyWorkerCPU, info.WalsenderCPU)
 	if m.Verification, err = b.verifyCDC(ctx, d, nativeTable); err != nil {
 		return nil, err
 	}

@@ -27,7 +27,7 @@ var nativeLimits = map[string]string{
 	"eos_cdc_native": "Kafka partitions (one pipeline each) and batches: changes are merged per batch " +
 		"(the cdc plugin's defaults) into staging COPYs, a positions upsert and merge statements, one transaction " +
 		"per batch with the offsets; bounded by PostgreSQL's CPU for those statements and by the decoding of " +
-		"the JSON envelopes (about 2 KB each, the schema with every value)",
+		"the JSON envelopes (the schema with every value: avg_value_bytes)",
 }
 
 // NativeInfo describes the native anchor's workload (report section native_apply).
@@ -41,11 +41,15 @@ type NativeInfo struct {
 	// StartupSeconds: from ALTER SUBSCRIPTION ... ENABLE to the first applied transaction.
 	StartupSeconds float64 `json:"startup_seconds"`
 	// BacklogWALBytes: the WAL between the slot's creation and the last update.
-	BacklogWALBytes int64             `json:"backlog_wal_bytes"`
-	SourceMD5       string            `json:"source_md5"`
-	SourceOK        bool              `json:"source_ok"` // the source table holds the expected final state
-	Postgres        string            `json:"postgres"`
-	Limits          map[string]string `json:"limits"`
+	BacklogWALBytes int64 `json:"backlog_wal_bytes"`
+	// ApplyWorkerCPU and WalsenderCPU: the CPU seconds of the subscription's apply worker
+	// and of the walsender decoding the slot, from ENABLE to the end of the apply (last run).
+	ApplyWorkerCPU float64           `json:"apply_worker_cpu_seconds"`
+	WalsenderCPU   float64           `json:"walsender_cpu_seconds"`
+	SourceMD5      string            `json:"source_md5"`
+	SourceOK       bool              `json:"source_ok"` // the source table holds the expected final state
+	Postgres       string            `json:"postgres"`
+	Limits         map[string]string `json:"limits"`
 }
 
 // nativeUpdate is one update of the workload: the row's state before and after it.

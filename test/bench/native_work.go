@@ -25,7 +25,7 @@ var nativeLimits = map[string]string{
 		"one row lookup and update and one local commit each (synchronous_commit=off on the subscriber by default), " +
 		"with the walsender decoding the WAL in a second process; it does not scale with cores or keys",
 	"eos_cdc_native": "Kafka partitions (one pipeline each) and batches: changes are merged per batch " +
-		"(the cdc plugin's defaults) into staging COPYs, a positions upsert and merge statements, one transaction " +
+		"(the cdc plugin's defaults: 5,000 records or 8 MiB) into staging COPYs, a positions upsert and merge statements, one transaction " +
 		"per batch with the offsets; bounded by PostgreSQL's CPU for those statements and by the decoding of " +
 		"the JSON envelopes (the schema with every value: avg_value_bytes)",
 }

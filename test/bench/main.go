@@ -47,7 +47,10 @@
 // change records), BENCH_RTT_PEER (1: peer_cdc and peer; cdc: peer_cdc only; 0: no peer;
 // BENCH_PEER=0 turns it off too), BENCH_RTT_CDC (1; 0 skips eos_cdc and peer_cdc there),
 // BENCH_RTT_PARTITIONS (the partitions of its topics; default BENCH_PARTITIONS). BENCH_ONLY=rtt
-// runs the round-trip phase alone.
+// runs the round-trip phase alone. BENCH_NATIVE (1; 0 skips the native anchor: PostgreSQL's
+// logical replication against the cdc plugin on the same updates, eos_cdc_vs_native_apply,
+// native.go; BENCH_ONLY=native runs it alone), BENCH_NATIVE_ROWS (100000), BENCH_NATIVE_UPDATES
+// (200000), BENCH_NATIVE_RUNS (1: alternating runs of each, the median kept).
 //
 // A phase that fails (a preload, a contender, a curve's point) is recorded in the report
 // under failed and printed as a FAILED line; the phases that do not need it still run, the
@@ -153,6 +156,10 @@ func (b *bench) runAll(ctx context.Context) {
 		b.phase("round_trips", func() error { return b.roundTrips(ctx) })
 		return
 	}
+	if os.Getenv("BENCH_ONLY") == "native" { // the native anchor alone (native.go)
+		b.phase("native_apply", func() error { return b.nativeApply(ctx) })
+		return
+	}
 	if os.Getenv("BENCH_ONLY") == "initial" { // the initial load alone (initload.go)
 		b.phase("initial_load", func() error { return b.initialLoad(ctx) })
 		return
@@ -240,6 +247,9 @@ func (b *bench) runAll(ctx context.Context) {
 	}
 	if envInt("BENCH_INITIAL_LOAD", 1) == 1 { // a snapshot of BENCH_INITIAL_LOAD_ROWS rows (initload.go)
 		b.phase("initial_load", func() error { return b.initialLoad(ctx) })
+	}
+	if envInt("BENCH_NATIVE", 1) == 1 { // PostgreSQL's logical replication on the same updates (native.go)
+		b.phase("native_apply", func() error { return b.nativeApply(ctx) })
 	}
 
 	// Latency at half of eosink's peak, and at a quarter for the trend.
@@ -355,6 +365,9 @@ func (b *bench) table(ctx context.Context, name, kind string) error {
 	if kind == "initial" || kind == "initial_cdc" { // initload.go
 		return b.initialTable(ctx, name, kind == "initial_cdc")
 	}
+	if kind == "native" { // native.go: the replica with the initial rows
+		return b.nativeTableCreate(ctx, name)
+	}
 	conn, err := pgx.Connect(ctx, b.url)
 	if err != nil {
 		return err
@@ -383,7 +396,7 @@ func (b *bench) child(ctx context.Context, name, desc, kind string, args ...stri
 		return nil, err
 	}
 	schema := benchSchema
-	if kind == "cdc" {
+	if kind == "cdc" || kind == "native" {
 		schema = cdcSchema
 	}
 	all := append([]string{"child", "-brokers", b.brokers, "-url", b.url, "-schema", schema, "-table", tableName, "-kind", kind,

@@ -78,7 +78,9 @@ type Report struct {
 	CDC              *CDCInfo                `json:"cdc,omitempty"`
 	RoundTrips       *RoundTrips             `json:"round_trips,omitempty"`
 	InitialLoad      *InitialLoadInfo        `json:"initial_load,omitempty"`
-	Targets          []Target                `json:"targets"`
+	// Native: the native anchor's workload and what limits each side (native.go).
+	Native  *NativeInfo `json:"native_apply,omitempty"`
+	Targets []Target    `json:"targets"`
 	// Failed holds each phase that failed (a measurement, a preload, a curve's point) with
 	// its error; the report is written all the same, and the bench exits non-zero.
 	Failed map[string]string `json:"failed,omitempty"`
@@ -101,7 +103,7 @@ func latencyText(m *Measurement) string {
 func (b *bench) summarize() {
 	ms := b.rep.Measurements
 	for _, k := range []string{"copy", "eos", "at_least_once", "per_message", "peer", "eos_envelope", "kafka_consume", "eos_cdc", "eos_cdc_tx", "peer_cdc",
-		"initial_load_cdc", "initial_load_insert"} {
+		"initial_load_cdc", "initial_load_insert", "native_apply", "eos_cdc_native"} {
 		if m := ms[k]; m != nil {
 			b.rep.RecordsPerSecond[k] = m.RecordsPerSecond
 		}
@@ -120,6 +122,7 @@ func (b *bench) summarize() {
 	ratio("eos_cdc_tx_vs_eos_cdc", "eos_cdc_tx", "eos_cdc") // whole source transactions against per partition
 	ratio("eos_cdc_tx_vs_peer_cdc", "eos_cdc_tx", "peer_cdc")
 	ratio("cdc_initial_load_vs_insert", "initial_load_cdc", "initial_load_insert")
+	ratio("eos_cdc_vs_native_apply", "eos_cdc_native", "native_apply") // native.go; no target
 	if il := b.rep.InitialLoad; il != nil && len(il.Tenths) >= 2 && il.Tenths[0] > 0 {
 		b.rep.Ratios["cdc_initial_load_last_vs_first"] = il.Tenths[len(il.Tenths)-1] / il.Tenths[0]
 	}
@@ -230,7 +233,7 @@ func (b *bench) write() error {
 	tw := tabwriter.NewWriter(os.Stdout, 2, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "contender\trecords/s\tCPU s per 1M (all)\tpeak RSS MiB\trecords\tseconds\ttable")
 	for _, k := range []string{"copy", "kafka_consume", "eos", "at_least_once", "per_message", "eos_envelope", "peer", "eos_cdc", "eos_cdc_tx", "peer_cdc",
-		"initial_load_insert", "initial_load_cdc"} {
+		"initial_load_insert", "initial_load_cdc", "native_apply", "eos_cdc_native"} {
 		if m := b.rep.Measurements[k]; m != nil {
 			fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%.0f\t%d\t%.2f\t%s\n", k, m.RecordsPerSecond, m.CPUSecondsPerM, m.PeakRSSMiB, m.Records, m.Seconds, verified(m))
 		}
@@ -238,7 +241,7 @@ func (b *bench) write() error {
 	tw.Flush()
 	fmt.Println()
 	for _, k := range []string{"eos_vs_copy", "eos_vs_at_least_once", "eos_vs_per_message", "eos_vs_peer", "eos_vs_kafka_consume", "eos_vs_limit", "eos_cdc_vs_peer_cdc", "eos_cdc_tx_vs_eos_cdc", "eos_cdc_tx_vs_peer_cdc", "partitions_256_vs_best",
-		"cdc_initial_load_vs_insert", "cdc_initial_load_last_vs_first"} {
+		"cdc_initial_load_vs_insert", "cdc_initial_load_last_vs_first", "eos_cdc_vs_native_apply"} {
 		if v, ok := b.rep.Ratios[k]; ok {
 			fmt.Printf("%-30s %.2f%s\n", k, v, map[bool]string{true: "  (CPU per million: (kafka_consume + copy) / eos)"}[k == "eos_vs_limit"])
 		}
@@ -254,6 +257,7 @@ func (b *bench) write() error {
 		}
 	}
 	printRoundTrips(b.rep.RoundTrips)
+	printNative(b.rep.Native)
 	for _, name := range slices.Sorted(maps.Keys(b.rep.Curves)) {
 		fmt.Printf("\ncurve %s: ", name)
 		for _, p := range b.rep.Curves[name] {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -13,20 +14,22 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
-// TablesPoint is one point of the many-tables phase.
+// TablesPoint is one point of the many-tables phase: the medians of its runs.
 type TablesPoint struct {
-	Tables      int     `json:"tables"`
-	Records     int64   `json:"records"`
-	Batch       int     `json:"batch"`
-	CommitP50ms float64 `json:"commit_p50_ms"`
-	CommitP99ms float64 `json:"commit_p99_ms"`
-	PerSecond   float64 `json:"records_per_second"`
-	Logged53200 int64   `json:"logged_53200"`
-	First53200  string  `json:"first_53200,omitempty"`
-	RowsOK      bool    `json:"rows_ok"`
+	Tables      int       `json:"tables"`
+	Records     int64     `json:"records"`
+	Batch       int       `json:"batch"`
+	CommitP50ms float64   `json:"commit_p50_ms"`
+	CommitP99ms float64   `json:"commit_p99_ms"`
+	PerSecond   float64   `json:"records_per_second"`
+	RunsP99ms   []float64 `json:"runs_commit_p99_ms"` // each run's, in run order
+	Logged53200 int64     `json:"logged_53200"`
+	First53200  string    `json:"first_53200,omitempty"`
+	RowsOK      bool      `json:"rows_ok"` // in every run
 }
 
 // cdcTables is the many-tables phase (BENCH_TABLES=0 skips it): the cdc plugin on N
@@ -36,11 +39,15 @@ type TablesPoint struct {
 // 100,000: inserts of new keys, round robin over the tables) in batches of the same size
 // (BENCH_TABLES_BATCH, default 50), so that their commits compare: the p99 of the
 // COMMITs' durations (eosink.commit spans) at 1,000 tables against 10 is
-// cdc_tables_1000_vs_10. A SQLSTATE 53200 in the sink's log (out of shared memory, past
-// max_locks_per_transaction) fails the phase, as does a table without its rows.
+// cdc_tables_1000_vs_10. The table counts run in turn, BENCH_TABLES_RUNS times (default 3),
+// each run into new tables and with new positions, and each point keeps its runs' medians:
+// on a shared machine one run's p99 swings by several times. A SQLSTATE 53200 in the
+// sink's log (out of shared memory, past max_locks_per_transaction) fails the phase, as
+// does a table without its rows.
 func (b *bench) cdcTables(ctx context.Context) error {
 	records := int64(envInt("BENCH_TABLES_RECORDS", 100_000))
 	batch := envInt("BENCH_TABLES_BATCH", 50)
+	runs := max(1, envInt("BENCH_TABLES_RUNS", 3))
 	counts := []int{10, 1000}
 	if v := os.Getenv("BENCH_TABLES_COUNTS"); v != "" {
 		counts = nil
@@ -52,22 +59,50 @@ func (b *bench) cdcTables(ctx context.Context) error {
 			counts = append(counts, n)
 		}
 	}
-	var failed []string
-	for _, n := range counts {
-		pt, err := b.tablesPoint(ctx, n, records, batch)
-		if err != nil {
+	perTable := make([][]int64, len(counts))
+	for i, n := range counts {
+		var err error
+		if perTable[i], err = b.tablesProduce(ctx, n, records); err != nil {
 			return fmt.Errorf("%d tables: %w", n, err)
 		}
-		b.rep.Tables = append(b.rep.Tables, pt)
-		b.logf("cdc_tables_%d: %d records into %d tables in batches of %d: COMMIT p50 %.1f ms, p99 %.1f ms, %.0f records/s, %d log lines with 53200, rows %v",
-			n, pt.Records, n, batch, pt.CommitP50ms, pt.CommitP99ms, pt.PerSecond, pt.Logged53200, pt.RowsOK)
-		if pt.Logged53200 > 0 {
-			failed = append(failed, fmt.Sprintf("%d tables: %d log lines with SQLSTATE 53200, the first: %s", n, pt.Logged53200, pt.First53200))
-		}
-		if !pt.RowsOK {
-			failed = append(failed, fmt.Sprintf("%d tables: a replica table does not hold its rows", n))
+	}
+	points := make([]TablesPoint, len(counts))
+	var p50s, p99s, rates [][]float64 = make([][]float64, len(counts)), make([][]float64, len(counts)), make([][]float64, len(counts))
+	var failed []string
+	for run := range runs {
+		for i, n := range counts {
+			pt := &points[i]
+			if run == 0 {
+				*pt = TablesPoint{Tables: n, Batch: batch, RowsOK: true}
+			}
+			m, ok, err := b.tablesRun(ctx, n, records, batch, perTable[i])
+			if err != nil {
+				return fmt.Errorf("%d tables, run %d: %w", n, run+1, err)
+			}
+			b.logf("cdc_tables_%d (run %d of %d): %d records into %d tables in batches of %d: COMMIT p50 %.1f ms, p99 %.1f ms, %.0f records/s, %d log lines with 53200, rows %v",
+				n, run+1, runs, m.Records, n, batch, m.P50ms, m.P99ms, m.RecordsPerSecond, m.Logged53200, ok)
+			pt.Records = m.Records
+			p50s[i], p99s[i], rates[i] = append(p50s[i], m.P50ms), append(p99s[i], m.P99ms), append(rates[i], m.RecordsPerSecond)
+			pt.RunsP99ms = append(pt.RunsP99ms, m.P99ms)
+			pt.RowsOK = pt.RowsOK && ok
+			if pt.Logged53200 += m.Logged53200; pt.First53200 == "" {
+				pt.First53200 = m.First53200
+			}
 		}
 	}
+	for i := range points {
+		pt := &points[i]
+		pt.CommitP50ms, pt.CommitP99ms, pt.PerSecond = medianOf(p50s[i]), medianOf(p99s[i]), medianOf(rates[i])
+		b.logf("cdc_tables_%d: medians of %d runs: COMMIT p50 %.1f ms, p99 %.1f ms (runs %v), %.0f records/s",
+			pt.Tables, runs, pt.CommitP50ms, pt.CommitP99ms, pt.RunsP99ms, pt.PerSecond)
+		if pt.Logged53200 > 0 {
+			failed = append(failed, fmt.Sprintf("%d tables: %d log lines with SQLSTATE 53200, the first: %s", pt.Tables, pt.Logged53200, pt.First53200))
+		}
+		if !pt.RowsOK {
+			failed = append(failed, fmt.Sprintf("%d tables: a replica table does not hold its rows", pt.Tables))
+		}
+	}
+	b.rep.Tables = append(b.rep.Tables, points...)
 	var p10, p1000 float64
 	for _, pt := range b.rep.Tables {
 		switch pt.Tables {
@@ -86,27 +121,32 @@ func (b *bench) cdcTables(ctx context.Context) error {
 	return nil
 }
 
-// tablesPoint produces records change events over n new topics and tables and runs the
-// cdc plugin on them.
-func (b *bench) tablesPoint(ctx context.Context, n int, records int64, batch int) (TablesPoint, error) {
-	pt := TablesPoint{Tables: n, Batch: batch}
-	prefix := fmt.Sprintf("tb%d_", n)
-	topics := make([]string, n)
-	for i := range topics {
-		topics[i] = fmt.Sprintf("benchtables%d.public.t%d", n, i) // <topic.prefix>.<schema>.<table>, as the plugin checks
+// medianOf returns the median of v (the mean of the middle two for an even count).
+func medianOf(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
 	}
-	if err := b.createTables(ctx, prefix, n); err != nil {
-		return pt, err
+	v = slices.Clone(v)
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
 	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+// tablesProduce produces records change events over n new topics; perTable is the number
+// of records (keys 1..perTable[i]) of table i.
+func (b *bench) tablesProduce(ctx context.Context, n int, records int64) (perTable []int64, err error) {
+	topics := tablesTopics(n)
 	if err := createTopics(ctx, b.brokers, topics); err != nil {
-		return pt, err
+		return nil, err
 	}
 	p, err := newProducer(kafka.ConfigMap{"bootstrap.servers": b.brokers, "enable.idempotence": true, "linger.ms": 20,
 		"batch.size": 1 << 20, "queue.buffering.max.kbytes": 64 << 10}, true)
 	if err != nil {
-		return pt, err
+		return nil, err
 	}
-	perTable := make([]int64, n)
+	perTable = make([]int64, n)
 	row := cdcRow{account: "acct", cents: 12345, qty: 3, updated: 1_700_000_000_000_000, booked: 1_700_000_000_000_000}
 	var buf []byte
 	for seq := range records {
@@ -117,11 +157,31 @@ func (b *bench) tablesPoint(ctx context.Context, n int, records int64, batch int
 		if err := p.produce(ctx, &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topics[i], Partition: 0},
 			Key: cdcKey(perTable[i]), Value: value}); err != nil {
 			_, _ = p.close(10 * time.Second)
-			return pt, err
+			return nil, err
 		}
 	}
 	if _, err := p.close(120 * time.Second); err != nil {
-		return pt, err
+		return nil, err
+	}
+	return perTable, nil
+}
+
+// tablesTopics are the n topics of a point, named <topic.prefix>.<schema>.<table> as the
+// plugin checks.
+func tablesTopics(n int) []string {
+	topics := make([]string, n)
+	for i := range topics {
+		topics[i] = fmt.Sprintf("benchtables%d.public.t%d", n, i)
+	}
+	return topics
+}
+
+// tablesRun applies the n topics from their start into n new tables, with no positions of
+// an earlier run's, as a new pipeline, and checks the tables' rows.
+func (b *bench) tablesRun(ctx context.Context, n int, records int64, batch int, perTable []int64) (*Measurement, bool, error) {
+	prefix := fmt.Sprintf("tb%d_", n)
+	if err := b.createTables(ctx, prefix, n); err != nil {
+		return nil, false, err
 	}
 	name := fmt.Sprintf("cdc_tables_%d", n)
 	saved := b.records
@@ -131,13 +191,11 @@ func (b *bench) tablesPoint(ctx context.Context, n int, records int64, batch int
 		"-batch", strconv.Itoa(batch), "-commit-spans", "-records", strconv.FormatInt(records, 10))
 	b.records = saved
 	if err != nil {
-		return pt, err
+		return nil, false, err
 	}
-	b.rep.Measurements[name] = m
-	pt.Records, pt.CommitP50ms, pt.CommitP99ms, pt.PerSecond = m.Records, m.P50ms, m.P99ms, m.RecordsPerSecond
-	pt.Logged53200, pt.First53200 = m.Logged53200, m.First53200
-	pt.RowsOK, err = b.tablesHold(ctx, prefix, perTable)
-	return pt, err
+	b.rep.Measurements[name] = m // the last run's
+	ok, err := b.tablesHold(ctx, prefix, perTable)
+	return m, ok, err
 }
 
 // createTables makes n replica tables prefix t0 ... t<n-1> in cdcSchema.
@@ -147,6 +205,16 @@ func (b *bench) createTables(ctx context.Context, prefix string, n int) error {
 		return err
 	}
 	defer conn.Close(ctx)
+	// An earlier run's positions would make this run skip every change as not newer.
+	like := pgx.Identifier{cdcSchema}.Sanitize() + "." + `"` + strings.ReplaceAll(prefix, "_", `\_`) + "t%"
+	for _, pos := range []string{"cdc_positions", "cdc_positions_int"} {
+		if _, err := conn.Exec(ctx, fmt.Sprintf("DELETE FROM %s WHERE target LIKE $1", pgx.Identifier{"bench_eosink", pos}.Sanitize()), like); err != nil {
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != "42P01" { // undefined_table: no cdc run yet
+				return err
+			}
+		}
+	}
 	var sql strings.Builder
 	for i := range n {
 		t := pgx.Identifier{cdcSchema, fmt.Sprintf("%st%d", prefix, i)}.Sanitize()

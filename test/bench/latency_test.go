@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -35,5 +36,19 @@ func TestLatencyBreakdownSplitsTheOldestRecordsWait(t *testing.T) {
 	l.addParts(bt, []sdktrace.ReadOnlySpan{span("eosink.write", 0, 1), span("eosink.commit", 1, 2)})
 	if n := l.breakdown()["commit"].N; n != 1 {
 		t.Fatalf("%d batches after a retry, want 1", n)
+	}
+}
+
+// TestMedianOf: the middle value, the mean of the middle two for an even count, 0 for none;
+// the input is left as it was.
+func TestMedianOf(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{{nil, 0}, {[]float64{5}, 5}, {[]float64{9, 1, 5}, 5}, {[]float64{30, 10, 40, 20}, 25}} {
+		in := slices.Clone(c.in)
+		if got := medianOf(in); got != c.want || !slices.Equal(in, c.in) {
+			t.Errorf("medianOf(%v) = %v (input now %v), want %v", c.in, got, in, c.want)
+		}
 	}
 }

@@ -235,10 +235,10 @@ func (w *worker) drop() {
 }
 
 // settled is told that batch (of memory size) is done with: committed (ok) or abandoned.
-// A committed batch's array becomes the spare the queue moves to at the next batch; the
+// A committed batch's array, when no larger than keptCap, becomes the spare the queue moves to at the next batch; the
 // plugin has returned, and Record's contract lets no one keep the batch's memory.
 func (w *worker) settled(batch []Record, size int, ok bool) {
-	if ok && w.inflight != nil && len(batch) > 0 && &w.inflight[0] == &batch[0] {
+	if ok && w.inflight != nil && len(batch) > 0 && &w.inflight[0] == &batch[0] && cap(w.inflight) <= w.keptCap() {
 		arr := w.inflight[:cap(w.inflight)]
 		clear(arr)
 		w.mu.Lock()
@@ -250,6 +250,15 @@ func (w *worker) settled(batch []Record, size int, ok bool) {
 	w.inflight = nil
 	w.release(size)
 }
+
+// keptCap bounds the capacity, in records, of an array a worker keeps for its queue to move
+// to (spare, and the queue's own after a batch leaves it): MaxBatchRecords, what its batches
+// need. Arrays are not in MaxBufferedBytes beyond the records they hold (recordOverhead), and
+// a queue grows past that length in a burst (a fetch of a partition's backlog): kept, such an
+// array would stay sized for the partition's largest burst for its life, twice (the spare and
+// the queue), in every partition, 128 bytes a record: at 256 partitions that was most of the
+// sink's heap. A queue that is longer again gets an array its length, for as long as it is.
+func (w *worker) keptCap() int { return max(1, w.cfg.limits.maxBatchRecords) }
 
 // release gives back the memory of committed (or abandoned) records: size bytes of this
 // partition's buffer and of the sink's total.
@@ -424,8 +433,8 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 			batch, w.inflight = old[:n:n], old
 			spare := w.spare
 			w.spare = nil
-			if spare == nil {
-				spare = make([]Record, 0, cap(old))
+			if rest := len(old) - n; cap(spare) < rest || spare == nil {
+				spare = make([]Record, 0, max(rest, min(cap(old), w.keptCap())))
 			}
 			w.queue = append(spare[:0], old[n:]...)
 			clear(old[n:]) // moved: the batch's array must not keep them alive

@@ -158,6 +158,12 @@ func (b *bench) runAll(ctx context.Context) {
 		b.phase("initial_load", func() error { return b.initialLoad(ctx) })
 		return
 	}
+	if os.Getenv("BENCH_ONLY") == "rss" || (os.Getenv("BENCH_ONLY") == "" && envInt("BENCH_RUN_RSS", 1) == 1) { // rss.go
+		b.phase("eos_run", func() error { return b.runRSS(ctx) })
+	}
+	if os.Getenv("BENCH_ONLY") == "rss" {
+		return
+	}
 	if os.Getenv("BENCH_ONLY") == "outbox" || envInt("BENCH_OUTBOX", 1) == 1 { // the relay (outbox.go)
 		b.phase("outbox", func() error { return b.outboxRelay(ctx) })
 	}
@@ -168,12 +174,6 @@ func (b *bench) runAll(ctx context.Context) {
 		b.phase("cdc_tables", func() error { return b.cdcTables(ctx) })
 	}
 	if os.Getenv("BENCH_ONLY") == "tables" {
-		return
-	}
-	if os.Getenv("BENCH_ONLY") == "rss" || (os.Getenv("BENCH_ONLY") == "" && envInt("BENCH_RUN_RSS", 1) == 1) { // rss.go
-		b.phase("eos_run", func() error { return b.runRSS(ctx) })
-	}
-	if os.Getenv("BENCH_ONLY") == "rss" {
 		return
 	}
 	if os.Getenv("BENCH_ONLY") == "cdc" { // the change-event contenders alone

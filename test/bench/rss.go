@@ -12,7 +12,9 @@ package main
 // Environment: BENCH_RSS_PARTITIONS (256), BENCH_RSS_RECORDS (1000000), BENCH_EOSINK (a built
 // eosink binary; default: built from this checkout into a temporary folder), BENCH_RSS_KAFKA
 // (name=value,...: librdkafka properties added to the pipeline file, for experiments),
-// BENCH_RSS_ENV (NAME=value,...: environment for the eosink process, GODEBUG=gctrace=1 for one).
+// BENCH_RSS_ENV (NAME=value,...: environment for the eosink process, GODEBUG=gctrace=1 for one),
+// BENCH_RSS_LOG (a path: keep the eosink process's output there), BENCH_RSS_PRELOAD (1; 0 reads
+// the topic an earlier run preloaded with the same partitions and records, for experiments).
 
 import (
 	"context"
@@ -173,9 +175,11 @@ func (b *bench) runRSS(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.logf("eos_run: preloading %d records over %d partitions (topic %s)", n, parts, rssTopic)
-	if _, err := preload(ctx, b.brokers, rssTopic, parts, n, "normal"); err != nil {
-		return err
+	if envInt("BENCH_RSS_PRELOAD", 1) == 1 {
+		b.logf("eos_run: preloading %d records over %d partitions (topic %s)", n, parts, rssTopic)
+		if _, err := preload(ctx, b.brokers, rssTopic, parts, n, "normal"); err != nil {
+			return err
+		}
 	}
 	if err := b.table(ctx, rssTable, "insert"); err != nil {
 		return err
@@ -213,7 +217,7 @@ func (b *bench) runRSS(ctx context.Context) error {
 // measureRun runs `eosink run` until the offsets table holds all n records, then SIGTERM:
 // it must exit 0. The peak RSS is the process's last VmHWM read before it exited.
 func (b *bench) measureRun(ctx context.Context, bin, cfgPath, dir, group string, n int64) (*Measurement, error) {
-	logPath := filepath.Join(dir, "eosink.log")
+	logPath := envStr("BENCH_RSS_LOG", filepath.Join(dir, "eosink.log"))
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -275,9 +279,14 @@ func (b *bench) measureRun(ctx context.Context, bin, cfgPath, dir, group string,
 	select {
 	case rerr = <-done:
 	case <-time.After(90 * time.Second):
-		_ = cmd.Process.Kill()
-		rerr = fmt.Errorf("did not exit within 90 s of SIGTERM")
-		<-done
+		_ = cmd.Process.Signal(syscall.SIGQUIT) // Go prints every goroutine's stack to the log, then exits
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		rerr = fmt.Errorf("did not exit within 90 s of SIGTERM (goroutines in the log, BENCH_RSS_LOG keeps it)")
 	}
 	k1, p1 := serviceCPU()
 	mb1, mt1 := machineCPU()

@@ -235,8 +235,9 @@ func (w *worker) drop() {
 }
 
 // settled is told that batch (of memory size) is done with: committed (ok) or abandoned.
-// A committed batch's array, when no larger than keptCap, becomes the spare the queue moves to at the next batch; the
-// plugin has returned, and Record's contract lets no one keep the batch's memory.
+// A committed batch's array, when no larger than keptCap, becomes the spare the queue may
+// move to at the next batch (queueArray); the plugin has returned, and Record's contract
+// lets no one keep the batch's memory.
 func (w *worker) settled(batch []Record, size int, ok bool) {
 	if ok && w.inflight != nil && len(batch) > 0 && &w.inflight[0] == &batch[0] && cap(w.inflight) <= w.keptCap() {
 		arr := w.inflight[:cap(w.inflight)]
@@ -251,14 +252,30 @@ func (w *worker) settled(batch []Record, size int, ok bool) {
 	w.release(size)
 }
 
-// keptCap bounds the capacity, in records, of an array a worker keeps for its queue to move
-// to (spare, and the queue's own after a batch leaves it): MaxBatchRecords, what its batches
-// need. Arrays are not in MaxBufferedBytes beyond the records they hold (recordOverhead), and
-// a queue grows past that length in a burst (a fetch of a partition's backlog): kept, such an
-// array would stay sized for the partition's largest burst for its life, twice (the spare and
-// the queue), in every partition, 128 bytes a record: at 256 partitions that was most of the
-// sink's heap. A queue that is longer again gets an array its length, for as long as it is.
+// keptCap bounds the capacity, in records, of a committed batch's array kept as the spare:
+// MaxBatchRecords, what the partition's batches need. Arrays count in MaxBufferedBytes only
+// for the records they hold (recordOverhead), and a queue grows far past a batch in a burst
+// (a fetch of a partition's backlog): kept, such an array would stay sized for the
+// partition's largest burst for its life, in every partition, 128 bytes a record; at 256
+// partitions that was most of eosink run's heap (issue 26).
 func (w *worker) keptCap() int { return max(1, w.cfg.limits.maxBatchRecords) }
+
+// minQueueCap is the least capacity, in records, of a queue's new array (queueArray).
+const minQueueCap = 8
+
+// queueArray is the empty array the queue moves to when a batch of n records leaves rest
+// records behind: spare (the last committed batch's array) when it holds them without being
+// more than twice what is needed, else a new one sized for what is needed: the rest, or as
+// many records as the batch had (what arrives until the next batch forms, at this rate).
+// Arrays so follow each partition's rate down as well as up; a sink of 256 partitions that
+// kept arrays of MaxBatchRecords for each held tens of MiB in them, past every bound.
+func queueArray(spare []Record, rest, n int) []Record {
+	need := max(rest, n, minQueueCap)
+	if spare != nil && cap(spare) >= need && cap(spare) <= 2*need {
+		return spare[:0]
+	}
+	return make([]Record, 0, need)
+}
 
 // release gives back the memory of committed (or abandoned) records: size bytes of this
 // partition's buffer and of the sink's total.
@@ -431,12 +448,8 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 			// of the last committed batch (settled), so that batches cost no allocation.
 			old := w.queue
 			batch, w.inflight = old[:n:n], old
-			spare := w.spare
+			w.queue = append(queueArray(w.spare, len(old)-n, n), old[n:]...)
 			w.spare = nil
-			if rest := len(old) - n; cap(spare) < rest || spare == nil {
-				spare = make([]Record, 0, max(rest, min(cap(old), w.keptCap())))
-			}
-			w.queue = append(spare[:0], old[n:]...)
 			clear(old[n:]) // moved: the batch's array must not keep them alive
 			more := len(w.queue) > 0
 			if more {

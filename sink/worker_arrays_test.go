@@ -68,3 +68,28 @@ func TestProbeRangesStopsWhenQuit(t *testing.T) {
 		}
 	}
 }
+
+func TestQueueArray(t *testing.T) {
+	spare := make([]Record, 0, 100)
+	for _, c := range []struct {
+		name    string
+		spare   []Record
+		rest, n int
+		reuse   bool
+		wantCap int
+	}{
+		{"fits", spare, 60, 10, true, 100},
+		{"too large for a slow partition", spare, 0, 20, false, 20},
+		{"too small for the rest", spare, 150, 10, false, 150},
+		{"no spare", nil, 0, 3, false, minQueueCap},
+		{"at twice the need", spare, 0, 50, true, 100},
+	} {
+		got := queueArray(c.spare, c.rest, c.n)
+		if len(got) != 0 || cap(got) != c.wantCap {
+			t.Errorf("%s: len %d cap %d, want 0 and %d", c.name, len(got), cap(got), c.wantCap)
+		}
+		if reused := cap(got) > 0 && cap(c.spare) > 0 && &got[:1][0] == &c.spare[:1][0]; reused != c.reuse {
+			t.Errorf("%s: reused %t, want %t", c.name, reused, c.reuse)
+		}
+	}
+}

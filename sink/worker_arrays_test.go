@@ -15,7 +15,7 @@ func TestWorkerKeepsNoBurstSizedArrays(t *testing.T) {
 		burst[i] = 1
 	}
 	tw.pushValues(burst...)
-	if c := cap(tw.queue); c < 1000 {
+	if c := cap(tw.q.arr); c < 1000 {
 		t.Fatalf("queue capacity %d before any batch, want the burst's", c)
 	}
 	tw.start()
@@ -45,7 +45,7 @@ func TestWorkerKeepsNoBurstSizedArrays(t *testing.T) {
 	}
 	time.Sleep(5 * time.Millisecond) // the last batch settled
 	tw.mu.Lock()
-	q, s := cap(tw.queue), cap(tw.spare)
+	q, s := cap(tw.q.arr), cap(tw.spare)
 	tw.mu.Unlock()
 	if q > 10 || s > 10 {
 		t.Errorf("after the burst: queue capacity %d, spare %d; want at most MaxBatchRecords (10)", q, s)
@@ -90,6 +90,67 @@ func TestQueueArray(t *testing.T) {
 		}
 		if reused := cap(got) > 0 && cap(c.spare) > 0 && &got[:1][0] == &c.spare[:1][0]; reused != c.reuse {
 			t.Errorf("%s: reused %t, want %t", c.name, reused, c.reuse)
+		}
+	}
+}
+
+func queueOf(n int) *recordQueue {
+	q := &recordQueue{}
+	for i := range n {
+		q.push(Record{Offset: int64(i), Value: []byte{1}})
+	}
+	return q
+}
+
+func offsetsOf(rs []Record) (o []int64) {
+	for _, r := range rs {
+		o = append(o, r.Offset)
+	}
+	return o
+}
+
+func TestRecordQueueTake(t *testing.T) {
+	// Part of the queue: copied out, the rest stays in place (no copy of the backlog).
+	q := queueOf(1000)
+	arr0 := &q.arr[0]
+	batch, array, used := q.take(10, nil)
+	if used || len(batch) != 10 || &array[0] != &batch[0] || batch[0].Offset != 0 || batch[9].Offset != 9 {
+		t.Fatalf("partial take: %v used %t", offsetsOf(batch), used)
+	}
+	if q.len() != 990 || q.at(0).Offset != 10 || &q.arr[0] != arr0 || q.arr[0].Value != nil {
+		t.Fatalf("rest: len %d first %d, same array %t, taken slot cleared %t", q.len(), q.at(0).Offset, &q.arr[0] == arr0, q.arr[0].Value == nil)
+	}
+	// The last of it: the queue's own array is the batch; the queue moves to a small one.
+	spare := make([]Record, 0, 12)
+	batch, array, used = q.take(990, spare)
+	if len(batch) != 990 || batch[0].Offset != 10 || &array[0] != arr0 || used {
+		t.Fatalf("take all: %d records from %d, own array %t, spare used %t", len(batch), batch[0].Offset, &array[0] == arr0, used)
+	}
+	if q.len() != 0 || cap(q.arr) != 990 {
+		t.Fatalf("after the burst: len %d cap %d, want 0 and 990 (sized for the batch)", q.len(), cap(q.arr))
+	}
+	// A steady small rate reuses the spare.
+	q = queueOf(5)
+	_, _, used = q.take(5, spare)
+	if !used || cap(q.arr) != 12 {
+		t.Fatalf("steady: spare used %t, cap %d", used, cap(q.arr))
+	}
+}
+
+func TestRecordQueuePushCompacts(t *testing.T) {
+	q := &recordQueue{arr: make([]Record, 0, 8)}
+	for i := range 8 {
+		q.push(Record{Offset: int64(i)})
+	}
+	q.take(5, nil)
+	arr0 := &q.arr[0]
+	q.push(Record{Offset: 8}) // full, more than half taken: moves to the front
+	if &q.arr[0] != arr0 || q.head != 0 || q.len() != 4 || q.at(0).Offset != 5 || q.at(3).Offset != 8 || cap(q.arr) != 8 {
+		t.Fatalf("compaction: head %d len %d cap %d, same array %t", q.head, q.len(), cap(q.arr), &q.arr[0] == arr0)
+	}
+	for _, r := range q.arr[4:8] {
+		if r.Offset != 0 || r.Value != nil {
+			t.Fatal("slots past the queue not cleared")
 		}
 	}
 }

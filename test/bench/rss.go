@@ -276,6 +276,7 @@ func (b *bench) measureRun(ctx context.Context, bin, cfgPath, dir, group string,
 	peak := hwm.Load() // before the drain
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	var rerr error
+	hung := false
 	select {
 	case rerr = <-done:
 	case <-time.After(90 * time.Second):
@@ -286,7 +287,7 @@ func (b *bench) measureRun(ctx context.Context, bin, cfgPath, dir, group string,
 			_ = cmd.Process.Kill()
 			<-done
 		}
-		rerr = fmt.Errorf("did not exit within 90 s of SIGTERM (goroutines in the log, BENCH_RSS_LOG keeps it)")
+		rerr, hung = fmt.Errorf("did not exit within 90 s of SIGTERM (its goroutines are in its log: set BENCH_RSS_LOG to keep it)"), true
 	}
 	k1, p1 := serviceCPU()
 	mb1, mt1 := machineCPU()
@@ -300,6 +301,9 @@ func (b *bench) measureRun(ctx context.Context, bin, cfgPath, dir, group string,
 		m.CPUSecondsPerM = (m.CPU.Contender + m.CPU.Kafka + m.CPU.Postgres) / float64(res.Records) * 1e6
 	}
 	m.MachineCPUBusy = busyShare(mb0, mt0, mb1, mt1)
+	if hung {
+		return m, fmt.Errorf("eosink run: %v", rerr)
+	}
 	if rerr != nil {
 		return m, fmt.Errorf("eosink run after SIGTERM: %v: %s", rerr, logTail())
 	}

@@ -10,6 +10,8 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -128,6 +130,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			<-served
 		}()
 	}
+	if pct, ok := runGCPercent(os.Getenv("GOGC")); ok {
+		debug.SetGCPercent(pct)
+	}
 	log.Info("pipeline starting", "file", p.File, "pipeline", p.Config.Pipeline, "sink", p.PluginType,
 		"topics", p.Config.Topics, "group", p.Config.GroupID, "on_poison", p.Config.OnPoison.String())
 	stopProgress := startProgress(log.With("pipeline", p.Config.Pipeline), progress, s, reg)
@@ -216,4 +221,17 @@ func gaugeSum(reg prometheus.Gatherer, name string) (sum int64, series int) {
 		}
 	}
 	return sum, series
+}
+
+// runGCPercent is the Go garbage collector's target eosink run sets, and whether it sets one:
+// 50 when the environment's GOGC is unset (empty), so that the heap grows to 1.5 times what
+// is live between collections rather than twice; a GOGC of the operator's wins. Most of the
+// heap is records in flight, bounded by batch.max_total_buffered_bytes. At 256 partitions of
+// small records it kept the peak RSS at 180 to 211 MiB, against 172 to 243 at Go's default,
+// for about a tenth more of eosink's CPU (issue 26; docs/operations.md#memory).
+func runGCPercent(env string) (int, bool) {
+	if env != "" {
+		return 0, false
+	}
+	return 50, true
 }

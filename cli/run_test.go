@@ -324,3 +324,14 @@ sink: {type: clitest}
 		}
 	}
 }
+
+func TestRunGCPercent(t *testing.T) {
+	if pct, ok := runGCPercent(""); !ok || pct != 50 {
+		t.Errorf("GOGC unset: %d %t, want 50 true", pct, ok)
+	}
+	for _, env := range []string{"100", "off", "200"} {
+		if _, ok := runGCPercent(env); ok {
+			t.Errorf("GOGC=%s: eosink run sets its own", env)
+		}
+	}
+}

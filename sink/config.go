@@ -164,9 +164,10 @@ type Config struct {
 	// the cap. Pausing is the fallback because librdkafka drops a paused partition's
 	// prefetched records and may take up to a second to fetch again after a resume. So the
 	// sink's records in memory stay bounded whatever the partition count: librdkafka's
-	// prefetch queue (one queue for the whole consumer, queued.max.messages.kbytes: 16 MiB
-	// unless set in Kafka) plus twice MaxTotalBufferedBytes at most. At least MaxBatchBytes.
-	// Defaults to 32 MiB (DefaultMaxTotalBufferedBytes).
+	// prefetch queue (one queue for the whole consumer, queued.max.messages.kbytes: a quarter
+	// of MaxTotalBufferedBytes unless set in Kafka; PrefetchKiB) plus twice
+	// MaxTotalBufferedBytes at most. At least MaxBatchBytes. Defaults to 32 MiB
+	// (DefaultMaxTotalBufferedBytes).
 	MaxTotalBufferedBytes int
 
 	// IsolationLevel of each batch's transaction. The fence is correct at any level; choose
@@ -282,6 +283,16 @@ func orDefault[T int | time.Duration](p *T, def T) {
 	}
 }
 
+// PrefetchKiB is the queued.max.messages.kbytes the sink gives librdkafka unless Config.Kafka
+// sets it: a quarter of MaxTotalBufferedBytes, in KiB, at least 1 MiB (8 MiB at the default
+// 32 MiB). The queue's bound counts the records' bytes; librdkafka holds several times that
+// for small records (each message's own bookkeeping, and the fetch responses they point
+// into): at 16 MiB with 150-byte records on 256 partitions its heap reached about 97 MiB, the
+// largest part of eosink run's 290 MiB peak (docs/benchmarks.md, issue 26).
+func PrefetchKiB(maxTotalBufferedBytes int) int {
+	return max(1024, maxTotalBufferedBytes/4/1024)
+}
+
 // kafkaConfig builds the librdkafka configuration.
 func (c *Config) kafkaConfig() kafka.ConfigMap {
 	m := kafka.ConfigMap{
@@ -290,11 +301,11 @@ func (c *Config) kafkaConfig() kafka.ConfigMap {
 		"go.logs.channel.enable": false,
 		// librdkafka's prefetch queue: with the high-level consumer one queue for the whole
 		// consumer, whatever the partition count (librdkafka's CONFIGURATION.md); the records
-		// the sink holds past it are bounded by MaxTotalBufferedBytes. 16 MiB, with
-		// fetch.queue.backoff.ms short (below): a larger queue delivers small records no faster
-		// and costs memory; with librdkafka's default backoff, a queue this size starves the
-		// sink of small records.
-		"queued.max.messages.kbytes": 16384,
+		// the sink holds past it are bounded by MaxTotalBufferedBytes. Sized from that bound
+		// (PrefetchKiB), with fetch.queue.backoff.ms short (below): a larger queue delivers
+		// small records no faster and costs memory; with librdkafka's default backoff, a small
+		// queue starves the sink of small records.
+		"queued.max.messages.kbytes": PrefetchKiB(c.MaxTotalBufferedBytes),
 		// librdkafka waits this long before fetching again for a partition whose queue is over
 		// its thresholds: its default of 1s leaves the consumer idle between bursts, and 0
 		// makes its broker thread spin while the sink holds off at MaxTotalBufferedBytes

@@ -315,3 +315,29 @@ func TestBootstrapServersInKafka(t *testing.T) {
 		t.Fatalf("both: %v", err)
 	}
 }
+
+// librdkafka's prefetch queue follows MaxTotalBufferedBytes (issue 26); Kafka's own setting wins.
+func TestConfigPrefetchFromTotalBuffer(t *testing.T) {
+	for _, c := range []struct{ total, want int }{{32 << 20, 8192}, {256 << 20, 65536}, {1 << 20, 1024}, {0, 1024}} {
+		if got := PrefetchKiB(c.total); got != c.want {
+			t.Errorf("PrefetchKiB(%d) = %d, want %d", c.total, got, c.want)
+		}
+	}
+	s, err := New(Config{Brokers: "127.0.0.1:9092", GroupID: "g", Topics: []string{"t"}, DatabaseURL: "postgres://x/y",
+		Handler: func(context.Context, pgx.Tx, Batch) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.cfg.kafkaConfig()["queued.max.messages.kbytes"]; got != 8192 {
+		t.Errorf("default queued.max.messages.kbytes = %v, want 8192", got)
+	}
+	s, err = New(Config{Brokers: "127.0.0.1:9092", GroupID: "g", Topics: []string{"t"}, DatabaseURL: "postgres://x/y",
+		MaxTotalBufferedBytes: 128 << 20, Kafka: kafka.ConfigMap{"queued.max.messages.kbytes": 4096},
+		Handler: func(context.Context, pgx.Tx, Batch) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.cfg.kafkaConfig()["queued.max.messages.kbytes"]; got != 4096 {
+		t.Errorf("queued.max.messages.kbytes set in Kafka = %v, want 4096", got)
+	}
+}

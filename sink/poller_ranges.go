@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -35,6 +36,7 @@ type rangeChecker struct {
 	due     bool               // checked at the next turn of the poll loop
 	busy    bool               // a probe is running
 	results chan []rangeProbe  // capacity 1
+	quit    chan struct{}      // closed by closeRanges: a probe in flight asks the broker no more
 	admin   *kafka.AdminClient // derived from the consumer, for topic ids
 }
 
@@ -56,7 +58,7 @@ func (p *poller) requestRangeCheck() { p.ranges.due = true }
 func (p *poller) rangeChecks() {
 	rc := &p.ranges
 	if rc.results == nil {
-		rc.results = make(chan []rangeProbe, 1)
+		rc.results, rc.quit = make(chan []rangeProbe, 1), make(chan struct{})
 		rc.last = time.Now()
 	}
 	select {
@@ -86,13 +88,20 @@ func (p *poller) rangeChecks() {
 		rc.admin = a
 	}
 	rc.busy = true
-	go func(c *kafka.Consumer, a *kafka.AdminClient, results chan<- []rangeProbe) {
-		results <- probeRanges(c, a, probes)
-	}(p.consumer, rc.admin, rc.results)
+	go func(c *kafka.Consumer, a *kafka.AdminClient, results chan<- []rangeProbe, quit <-chan struct{}) {
+		results <- probeRanges(c, a, probes, quit)
+	}(p.consumer, rc.admin, rc.results, rc.quit)
 }
 
-// probeRanges asks the broker (any goroutine).
-func probeRanges(c *kafka.Consumer, a *kafka.AdminClient, probes []rangeProbe) []rangeProbe {
+// errProbeStopped is a probe's error for the partitions it did not ask about: the sink was
+// stopping (closeRanges).
+var errProbeStopped = errors.New("eosink: range check stopped: the sink is stopping")
+
+// probeRanges asks the broker (any goroutine), one partition after the other, until quit is
+// closed. Each query waits its turn on the connection behind the consumer's fetch, which
+// the broker holds up to fetch.wait.max.ms when there is nothing to read: an idle sink of 256
+// partitions takes minutes over one probe, and stopping must not wait for all of it.
+func probeRanges(c *kafka.Consumer, a *kafka.AdminClient, probes []rangeProbe, quit <-chan struct{}) []rangeProbe {
 	ids := map[string]string{}
 	if a != nil {
 		var names []string
@@ -116,6 +125,12 @@ func probeRanges(c *kafka.Consumer, a *kafka.AdminClient, probes []rangeProbe) [
 	for i := range probes {
 		p := &probes[i]
 		p.topicID = ids[p.k.topic]
+		select {
+		case <-quit:
+			p.err = errProbeStopped
+			continue
+		default:
+		}
 		p.low, p.high, p.err = c.QueryWatermarkOffsets(p.k.topic, p.k.partition, int(brokerQueryTimeout.Milliseconds()))
 	}
 	return probes
@@ -150,10 +165,14 @@ func (p *poller) applyRanges(probes []rangeProbe) {
 	}
 }
 
-// closeRanges waits for a probe in flight and releases the admin client; before the
-// consumer closes.
+// closeRanges stops a probe in flight after its current query, waits for it and releases
+// the admin client; before the consumer closes.
 func (p *poller) closeRanges() {
 	rc := &p.ranges
+	if rc.quit != nil {
+		close(rc.quit)
+		rc.quit = nil
+	}
 	if rc.busy {
 		<-rc.results
 		rc.busy = false

@@ -102,14 +102,16 @@ type worker struct {
 	markersEnd atomic.Int64
 
 	mu       sync.Mutex
-	queue    []Record
-	queuedAt time.Time // when the queue's oldest record was pushed: MaxBatchWait runs from it
-	held     bool      // form the next batch without waiting: the partition paused, or a backlog is left
-	buffered int       // memory of records fetched and not yet committed (queued plus in flight; memSize)
-	closed   bool      // run has returned: push drops records, the buffer is given back (drop)
-	spare    []Record  // the array of the last committed batch, empty, for the queue to move to
-	// inflight is the whole array of the batch being applied (worker goroutine only).
-	inflight []Record
+	q        recordQueue // the records fetched and not yet in a batch (queue.go)
+	queuedAt time.Time   // when the queue's oldest record was pushed: MaxBatchWait runs from it
+	held     bool        // form the next batch without waiting: the partition paused, or a backlog is left
+	buffered int         // memory of records fetched and not yet committed (queued plus in flight; memSize)
+	closed   bool        // run has returned: push drops records, the buffer is given back (drop)
+	spare    []Record    // the array of the last committed batch, empty, for the queue to move to
+	// inflight is the whole array of the batch being applied, and inflightAt its first
+	// record (worker goroutine only).
+	inflight   []Record
+	inflightAt *Record
 
 	wake   chan struct{} // a record was pushed (capacity 1)
 	stop   chan struct{} // closed on revoke and shutdown: commit what is queued, then exit
@@ -176,10 +178,10 @@ func (w *worker) push(r Record) (full bool) {
 		w.mu.Unlock()
 		return false
 	}
-	if len(w.queue) == 0 {
+	if w.q.len() == 0 {
 		w.queuedAt = time.Now()
 	}
-	w.queue = append(w.queue, r)
+	w.q.push(r)
 	w.buffered += size
 	own := w.buffered
 	full = own >= w.cfg.limits.maxBufferedBytes
@@ -228,17 +230,18 @@ func (w *worker) drop() {
 	w.mu.Lock()
 	w.closed = true
 	size := w.buffered
-	w.buffered, w.queue = 0, nil
+	w.buffered, w.q = 0, recordQueue{}
 	w.mu.Unlock()
 	w.cfg.total.Add(-int64(size))
 	w.cfg.active.Add(-1)
 }
 
 // settled is told that batch (of memory size) is done with: committed (ok) or abandoned.
-// A committed batch's array becomes the spare the queue moves to at the next batch; the
-// plugin has returned, and Record's contract lets no one keep the batch's memory.
+// A committed batch's array, when no larger than keptCap, becomes the spare the queue may
+// move to at the next batch (queueArray); the plugin has returned, and Record's contract
+// lets no one keep the batch's memory.
 func (w *worker) settled(batch []Record, size int, ok bool) {
-	if ok && w.inflight != nil && len(batch) > 0 && &w.inflight[0] == &batch[0] {
+	if ok && w.inflight != nil && len(batch) > 0 && w.inflightAt == &batch[0] && cap(w.inflight) <= w.keptCap() {
 		arr := w.inflight[:cap(w.inflight)]
 		clear(arr)
 		w.mu.Lock()
@@ -247,9 +250,17 @@ func (w *worker) settled(batch []Record, size int, ok bool) {
 		}
 		w.mu.Unlock()
 	}
-	w.inflight = nil
+	w.inflight, w.inflightAt = nil, nil
 	w.release(size)
 }
+
+// keptCap bounds the capacity, in records, of a committed batch's array kept as the spare:
+// MaxBatchRecords, what the partition's batches need. Arrays count in MaxBufferedBytes only
+// for the records they hold (recordOverhead), and a queue grows far past a batch in a burst
+// (a fetch of a partition's backlog): kept, such an array would stay sized for the
+// partition's largest burst for its life, in every partition, 128 bytes a record; at 256
+// partitions that was most of eosink run's heap (issue 26).
+func (w *worker) keptCap() int { return max(1, w.cfg.limits.maxBatchRecords) }
 
 // release gives back the memory of committed (or abandoned) records: size bytes of this
 // partition's buffer and of the sink's total.
@@ -389,15 +400,15 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 		}
 		w.mu.Lock()
 		n, bytes := 0, 0
-		for n < len(w.queue) && n < lim.maxBatchRecords {
-			sz := recordSize(&w.queue[n])
+		for n < w.q.len() && n < lim.maxBatchRecords {
+			sz := recordSize(w.q.at(n))
 			if n > 0 && bytes+sz > lim.maxBatchBytes {
 				break
 			}
 			bytes += sz
 			n++
 		}
-		full := n == lim.maxBatchRecords || n < len(w.queue) || bytes >= lim.maxBatchBytes || w.held
+		full := n == lim.maxBatchRecords || n < w.q.len() || bytes >= lim.maxBatchBytes || w.held
 		if n == 0 && !stopping && w.markersEnd.Load() > w.next.Load() {
 			w.mu.Unlock()
 			return nil, false // nothing queued: move past the markers at the end (worker_markers.go)
@@ -418,18 +429,15 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 		if n > 0 && (full || expired || stopping) {
 			w.formedAt = time.Now()
 			w.held = false
-			// The batch is the queue's array itself; the rest of the queue moves to the array
-			// of the last committed batch (settled), so that batches cost no allocation.
-			old := w.queue
-			batch, w.inflight = old[:n:n], old
-			spare := w.spare
-			w.spare = nil
-			if spare == nil {
-				spare = make([]Record, 0, cap(old))
+			// The batch is the queue's array, or a copy in the last committed batch's
+			// (settled), so that batches at a steady rate cost no allocation (queue.go).
+			var used bool
+			batch, w.inflight, used = w.q.take(n, w.spare)
+			w.inflightAt = &batch[0]
+			if used {
+				w.spare = nil
 			}
-			w.queue = append(spare[:0], old[n:]...)
-			clear(old[n:]) // moved: the batch's array must not keep them alive
-			more := len(w.queue) > 0
+			more := w.q.len() > 0
 			if more {
 				// A backlog: its records came before now and have waited already, so its
 				// batch forms at once after this one; its span starts here.

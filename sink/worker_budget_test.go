@@ -34,7 +34,7 @@ func TestWorkerTotalBudgetPausesEveryPartition(t *testing.T) {
 		t.Fatal("paused on the total before pausing was turned on")
 	}
 	b.release(3 * 660)
-	b.queue, b.fetchNext = nil, 0
+	b.q, b.fetchNext = recordQueue{}, 0
 	a.cfg.capPausing.Store(true)
 	if full := a.push(Record{Offset: 0, Value: make([]byte, 500)}); full {
 		t.Fatal("full after 660 of 1500 bytes in all")

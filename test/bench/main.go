@@ -25,7 +25,8 @@
 // max_held_events and max_held_bytes), BENCH_CDC_RECORDS (change records; default BENCH_RECORDS, at most 500000),
 // BENCH_TABLES (1; 0 skips the many-tables phase: the cdc plugin on 10 and 1,000 topics
 // and tables through one pattern, COMMIT p50/p99 and cdc_tables_1000_vs_10; BENCH_ONLY=tables
-// runs it alone), BENCH_TABLES_RECORDS (100000), BENCH_TABLES_BATCH (50), BENCH_TABLES_RUNS (3:
+// runs it alone), BENCH_RUN_RSS (1; 0 skips eos_run: the eosink binary's peak RSS on 256
+// partitions, rss.go; BENCH_ONLY=rss runs it alone), BENCH_TABLES_RECORDS (100000), BENCH_TABLES_BATCH (50), BENCH_TABLES_RUNS (3:
 // the counts in turn, medians kept), BENCH_TABLES_COUNTS
 // (10,1000), BENCH_CDC_BATCH (eos_cdc's batch records; default 0, the cdc plugin's defaults),
 // BENCH_PEER_CDC_REDUCTION (true: the peer's use.reduction.buffer in the cdc run),
@@ -163,6 +164,12 @@ func (b *bench) runAll(ctx context.Context) {
 	}
 	if os.Getenv("BENCH_ONLY") == "initial" { // the initial load alone (initload.go)
 		b.phase("initial_load", func() error { return b.initialLoad(ctx) })
+		return
+	}
+	if os.Getenv("BENCH_ONLY") == "rss" || (os.Getenv("BENCH_ONLY") == "" && envInt("BENCH_RUN_RSS", 1) == 1) { // rss.go
+		b.phase("eos_run", func() error { return b.runRSS(ctx) })
+	}
+	if os.Getenv("BENCH_ONLY") == "rss" {
 		return
 	}
 	if os.Getenv("BENCH_ONLY") == "outbox" || (os.Getenv("BENCH_ONLY") == "" && envInt("BENCH_OUTBOX", 1) == 1) { // the relay (outbox.go)

@@ -103,7 +103,7 @@ func latencyText(m *Measurement) string {
 func (b *bench) summarize() {
 	ms := b.rep.Measurements
 	for _, k := range []string{"copy", "eos", "at_least_once", "per_message", "peer", "eos_envelope", "kafka_consume", "eos_cdc", "eos_cdc_tx", "peer_cdc",
-		"initial_load_cdc", "initial_load_insert", "native_apply", "eos_cdc_native"} {
+		"initial_load_cdc", "initial_load_insert", "native_apply", "eos_cdc_native", "eos_run"} {
 		if m := ms[k]; m != nil {
 			b.rep.RecordsPerSecond[k] = m.RecordsPerSecond
 		}
@@ -161,6 +161,9 @@ func (b *bench) summarize() {
 	if b.rep.InitialLoad != nil { // issue 26
 		addRatio("initial load: last tenth / first tenth >= 0.8", "cdc_initial_load_last_vs_first", "%.2f", 0.8)
 		addRatio("initial load: cdc / plain insert >= 0.5", "cdc_initial_load_vs_insert", "%.2f", 0.5)
+	}
+	if _, failed := b.rep.Failed["eos_run"]; failed || ms["eos_run"] != nil { // issue 26: the product's memory (rss.go)
+		b.rep.Targets = append(b.rep.Targets, rssTarget(ms["eos_run"], envInt("BENCH_RSS_PARTITIONS", 256), b.rep.Failed["eos_run"]))
 	}
 	if ms["eos"] == nil { // BENCH_ONLY=cdc: the other targets are about the other contenders
 		return
@@ -233,7 +236,7 @@ func (b *bench) write() error {
 	tw := tabwriter.NewWriter(os.Stdout, 2, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "contender\trecords/s\tCPU s per 1M (all)\tpeak RSS MiB\trecords\tseconds\ttable")
 	for _, k := range []string{"copy", "kafka_consume", "eos", "at_least_once", "per_message", "eos_envelope", "peer", "eos_cdc", "eos_cdc_tx", "peer_cdc",
-		"initial_load_insert", "initial_load_cdc", "native_apply", "eos_cdc_native"} {
+		"initial_load_insert", "initial_load_cdc", "native_apply", "eos_cdc_native", "eos_run"} {
 		if m := b.rep.Measurements[k]; m != nil {
 			fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%.0f\t%d\t%.2f\t%s\n", k, m.RecordsPerSecond, m.CPUSecondsPerM, m.PeakRSSMiB, m.Records, m.Seconds, verified(m))
 		}

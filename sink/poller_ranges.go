@@ -13,9 +13,9 @@ import (
 //
 // Every rangeCheckInterval, and at once when librdkafka reports an offset out of range, the
 // poll goroutine checks each running partition against the broker: the log start and high
-// watermark (QueryWatermarkOffsets) and the topic id (DescribeTopics). The broker queries
-// run on a goroutine of their own; a failed query is retried at the next interval. A
-// partition is stopped (loudly, stopLedger.record) when
+// watermark (two ListOffsets requests, earliest and latest, for all partitions) and the
+// topic id (DescribeTopics). The broker queries run on a goroutine of their own; a failed
+// query is retried at the next interval. A partition is stopped (loudly, stopLedger.record) when
 //   - the topic id differs from the one stored at the claim (ErrTopicRecreated);
 //   - the next record it needs was deleted: its fetch position is below the log start;
 //   - the log was truncated: its stored or fetch position is above the high watermark.
@@ -37,7 +37,7 @@ type rangeChecker struct {
 	busy    bool               // a probe is running
 	results chan []rangeProbe  // capacity 1
 	quit    chan struct{}      // closed by closeRanges: a probe in flight asks the broker no more
-	admin   *kafka.AdminClient // derived from the consumer, for topic ids
+	admin   *kafka.AdminClient // derived from the consumer, for topic ids and offsets
 }
 
 // rangeProbe is one partition's range as the broker told it.
@@ -97,11 +97,22 @@ func (p *poller) rangeChecks() {
 // stopping (closeRanges).
 var errProbeStopped = errors.New("eosink: range check stopped: the sink is stopping")
 
-// probeRanges asks the broker (any goroutine), one partition after the other, until quit is
-// closed. Each query waits its turn on the connection behind the consumer's fetch, which
-// the broker holds up to fetch.wait.max.ms when there is nothing to read: an idle sink of 256
-// partitions takes minutes over one probe, and stopping must not wait for all of it.
+// probeRanges asks the broker (any goroutine) until quit is closed. With an admin client
+// it asks for every partition's log start and end in two ListOffsets requests; without one
+// (it could not be made), one partition after the other (QueryWatermarkOffsets), each query
+// waiting its turn on the connection behind the consumer's fetch, which the broker holds up
+// to fetch.wait.max.ms when there is nothing to read: over 256 partitions that took minutes,
+// and stopping must not wait for all of it.
 func probeRanges(c *kafka.Consumer, a *kafka.AdminClient, probes []rangeProbe, quit <-chan struct{}) []rangeProbe {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-quit:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	ids := map[string]string{}
 	if a != nil {
 		var names []string
@@ -111,8 +122,8 @@ func probeRanges(c *kafka.Consumer, a *kafka.AdminClient, probes []rangeProbe, q
 				names = append(names, p.k.topic)
 			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), brokerQueryTimeout)
-		res, err := a.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames(names))
+		qctx, cancel := context.WithTimeout(ctx, brokerQueryTimeout)
+		res, err := a.DescribeTopics(qctx, kafka.NewTopicCollectionOfTopicNames(names))
 		cancel()
 		if err == nil {
 			for _, d := range res.TopicDescriptions {
@@ -123,17 +134,65 @@ func probeRanges(c *kafka.Consumer, a *kafka.AdminClient, probes []rangeProbe, q
 		}
 	}
 	for i := range probes {
+		probes[i].topicID = ids[probes[i].k.topic]
+	}
+	if a != nil {
+		listOffsets(ctx, a, probes)
+	}
+	for i := range probes {
 		p := &probes[i]
-		p.topicID = ids[p.k.topic]
 		select {
 		case <-quit:
-			p.err = errProbeStopped
+			if a == nil || p.err != nil {
+				p.err = errProbeStopped
+			}
 			continue
 		default:
 		}
-		p.low, p.high, p.err = c.QueryWatermarkOffsets(p.k.topic, p.k.partition, int(brokerQueryTimeout.Milliseconds()))
+		if a == nil {
+			p.low, p.high, p.err = c.QueryWatermarkOffsets(p.k.topic, p.k.partition, int(brokerQueryTimeout.Milliseconds()))
+		}
 	}
 	return probes
+}
+
+// listOffsets sets each probe's low and high (the log start, and the high watermark: the
+// latest offset read uncommitted), or its err, in one request for each.
+func listOffsets(ctx context.Context, a *kafka.AdminClient, probes []rangeProbe) {
+	for _, spec := range []kafka.OffsetSpec{kafka.EarliestOffsetSpec, kafka.LatestOffsetSpec} {
+		req := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(probes))
+		for i := range probes {
+			req[kafka.TopicPartition{Topic: &probes[i].k.topic, Partition: probes[i].k.partition}] = spec
+		}
+		qctx, cancel := context.WithTimeout(ctx, brokerQueryTimeout)
+		res, err := a.ListOffsets(qctx, req, kafka.SetAdminIsolationLevel(kafka.IsolationLevelReadUncommitted))
+		cancel()
+		got := make(map[partitionKey]kafka.ListOffsetsResultInfo, len(res.ResultInfos))
+		for tp, info := range res.ResultInfos {
+			if tp.Topic != nil {
+				got[partitionKey{*tp.Topic, tp.Partition}] = info
+			}
+		}
+		for i := range probes {
+			p := &probes[i]
+			if p.err != nil {
+				continue
+			}
+			info, ok := got[p.k]
+			switch {
+			case err != nil:
+				p.err = err
+			case !ok:
+				p.err = fmt.Errorf("the broker's answer has no offsets of %s[%d]", p.k.topic, p.k.partition)
+			case info.Error.Code() != kafka.ErrNoError:
+				p.err = info.Error
+			case spec == kafka.EarliestOffsetSpec:
+				p.low = int64(info.Offset)
+			default:
+				p.high = int64(info.Offset)
+			}
+		}
+	}
 }
 
 // applyRanges stops the partitions whose position no longer fits their log.

@@ -33,6 +33,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/eosink/eosink/internal/offsets"
 )
 
 // rssLimitMiB is the target: peak RSS of `eosink run` at 256 partitions (issue 26).
@@ -229,11 +232,12 @@ func (b *bench) measureRun(ctx context.Context, bin, cfgPath, dir, group string,
 	for k, v := range pairs(os.Getenv("BENCH_RSS_ENV")) {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	conn, err := pgx.Connect(ctx, b.url)
+	pool, err := pgxpool.New(ctx, b.url)
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close(context.Background())
+	defer pool.Close()
+	positions := offsets.NewOperator(pool, rssOffsets) // the stored positions, as eosink status reads them
 	k0, p0 := serviceCPU()
 	mb0, mt0 := machineCPU()
 	if err := cmd.Start(); err != nil {
@@ -262,9 +266,16 @@ func (b *bench) measureRun(ctx context.Context, bin, cfgPath, dir, group string,
 	}()
 	logTail := func() string { data, _ := os.ReadFile(logPath); return strings.TrimSpace(tail(string(data), 8)) }
 	applied := func() int64 {
+		rows, err := positions.List(ctx, group)
+		if err != nil {
+			return 0
+		}
 		var v int64
-		_ = conn.QueryRow(ctx, "SELECT coalesce(sum(next_offset), 0) FROM "+pgx.Identifier{rssOffsets, "offsets"}.Sanitize()+
-			" WHERE pipeline = $1 AND topic = $2", group, rssTopic).Scan(&v)
+		for _, r := range rows {
+			if r.Topic == rssTopic {
+				v += r.NextOffset
+			}
+		}
 		return v
 	}
 	res, werr := watch(ctx, n, 0, done, applied, nil)

@@ -142,21 +142,8 @@ INSERT INTO %[1]s SELECT g, 'old ' || g FROM generate_series(1, 20000) g; ANALYZ
 // than a key's stored delete is not applied. A target whose key is not one integer column
 // moves its positions back.
 func TestIntKeyPositions(t *testing.T) {
-	e := testbed.Require(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, e.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	schema := testbed.Schema(t, e)
-	p, err := New(Config{PositionsSchema: schema, Table: "replica.${source.table}"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sink.MigratePlugin(ctx, e.DatabaseURL, p, nil); err != nil {
-		t.Fatal(err)
-	}
+	conn, schema := migratedSchema(t)
 	s := pgx.Identifier{schema}.Sanitize()
 	positions := pgx.Identifier{schema, "cdc_positions"}.Sanitize()
 	exec := func(sql string, args ...any) {
@@ -243,21 +230,8 @@ func TestIntKeyPositions(t *testing.T) {
 // and every merge applies: its commits empty a bounded number of tables, whatever the
 // number of targets.
 func TestStagingTablesBounded(t *testing.T) {
-	e := testbed.Require(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, e.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	schema := testbed.Schema(t, e)
-	p, err := New(Config{PositionsSchema: schema, Table: "replica.${source.table}"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sink.MigratePlugin(ctx, e.DatabaseURL, p, nil); err != nil {
-		t.Fatal(err)
-	}
+	conn, schema := migratedSchema(t)
 	const targets = stage.MaxPerSession + 5
 	var tgs []*target
 	for i := range targets {
@@ -314,21 +288,8 @@ func TestStagingTablesBounded(t *testing.T) {
 // get only their own rows; a target whose column differs in type or collation gets a
 // staging table of its own.
 func TestStagingSharedByShape(t *testing.T) {
-	e := testbed.Require(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, e.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	schema := testbed.Schema(t, e)
-	p, err := New(Config{PositionsSchema: schema, Table: "replica.${source.table}"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sink.MigratePlugin(ctx, e.DatabaseURL, p, nil); err != nil {
-		t.Fatal(err)
-	}
+	conn, schema := migratedSchema(t)
 	defs := []string{"id bigint PRIMARY KEY, v text", "id bigint PRIMARY KEY, v text", "id bigint PRIMARY KEY, v varchar(9)", `id bigint PRIMARY KEY, v text COLLATE "C"`}
 	var tgs []*target
 	for i, def := range defs {
@@ -388,4 +349,25 @@ func TestStagingSharedByShape(t *testing.T) {
 	if temps != 3 {
 		t.Errorf("the session holds %d staging tables for 4 targets of 3 shapes, want 3", temps)
 	}
+}
+
+// migratedSchema returns a connection and a new schema with the cdc plugin's tables.
+func migratedSchema(t *testing.T) (*pgx.Conn, string) {
+	t.Helper()
+	e := testbed.Require(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, e.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	schema := testbed.Schema(t, e)
+	p, err := New(Config{PositionsSchema: schema, Table: "replica.${source.table}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.MigratePlugin(ctx, e.DatabaseURL, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	return conn, schema
 }

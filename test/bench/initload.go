@@ -279,14 +279,11 @@ func rates(rs []float64) string {
 
 // verifyInitial compares the table's count and md5 with the n rows produced.
 func (b *bench) verifyInitial(ctx context.Context, table string, n int64) (*Verification, error) {
-	conn, err := pgx.Connect(ctx, b.url)
+	conn, err := b.hashConn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "SET work_mem = '256MB'"); err != nil {
-		return nil, err
-	}
 	v := &Verification{}
 	v.ExpectedRows, v.ExpectedHash = initialHash(n)
 	t := pgx.Identifier{benchSchema, table}.Sanitize()
@@ -328,4 +325,18 @@ func topicLogBytes(topics ...string) map[string]int64 {
 		return nil
 	}
 	return out
+}
+
+// hashConn is a session for hashing a whole table in one query (work_mem 256MB, so that
+// its sort stays in memory).
+func (b *bench) hashConn(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.Connect(ctx, b.url)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, "SET work_mem = '256MB'"); err != nil {
+		conn.Close(ctx)
+		return nil, err
+	}
+	return conn, nil
 }

@@ -323,14 +323,11 @@ func (b *bench) measureRun(ctx context.Context, bin, cfgPath, dir, group string,
 
 // verifyRSS compares the table with the n records produced: count, ids and md5 of the rows.
 func (b *bench) verifyRSS(ctx context.Context, n int64) (*Verification, error) {
-	conn, err := pgx.Connect(ctx, b.url)
+	conn, err := b.hashConn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "SET work_mem = '256MB'"); err != nil {
-		return nil, err
-	}
 	t := pgx.Identifier{benchSchema, rssTable}.Sanitize()
 	v := &Verification{ExpectedRows: n, ExpectedHash: rssHash(n)}
 	if err := conn.QueryRow(ctx, fmt.Sprintf(rssHashSQL, t)).Scan(&v.Rows, &v.Hash); err != nil {

@@ -95,6 +95,9 @@ DELETE FROM %[1]s s WHERE NOT EXISTS (SELECT 1 FROM last l JOIN won ON won.pk = 
 		t.stage, keys, colCommit, colLSN, colOrd, positions, colDel, t.posKey(""), t.keyPositions)
 
 	t.snapSQL = t.snapshotCheckSQL()
+	if t.intKey {
+		t.buildLoad()
+	}
 
 	conflict, upd := "DO NOTHING", fmt.Sprintf(`SELECT a.%s FROM a JOIN %s t ON %s WHERE NOT a.%s`, colOrd, t.name, strings.Join(join, " AND "), colDel)
 	if len(set) > 0 {

@@ -21,6 +21,14 @@ type stagedTable struct {
 	buf    []byte
 	priors map[string][]prior // by key (keyString): the changes staged for it, for fill
 	reads  int                // snapshot reads staged (op r): the merge then checks them (snapshotCheckSQL)
+
+	// The load of a fresh table's snapshot (load.go): while the batch holds only snapshot
+	// reads of distinct keys of a target keyed by one integer column, their rows as COPY
+	// text of the target's columns, and their positions as COPY text of cdc_positions_int.
+	// mixed: the batch holds something else (no load; load and loadPos are dropped).
+	load, loadPos []byte
+	mixed         bool
+	loaded        bool // apply loaded the rows (tests)
 }
 
 // add stages the rows of one change: an upsert of after for c, r and u (and, for a u that
@@ -75,23 +83,32 @@ func (s *stagedTable) append(row []any, unavail []int, ev *event, ord int, del b
 	if s.priors == nil {
 		s.priors = map[string][]prior{}
 	}
+	loadable := !s.mixed && s.t.intKey && ev.op == "r" && !del && len(unavail) == 0 && len(s.priors[key]) == 0
 	p := prior{commit: ev.commit, lsn: ev.lsn, del: del, unavail: unavail}
 	if !del {
 		p.row = row
 	}
 	s.priors[key] = append(s.priors[key], p)
+	pk := row[s.t.keyIdx[0]]
 	row = append(row, strconv.FormatInt(ev.commit, 10), strconv.FormatInt(ev.lsn, 10), strconv.Itoa(ord), strconv.FormatBool(del), intArray(unavail))
+	start := len(s.buf)
 	buf, err := mapping.AppendCopyRow(s.buf, row, s.t.bytea)
 	if err != nil {
 		return err
 	}
 	s.buf = buf
+	if loadable {
+		s.stageLoad(buf[start:], pk, ev)
+	} else {
+		s.mixed, s.load, s.loadPos = true, nil, nil
+	}
 	return nil
 }
 
 // apply copies the staged rows and merges them (merge.go): under the target's shared merge
-// lock, the positions moved to the key's table if needed (moveKeysSQL), the positions first, then the target rows, each in a statement of its own, in one
-// round trip. An upsert left with unavailable values and no row to keep them from is
+// lock, the positions moved to the key's table if needed (moveKeysSQL), the positions
+// first, then the target rows, each in a statement of its own, in one round trip. A batch
+// of snapshot reads of new keys is loaded instead when it can be (load.go). An upsert left with unavailable values and no row to keep them from is
 // *errUnavailable. With checkReads (a new snapshot of a source with streamed history:
 // watch.resnapshot), staged snapshot reads are first checked against the replica, and the
 // first that contradicts it is *errSnapshotDiffers.
@@ -100,6 +117,11 @@ func (s *stagedTable) apply(ctx context.Context, tx pgx.Tx, checkReads bool) err
 		return nil
 	}
 	t := s.t
+	if s.loadable(checkReads) {
+		if done, err := s.applyLoad(ctx, tx); done || err != nil {
+			return err
+		}
+	}
 	if s.stages != nil {
 		for _, old := range s.stages.Use(tx.Conn().PgConn(), t.stage) {
 			if _, err := tx.Exec(ctx, "DROP TABLE IF EXISTS pg_temp."+old); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 
@@ -42,6 +43,9 @@ type target struct {
 	lockSQL, positionsSQL, applySQL string // merge.go
 	snapSQL                         string // merge.go: snapshotCheckSQL
 	truncLockSQL, truncSQL          string
+	loadSQL, loadPosSQL             string      // load.go: a fresh table's snapshot copied straight in (intKey only)
+	truncatedSQL                    string      // load.go: whether the target has a truncate watermark
+	noLoad                          atomic.Bool // load.go: a load found the table holding rows or positions
 }
 
 // errNoTable: the target table does not exist.

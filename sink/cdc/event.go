@@ -280,8 +280,23 @@ func jsonImage(v any, s *jsonSchema, what string) (image, error) {
 	return img, nil
 }
 
-// decodeJSONValue parses a JsonConverter change event.
+// decodeJSONValue parses a JsonConverter change event: in one pass when it can
+// (fastEvent), else through decodeJSONValueAll.
 func decodeJSONValue(data []byte) (*event, error) {
+	payload, s, ok := lastValueSchema.split(data)
+	if !ok && !mayBeEnvelope(data) {
+		payload, ok = data, true
+	}
+	if ok {
+		if ev, ok := fastEvent(payload, s); ok {
+			return ev, nil
+		}
+	}
+	return decodeJSONValueAll(data)
+}
+
+// decodeJSONValueAll parses a JsonConverter change event into maps, then reads them.
+func decodeJSONValueAll(data []byte) (*event, error) {
 	p, s, err := parseJSON(data, &lastValueSchema)
 	if err != nil {
 		return nil, err

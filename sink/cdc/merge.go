@@ -114,6 +114,17 @@ inserted AS (INSERT INTO %[2]s AS t (%[6]s) SELECT %[6]s FROM a
 SELECT a.%[8]s, a.%[7]s FROM a WHERE NOT a.%[3]s AND a.%[7]s IS NOT NULL AND a.%[8]s NOT IN (SELECT u.%[8]s FROM updated u)`,
 		t.stage, t.name, colDel, strings.Join(join, " AND "), upd, cols, colUnav, colOrd, keys, conflict)
 
+	// upsertSQL is applySQL for a batch without unavailable values (stagedTable.unavail 0):
+	// with nothing to keep from a stored row and nothing to refuse, the deletes, then one
+	// INSERT … ON CONFLICT DO UPDATE of the upserts instead of an UPDATE of the stored rows and
+	// an INSERT of the others (two probes of the primary key per stored row, one per new one,
+	// instead of three and two). The staged rows are one per key (positionsSQL deleted the
+	// others), so no row is affected twice.
+	t.upsertSQL = fmt.Sprintf(`WITH a AS (DELETE FROM %[1]s RETURNING *),
+deleted AS (DELETE FROM %[2]s t USING a WHERE a.%[3]s AND %[4]s)
+INSERT INTO %[2]s AS t (%[5]s) SELECT %[5]s FROM a WHERE NOT a.%[3]s ON CONFLICT (%[6]s) %[7]s`,
+		t.stage, t.name, colDel, strings.Join(join, " AND "), cols, keys, conflict)
+
 	notMark := ""
 	if !t.intKey {
 		notMark = " AND p.pk <> 'null'::jsonb"

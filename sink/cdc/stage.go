@@ -16,11 +16,12 @@ import (
 
 // stagedTable accumulates one batch's changes of one target as COPY text.
 type stagedTable struct {
-	t      *target
-	stages *stage.Sessions // the plugin's; nil keeps every staging table (tests)
-	buf    []byte
-	priors map[string][]prior // by key (keyString): the changes staged for it, for fill
-	reads  int                // snapshot reads staged (op r): the merge then checks them (snapshotCheckSQL)
+	t       *target
+	stages  *stage.Sessions // the plugin's; nil keeps every staging table (tests)
+	buf     []byte
+	priors  map[string][]prior // by key (keyString): the changes staged for it, for fill
+	reads   int                // snapshot reads staged (op r): the merge then checks them (snapshotCheckSQL)
+	unavail int                // staged upserts left with unavailable values: the merge is applySQL, else upsertSQL
 
 	// The load of a fresh table's snapshot (load.go): while the batch holds only snapshot
 	// reads of distinct keys of a target keyed by one integer column, their rows as COPY
@@ -83,6 +84,9 @@ func (s *stagedTable) append(row []any, unavail []int, ev *event, ord int, del b
 	if s.priors == nil {
 		s.priors = map[string][]prior{}
 	}
+	if len(unavail) > 0 {
+		s.unavail++
+	}
 	loadable := !s.mixed && s.t.intKey && ev.op == "r" && !del && len(unavail) == 0 && len(s.priors[key]) == 0
 	p := prior{commit: ev.commit, lsn: ev.lsn, del: del, unavail: unavail}
 	if !del {
@@ -108,10 +112,12 @@ func (s *stagedTable) append(row []any, unavail []int, ev *event, ord int, del b
 // apply copies the staged rows and merges them (merge.go): under the target's shared merge
 // lock, the positions moved to the key's table if needed (moveKeysSQL), the positions
 // first, then the target rows, each in a statement of its own, in one round trip. A batch
-// of snapshot reads of new keys is loaded instead when it can be (load.go). An upsert left with unavailable values and no row to keep them from is
-// *errUnavailable. With checkReads (a new snapshot of a source with streamed history:
-// watch.resnapshot), staged snapshot reads are first checked against the replica, and the
-// first that contradicts it is *errSnapshotDiffers.
+// of snapshot reads of new keys is loaded instead when it can be (load.go). Without
+// unavailable values the rows are merged by upsertSQL, else by applySQL; an upsert left with
+// unavailable values and no row to keep them from is *errUnavailable. With checkReads (a
+// new snapshot of a source with streamed history: watch.resnapshot), staged snapshot reads
+// are first checked against the replica, and the first that contradicts it is
+// *errSnapshotDiffers.
 func (s *stagedTable) apply(ctx context.Context, tx pgx.Tx, checkReads bool) error {
 	if len(s.buf) == 0 {
 		return nil
@@ -145,7 +151,11 @@ func (s *stagedTable) apply(ctx context.Context, tx pgx.Tx, checkReads bool) err
 	b.Queue(t.positionsSQL, t.name)
 	b.Queue(joinsSaveSQL)
 	b.Queue(joinsOffSQL)
-	b.Queue(t.applySQL)
+	if s.unavail > 0 {
+		b.Queue(t.applySQL)
+	} else {
+		b.Queue(t.upsertSQL)
+	}
 	b.Queue(joinsBackSQL)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
@@ -172,6 +182,15 @@ func (s *stagedTable) apply(ctx context.Context, tx pgx.Tx, checkReads bool) err
 		if _, err := br.Exec(); err != nil {
 			return fmt.Errorf("cdc: merge into %s: planner settings: %w", t.name, err)
 		}
+	}
+	if s.unavail == 0 {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("cdc: merge into %s: %w", t.name, err)
+		}
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("cdc: merge into %s: planner settings: %w", t.name, err)
+		}
+		return br.Close()
 	}
 	rows, err := br.Query()
 	if err != nil {

@@ -41,6 +41,7 @@ type target struct {
 	stage                           string // quoted temporary table, shared by the targets of one shape (build)
 	stageSQL, copySQL               string // stageSQL also empties the stage (of another target's rows in this transaction)
 	lockSQL, positionsSQL, applySQL string // merge.go
+	upsertSQL                       string // merge.go: applySQL for a batch without unavailable values
 	snapSQL                         string // merge.go: snapshotCheckSQL
 	truncLockSQL, truncSQL          string
 	loadSQL, loadPosSQL             string      // load.go: a fresh table's snapshot copied straight in (intKey only)

@@ -103,7 +103,7 @@ func randomMoves(rng *rand.Rand, n int) []mrec {
 }
 
 // applyOne is the model: what applying the records one by one gives, per key.
-func applyOne(recs []mrec, guard bool) map[string]mrec {
+func applyOne(recs []mrec, guard, orEqual bool) map[string]mrec {
 	rows := map[string]mrec{}
 	for _, r := range recs {
 		row, ok := rows[r.key]
@@ -112,7 +112,7 @@ func applyOne(recs []mrec, guard bool) map[string]mrec {
 			continue
 		}
 		if guard {
-			if r.at == nil || (row.at != nil && *r.at <= *row.at) {
+			if r.at == nil || (row.at != nil && (*r.at < *row.at || (*r.at == *row.at && !orEqual))) {
 				continue
 			}
 			r.keep = row.keep // keep_first
@@ -161,8 +161,8 @@ func (m mrec) String() string {
 
 // TestUpsertMergesEqualOneByOne: for random records over a few keys (several per key in a
 // batch, NULLs, ties of the guard), the table after one batch, after random batches, and
-// after one record per batch equals the model of applying them one by one; with and
-// without only_if_newer.
+// after one record per batch equals the model of applying them one by one; with merge
+// operations, with only_if_newer, and with only_if_newer and on_equal: update.
 func TestUpsertMergesEqualOneByOne(t *testing.T) {
 	db, schema := testDB(t)
 	tbl := pgx.Identifier{schema, "m"}.Sanitize()
@@ -171,11 +171,15 @@ func TestUpsertMergesEqualOneByOne(t *testing.T) {
 	for _, c := range []string{"k", "qty", "lo", "hi", "at", "first", "note", "last", "keep"} {
 		cols[c] = table.Column{From: "value." + c}
 	}
-	for _, guard := range []bool{false, true} {
+	for _, mode := range []string{"merge", "guard", "guard or equal"} {
+		guard, orEqual := mode != "merge", mode == "guard or equal"
 		c := table.UpsertConfig{Key: []string{"k"}, Config: table.Config{Table: schema + ".m", Columns: cols}}
 		if guard {
 			c.OnlyIfNewer = "at"
 			c.Merge = map[string]string{"keep": "keep_first", "first": "replace"}
+			if orEqual {
+				c.OnEqual = table.OnEqualUpdate
+			}
 		} else {
 			c.Merge = map[string]string{"qty": "add", "lo": "min", "hi": "max", "first": "keep_first", "note": "coalesce", "at": "replace"}
 		}
@@ -189,13 +193,13 @@ func TestUpsertMergesEqualOneByOne(t *testing.T) {
 		for seed := range uint64(8) {
 			rng := rand.New(rand.NewPCG(seed, 1))
 			recs := randomMoves(rng, 40)
-			model := applyOne(recs, guard)
+			model := applyOne(recs, guard, orEqual)
 			var want []string
 			for _, r := range model {
 				want = append(want, r.String())
 			}
 			for _, split := range []string{"one batch", "random batches", "one by one"} {
-				t.Run(fmt.Sprintf("guard=%v/seed=%d/%s", guard, seed, split), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s/seed=%d/%s", mode, seed, split), func(t *testing.T) {
 					exec(t, db, "TRUNCATE "+tbl)
 					// A row before the batch, for the update path: the first record of k0.
 					var batch []sink.Record
@@ -286,6 +290,8 @@ func TestUpsertMergeConfigErrors(t *testing.T) {
 		{table.UpsertConfig{OnlyIfNewer: "at", Merge: map[string]string{"at": "max"}}, `merge.at: max cannot be combined with only_if_newer`},
 		{table.UpsertConfig{OnlyIfNewer: "at", OnConflict: "nothing"}, `only_if_newer: needs on_conflict: update`},
 		{table.UpsertConfig{OnlyIfNewer: "at", DeleteOnTombstone: true}, `only_if_newer: cannot be combined with delete_on_tombstone`},
+		{table.UpsertConfig{OnEqual: "update"}, `on_equal: update needs only_if_newer`},
+		{table.UpsertConfig{OnlyIfNewer: "at", OnEqual: "overwrite"}, `on_equal: "overwrite" is not skip or update`},
 	} {
 		tc.c.Key, tc.c.Table, tc.c.Columns = []string{"k"}, "t", cols
 		_, err := table.NewUpsert(tc.c)

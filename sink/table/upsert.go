@@ -38,7 +38,18 @@ type UpsertConfig struct {
 	// republished or replayed older record never moves the row backwards. Its columns may
 	// only be replace or keep_first. Defaults to none: every record updates.
 	OnlyIfNewer string `yaml:"only_if_newer"`
+	// OnEqual says what a record whose only_if_newer value equals the row's does: "skip"
+	// (the row stays: replaying the same record changes nothing) or "update" (the record
+	// replaces the row, as a newer one would: a replay after a fix of the mapping rewrites
+	// the rows it wrote). Needs only_if_newer. Defaults to skip.
+	OnEqual string `yaml:"on_equal"`
 }
+
+// The values of UpsertConfig.OnEqual.
+const (
+	OnEqualSkip   = "skip"
+	OnEqualUpdate = "update"
+)
 
 // The merge operations of UpsertConfig.Merge.
 const (
@@ -109,7 +120,11 @@ func (u *Upsert) RouteSummary() []string {
 		note = " (merge " + strings.Join(notes, ", ") + ")"
 	}
 	if u.c.OnlyIfNewer != "" {
-		note += " (only if newer " + u.c.OnlyIfNewer + ")"
+		or := ""
+		if u.c.OnEqual == OnEqualUpdate {
+			or = " or equal"
+		}
+		note += " (only if newer" + or + " " + u.c.OnlyIfNewer + ")"
 	}
 	for i := range lines {
 		lines[i] += note
@@ -322,6 +337,18 @@ func checkMerge(c *UpsertConfig, cols []string) (merging bool, err error) {
 		}
 		merging = true
 	}
+	switch c.OnEqual {
+	case "":
+		if c.OnlyIfNewer != "" {
+			c.OnEqual = OnEqualSkip
+		}
+	case OnEqualSkip, OnEqualUpdate:
+		if c.OnlyIfNewer == "" {
+			return false, fmt.Errorf("on_equal: %s needs only_if_newer (it says what a record whose only_if_newer value equals the row's does)", c.OnEqual)
+		}
+	default:
+		return false, fmt.Errorf("on_equal: %q is not %s or %s", c.OnEqual, OnEqualSkip, OnEqualUpdate)
+	}
 	if g := c.OnlyIfNewer; g != "" {
 		switch {
 		case !slices.Contains(cols, g):
@@ -345,7 +372,9 @@ func checkMerge(c *UpsertConfig, cols []string) (merging bool, err error) {
 // per column, the last record's value (replace), the sum (add), the least or greatest
 // (min, max), the first record's value (keep_first) or the last non-NULL value (coalesce);
 // with only_if_newer, the replaced columns come from the first record with the greatest
-// guard value (NULLs last), which is the one a row-by-row application keeps. Window
+// guard value (NULLs last), which is the one a row-by-row application keeps; with on_equal:
+// update from the last of them, unless every value is NULL (then the first: a NULL never
+// updates a row). Window
 // functions, not array_agg, so that every column type works (arrays included).
 func mergeSQL(stage, table string, cols []string, c UpsertConfig) string {
 	keys := quoteAll(c.Key)
@@ -373,8 +402,12 @@ func mergeSQL(stage, table string, cols []string, c UpsertConfig) string {
 			set = append(set, fmt.Sprintf("%[1]s = COALESCE(EXCLUDED.%[1]s, t.%[1]s)", q))
 		default: // replace
 			order := ord + " DESC"
-			if c.OnlyIfNewer != "" {
-				order = pgx.Identifier{c.OnlyIfNewer}.Sanitize() + " DESC NULLS LAST, " + ord
+			g := pgx.Identifier{c.OnlyIfNewer}.Sanitize()
+			switch {
+			case c.OnlyIfNewer != "" && c.OnEqual == OnEqualUpdate:
+				order = fmt.Sprintf("%[1]s DESC NULLS LAST, CASE WHEN %[1]s IS NULL THEN %[2]s ELSE -%[2]s END", g, ord)
+			case c.OnlyIfNewer != "":
+				order = g + " DESC NULLS LAST, " + ord
 			}
 			agg = fmt.Sprintf("first_value(%s) %s ORDER BY %s)", q, over, order)
 			set = append(set, fmt.Sprintf("%[1]s = EXCLUDED.%[1]s", q))
@@ -386,7 +419,11 @@ func mergeSQL(stage, table string, cols []string, c UpsertConfig) string {
 		conflict = "DO UPDATE SET " + strings.Join(set, ", ")
 		if g := c.OnlyIfNewer; g != "" {
 			q := pgx.Identifier{g}.Sanitize()
-			conflict += fmt.Sprintf(" WHERE EXCLUDED.%[1]s IS NOT NULL AND (t.%[1]s IS NULL OR EXCLUDED.%[1]s > t.%[1]s)", q)
+			cmp := ">"
+			if c.OnEqual == OnEqualUpdate {
+				cmp = ">="
+			}
+			conflict += fmt.Sprintf(" WHERE EXCLUDED.%[1]s IS NOT NULL AND (t.%[1]s IS NULL OR EXCLUDED.%[1]s %[2]s t.%[1]s)", q, cmp)
 		}
 	}
 	return fmt.Sprintf(`WITH staged AS (DELETE FROM %[1]s RETURNING *),

@@ -82,6 +82,24 @@ type BatchDefaulter interface {
 	BatchDefaults() (records, bytes int)
 }
 
+// ReplayNoter is implemented by plugins that do not simply write again what a replay brings
+// again: records applied once and read again after `eosink offsets set` moved a position
+// back (a repair after a bug fix, say). ReplayNotes says, one line each, what such a replay
+// does with the plugin's rows, for the operator who moves the position: `offsets set -config`
+// prints the lines, so that a replay meant to repair rows does not silently keep them.
+// Plugins that wrap others (multi, inbox, outbox) include their inner plugins' notes.
+type ReplayNoter interface {
+	ReplayNotes() []string
+}
+
+// ReplayNotes is p's ReplayNotes, or none when p is not a ReplayNoter.
+func ReplayNotes(p Plugin) []string {
+	if r, ok := p.(ReplayNoter); ok {
+		return r.ReplayNotes()
+	}
+	return nil
+}
+
 // Migrations is a plugin's own golang-migrate set: numbered NNNN_name.up.sql and
 // NNNN_name.down.sql files at the root of FS, applied to Schema with their version kept in
 // Table (which must differ from every other set's Table in the same schema).

@@ -163,6 +163,11 @@ const (
 // BatchDefaults returns DefaultBatchRecords and DefaultBatchBytes (sink.BatchDefaulter).
 func (p *CDC) BatchDefaults() (records, bytes int) { return DefaultBatchRecords, DefaultBatchBytes }
 
+// ReplayNotes (sink.ReplayNoter): the positions keep a replay from moving a row back.
+func (p *CDC) ReplayNotes() []string {
+	return []string{"cdc: a replay applies no change older than or as new as the row's stored position (cdc_positions): it rewrites nothing already applied"}
+}
+
 // Migrations returns the positions table's migrations.
 func (p *CDC) Migrations() []sink.Migrations {
 	sub, err := fs.Sub(migrationFiles, "migrations")

@@ -221,6 +221,13 @@ func (ib *Inbox) RouteSummary() []string {
 	return lines
 }
 
+// ReplayNotes (sink.ReplayNoter): the inbox skips every event it recorded, so a replay of
+// them reaches no inner plugin.
+func (ib *Inbox) ReplayNotes() []string {
+	return []string{"inbox (event id " + ib.srcText + "): a replay skips every event the inbox has recorded, so it rewrites no row; " +
+		"delete their rows from " + ib.table + " (subscriber " + ib.subscriber + ") to apply them again"}
+}
+
 // Open opens the wrapped plugin for p.
 func (ib *Inbox) Open(ctx context.Context, p sink.Partition) error { return ib.inner.Open(ctx, p) }
 

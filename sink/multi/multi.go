@@ -167,6 +167,18 @@ func (m *Multi) RouteSummary() []string {
 	return lines
 }
 
+// ReplayNotes lists each plugin's replay notes (sink.ReplayNoter), prefixed with its
+// entry: "sinks[0]: ".
+func (m *Multi) ReplayNotes() []string {
+	var notes []string
+	for i, p := range m.sinks {
+		for _, n := range sink.ReplayNotes(p) {
+			notes = append(notes, fmt.Sprintf("sinks[%d]: %s", i, n))
+		}
+	}
+	return notes
+}
+
 // Migrations returns the migration sets of every plugin, each set once (two inboxes in the
 // same schema share theirs).
 func (m *Multi) Migrations() []sink.Migrations {

@@ -197,6 +197,11 @@ func (e *Outbox) RouteSummary() []string {
 	return lines
 }
 
+// ReplayNotes are the wrapped plugin's (sink.ReplayNoter), and the events emitted again.
+func (e *Outbox) ReplayNotes() []string {
+	return append(sink.ReplayNotes(e.inner), "outbox: each replayed record emits its event to "+e.topic+" again")
+}
+
 // Open opens the wrapped plugin.
 func (e *Outbox) Open(ctx context.Context, p sink.Partition) error { return e.inner.Open(ctx, p) }
 

@@ -84,6 +84,11 @@ func (s *SQL) target(topic string) (*target, error) {
 		Reason: fmt.Sprintf("it matches none of the sink's routes (%s) and the sink has no default statements", strings.Join(names, ", "))}
 }
 
+// ReplayNotes (sink.ReplayNoter): the statements decide what a replay does.
+func (s *SQL) ReplayNotes() []string {
+	return []string{"sql: a replay runs the statements again for every replayed record: what it rewrites or skips is theirs (ON CONFLICT ...)"}
+}
+
 // RouteSummary lists the statements, one line each, for `eosink run -validate`: every topic
 // runs them all.
 func (s *SQL) RouteSummary() []string {

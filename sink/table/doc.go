@@ -88,7 +88,10 @@
 // of the same record leaves the row untouched; a record whose value is NULL never updates
 // an existing row, and a row whose value is NULL takes any record with a value. In a
 // batch, the first record with the greatest value stands for the key, which is what one by
-// one gives. Its column must be replace (an ordered type: a timestamp, a version number);
+// one gives. With on_equal: update (default skip) a record whose value equals the row's
+// updates it too, so that a replay after a fix of the mapping rewrites the rows it wrote;
+// in a batch the last record with the greatest value then stands for the key (the first
+// when every value is NULL). Its column must be replace (an ordered type: a timestamp, a version number);
 // the other columns may be replace or keep_first only: which records of a batch pass the
 // guard depends on the row, so a guarded sum, least, greatest or last non-NULL cannot be
 // computed per batch, and a guarded sum would drop every delta arriving out of order.

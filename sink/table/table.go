@@ -81,6 +81,20 @@ func (t *Table) RouteSummary() []string {
 	return lines
 }
 
+// ReplayNotes says what a replay does with the tables' rows (sink.ReplayNoter).
+func (t *Table) ReplayNotes() []string {
+	what := "a replay inserts the replayed records again: duplicate rows, or poison where a unique key refuses them"
+	if t.onConflict == "nothing" {
+		what = "a replay keeps the rows it brings again as they are (on_conflict: nothing): it repairs none of them"
+	}
+	what += "; for a replay that rewrites them, write the table with upsert keyed on the record's coordinates (key columns from topic, partition and offset)"
+	var notes []string
+	for _, l := range t.r.summary() {
+		notes = append(notes, "table "+l+": "+what)
+	}
+	return notes
+}
+
 // Prepare checks that the tables whose names have no variable, and their columns, exist
 // (with Create, a missing table is created by its first batch). A table named after the
 // topic is checked when its first batch is written.

@@ -132,6 +132,31 @@ func (u *Upsert) RouteSummary() []string {
 	return lines
 }
 
+// ReplayNotes says what a replay does with the tables' rows (sink.ReplayNoter): nothing to
+// note when every replayed record replaces its row.
+func (u *Upsert) ReplayNotes() []string {
+	var what []string
+	switch {
+	case u.c.OnConflict == "nothing":
+		what = append(what, "a replay keeps the rows it brings again (on_conflict: nothing): it repairs none of them")
+	case u.c.OnlyIfNewer != "" && u.c.OnEqual != OnEqualUpdate:
+		what = append(what, fmt.Sprintf("a replay skips the records whose %[1]s equals the row's (only_if_newer: %[1]s, on_equal: skip): "+
+			"it repairs none of the rows they wrote; set on_equal: update for a replay that rewrites them", u.c.OnlyIfNewer))
+	}
+	for _, col := range slices.Sorted(maps.Keys(u.c.Merge)) {
+		if u.c.Merge[col] == MergeAdd {
+			what = append(what, fmt.Sprintf("merge %s: add adds the replayed records again (rebuild a summed table from the start instead)", col))
+		}
+	}
+	var notes []string
+	for _, l := range u.r.summary() {
+		for _, w := range what {
+			notes = append(notes, "upsert "+l+": "+w)
+		}
+	}
+	return notes
+}
+
 // newUpsertTarget builds the statements of one target table with its columns and key.
 func newUpsertTarget(c UpsertConfig, table pgx.Identifier, columns map[string]Column, key []string) (*upsertTarget, error) {
 	w, err := newWriter(c.Config, table, columns, []string{ordCol, delCol})

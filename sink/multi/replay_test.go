@@ -11,8 +11,8 @@ import (
 
 // TestReplayNotes: the payments pipeline of issue 27 (an append-only history with
 // on_conflict: nothing, the latest status with only_if_newer) notes that a replay repairs
-// neither; keyed on the record's coordinates and with on_equal: update, it notes nothing
-// but the history's duplicates hint being gone.
+// neither; with the history keyed on the record's coordinates and on_equal: update, it
+// notes nothing.
 func TestReplayNotes(t *testing.T) {
 	cols := map[string]table.Column{"payment_id": {From: "value.payment_id"}, "status": {From: "value.status"}, "at": {From: "value.at"},
 		"src_topic": {From: "topic"}, "src_partition": {From: "partition"}, "src_offset": {From: "offset"}}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -422,8 +423,13 @@ func position(src map[string]any, op string) (commit, lsn int64, err error) {
 	}
 	commit = lsn
 	if seq, ok := src["sequence"].(string); ok && seq != "" {
-		var pair []*string
-		if err := json.Unmarshal([]byte(seq), &pair); err != nil || len(pair) != 2 {
+		pair, ok := sequencePair(seq)
+		if !ok {
+			if err := json.Unmarshal([]byte(seq), &pair); err != nil {
+				pair = nil
+			}
+		}
+		if len(pair) != 2 {
 			return 0, 0, fmt.Errorf("source.sequence %q is not a pair of LSNs", seq)
 		}
 		if pair[0] != nil {
@@ -435,6 +441,47 @@ func position(src map[string]any, op string) (commit, lsn int64, err error) {
 		}
 	}
 	return commit, lsn, nil
+}
+
+// sequencePair reads source.sequence as Debezium writes it, ["<lsn>","<lsn>"] or
+// [null,"<lsn>"] with digits only and no white space, without encoding/json (a sixteenth
+// of the plugin's CPU on a change stream). ok is false for any other text, which
+// json.Unmarshal then reads.
+func sequencePair(seq string) (pair []*string, ok bool) {
+	rest, found := strings.CutPrefix(seq, "[")
+	if !found {
+		return nil, false
+	}
+	var first *string
+	if r, isNull := strings.CutPrefix(rest, "null,"); isNull {
+		rest = r
+	} else {
+		d, r, ok := quotedDigits(rest)
+		if !ok || !strings.HasPrefix(r, ",") {
+			return nil, false
+		}
+		first, rest = &d, r[1:]
+	}
+	d, r, ok := quotedDigits(rest)
+	if !ok || r != "]" {
+		return nil, false
+	}
+	return []*string{first, &d}, true
+}
+
+// quotedDigits reads "<digits>" at the start of s.
+func quotedDigits(s string) (digits, rest string, ok bool) {
+	if len(s) < 3 || s[0] != '"' {
+		return "", "", false
+	}
+	i := 1
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	if i == 1 || i >= len(s) || s[i] != '"' {
+		return "", "", false
+	}
+	return s[1:i], s[i+1:], true
 }
 
 func asInt64(v any) (int64, bool) {

@@ -8,7 +8,7 @@
 //	eosink migrate version                print the applied version
 //	eosink migrate force VERSION          set the version without migrating (after a failed migration)
 //	eosink offsets list                   stored positions with their log range and lag
-//	eosink offsets set -pipeline P -to earliest|latest|OFFSET|TIME -reason TEXT [-dry-run]
+//	eosink offsets set -pipeline P -to earliest|latest|OFFSET|TIME -reason TEXT -operator NAME [-dry-run]
 //	eosink lag [-json]                    lag per partition
 //	eosink status [-json]                 one line per pipeline
 //	eosink dlq list|show|replay|discard   dead letters (see eosink dlq -h)

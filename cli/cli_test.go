@@ -37,8 +37,8 @@ func TestMigrateCommand(t *testing.T) {
 		want string
 	}{
 		{[]string{"migrate", "-database-url", e.DatabaseURL, "-schema", schema, "version"}, 0, "no migrations applied"},
-		{[]string{"migrate", "-database-url", e.DatabaseURL, "-schema", schema, "up"}, 0, fmt.Sprintf("version %d (latest available: %d)", latest, latest)},
-		{[]string{"migrate", "up", "-database-url", e.DatabaseURL, "-schema", schema}, 0, fmt.Sprintf("version %d", latest)},
+		{[]string{"migrate", "-database-url", e.DatabaseURL, "-schema", schema, "up"}, 0, fmt.Sprintf("version %d (latest available: %d), %d migration(s) applied", latest, latest, latest)},
+		{[]string{"migrate", "up", "-database-url", e.DatabaseURL, "-schema", schema}, 0, fmt.Sprintf("version %d (latest available: %d), already up to date", latest, latest)},
 		{[]string{"migrate", "-database-url", e.DatabaseURL, "-schema", schema, "down"}, 2, "add -yes to confirm"},
 		{[]string{"migrate", "-database-url", e.DatabaseURL, "-schema", schema, "-yes", "down"}, 0, "no migrations applied"},
 		{[]string{"migrate", "-database-url", e.DatabaseURL, "-schema", schema, "force", "1"}, 0, "version 1"},

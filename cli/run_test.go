@@ -144,7 +144,7 @@ log: {format: json, level: info, progress: 200ms}
 	if code := Run(ctx, []string{"migrate", "up", "-config", file}, &out, &errb); code != 0 {
 		t.Fatalf("migrate up -config: exit %d: %s%s", code, out.String(), errb.String())
 	}
-	if got := out.String(); !strings.Contains(got, "(latest available: ") || !strings.Contains(got, `sink plugin "clitest": migrations applied`) {
+	if got := out.String(); !strings.Contains(got, "(latest available: ") || !strings.Contains(got, fmt.Sprintf(`sink plugin "clitest": clitest migrations in schema %q: 1 applied (version 0 -> 1)`, schema)) {
 		t.Fatalf("migrate up -config printed %q", got)
 	}
 

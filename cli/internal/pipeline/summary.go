@@ -200,6 +200,21 @@ func columnsOf(plugin string, sec map[string]any) []string {
 	return lines
 }
 
+// SinkEntryTypes returns the type of each entry of the multi plugin's sinks, in order; nil
+// for another plugin.
+func (p *Pipeline) SinkEntryTypes() []string {
+	if p.PluginType != "multi" {
+		return nil
+	}
+	sinks, _ := p.sinkRaw["sinks"].([]any)
+	types := make([]string, len(sinks))
+	for i, s := range sinks {
+		inner, _ := s.(map[string]any)
+		types[i] = str(inner["type"])
+	}
+	return types
+}
+
 func str(v any) string {
 	if v == nil {
 		return ""

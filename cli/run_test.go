@@ -277,7 +277,7 @@ sink: {type: clitest, colour: red}
 		"eosink: " + file + ": kafka.propertes: unknown key",
 		"did you mean properties? (line 6)\n",
 		"eosink: " + file + `: batch.max_wait: "10x" is not a duration`,
-		"eosink: " + file + ": sink.colour: unknown field",
+		"eosink: " + file + ": sink.colour: unknown key (sink has type)",
 	} {
 		if code != 1 || !strings.Contains(got, want) {
 			t.Fatalf("exit %d, stderr:\n%s\nwant exit 1 and %q", code, got, want)

@@ -14,6 +14,7 @@
 //	eosink dlq list|show|replay|discard   dead letters (see eosink dlq -h)
 //	eosink relay -config FILE [-migrate|-validate]  the transactional outbox to Kafka, exactly once
 //	eosink cdc verify -config FILE -source URL [-table T]  compare cdc replicas with their source
+//	eosink produce -topic T [-key-field F | -tab-key] [-create-topic [-partitions N]]  JSON lines to records
 //	eosink version                        module version, commit, Go and librdkafka versions
 //
 // Every command prints its help with -h or --help (to standard output, exit 0).
@@ -80,6 +81,7 @@ commands:
   dlq list|show|replay|discard            dead letters: inspect, apply again through the sink, or delete
   relay -config FILE [-migrate|-validate] publish the transactional outbox to Kafka exactly once (docs/outbox.md)
   cdc verify -config FILE -source URL     compare cdc replica tables with their source while both run; exit 1 on differences
+  produce -topic T [-create-topic]        produce JSON lines from standard input (or -file) as records, to try a pipeline
   version                                 module version, commit, Go version, librdkafka version
 
 Run 'eosink <command> -h' for flags.
@@ -134,6 +136,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = relayCmd(ctx, args[1:], stdout, flagOut)
 	case "cdc":
 		err = cdcCmd(ctx, args[1:], stdout, flagOut)
+	case "produce":
+		err = produceCmd(ctx, args[1:], stdout, flagOut)
 	case "version":
 		err = versionCmd(args[1:], stdout, flagOut)
 	case "-h", "-help", "--h", "--help", "help":

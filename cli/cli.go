@@ -8,12 +8,13 @@
 //	eosink migrate version                print the applied version
 //	eosink migrate force VERSION          set the version without migrating (after a failed migration)
 //	eosink offsets list                   stored positions with their log range and lag
-//	eosink offsets set -pipeline P -to earliest|latest|OFFSET|TIME -reason TEXT [-dry-run]
+//	eosink offsets set -pipeline P -to earliest|latest|OFFSET|TIME -reason TEXT -operator NAME [-dry-run]
 //	eosink lag [-json]                    lag per partition
 //	eosink status [-json]                 one line per pipeline
 //	eosink dlq list|show|replay|discard   dead letters (see eosink dlq -h)
 //	eosink relay -config FILE [-migrate|-validate]  the transactional outbox to Kafka, exactly once
 //	eosink cdc verify -config FILE -source URL [-table T]  compare cdc replicas with their source
+//	eosink produce -topic T [-key-field F | -tab-key] [-create-topic [-partitions N]]  JSON lines to records
 //	eosink version                        module version, commit, Go and librdkafka versions
 //
 // Every command prints its help with -h or --help (to standard output, exit 0).
@@ -65,6 +66,7 @@ import (
 	"github.com/eosink/eosink/internal/pgerr"
 	"github.com/eosink/eosink/migrations"
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/multi"
 )
 
 const usage = `usage: eosink <command> [flags]
@@ -79,6 +81,7 @@ commands:
   dlq list|show|replay|discard            dead letters: inspect, apply again through the sink, or delete
   relay -config FILE [-migrate|-validate] publish the transactional outbox to Kafka exactly once (docs/outbox.md)
   cdc verify -config FILE -source URL     compare cdc replica tables with their source while both run; exit 1 on differences
+  produce -topic T [-create-topic]        produce JSON lines from standard input (or -file) as records, to try a pipeline
   version                                 module version, commit, Go version, librdkafka version
 
 Run 'eosink <command> -h' for flags.
@@ -133,6 +136,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = relayCmd(ctx, args[1:], stdout, flagOut)
 	case "cdc":
 		err = cdcCmd(ctx, args[1:], stdout, flagOut)
+	case "produce":
+		err = produceCmd(ctx, args[1:], stdout, flagOut)
 	case "version":
 		err = versionCmd(args[1:], stdout, flagOut)
 	case "-h", "-help", "--h", "--help", "help":
@@ -312,6 +317,10 @@ func migrate(ctx context.Context, sub, dbURL, schema string, forceVersion int, p
 		return err
 	}
 	defer m.Close()
+	before, _, _, err := m.Version()
+	if err != nil {
+		return err
+	}
 	switch sub {
 	case "up":
 		err = m.Up()
@@ -333,20 +342,51 @@ func migrate(ctx context.Context, sub, dbURL, schema string, forceVersion int, p
 		fmt.Fprintf(stdout, "schema %q: no migrations applied (latest available: %d)\n", schema, latest)
 	case dirty:
 		fmt.Fprintf(stdout, "schema %q: version %d (dirty: a migration failed; fix it, then 'eosink migrate force %d')\n", schema, v, v-1)
+	case sub == "up":
+		ran, _ := migrator.Between(migrations.FS, before, v)
+		done := "already up to date"
+		if ran > 0 {
+			done = fmt.Sprintf("%d migration(s) applied", ran)
+		}
+		fmt.Fprintf(stdout, "schema %q: version %d (latest available: %d), %s\n", schema, v, latest, done)
 	default:
 		fmt.Fprintf(stdout, "schema %q: version %d (latest available: %d)\n", schema, v, latest)
 	}
 	if plugin != nil && sub == "up" {
-		if _, ok := plugin.Config.Plugin.(sink.Migrator); !ok {
-			fmt.Fprintf(stdout, "sink plugin %q: no migrations of its own\n", plugin.PluginType)
-			return nil
-		}
-		if err := sink.MigratePlugin(ctx, dbURL, plugin.Config.Plugin, &sink.MigrateOptions{Progress: stderr}); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "sink plugin %q: migrations applied\n", plugin.PluginType)
+		return migratePlugin(ctx, dbURL, plugin.Config.Plugin, fmt.Sprintf("sink plugin %q", plugin.PluginType), plugin.SinkEntryTypes(), stdout, stderr)
 	}
 	return nil
+}
+
+// migratePlugin applies p's migrations and prints, after label, what ran: per migration set
+// its name, schema, how many migrations were applied and the versions, or that it was up to
+// date; or that p has no migrations. The multi plugin's sinks are reported one by one
+// ("sinks[1] (inbox): "), their types in entryTypes; a set two of them share is migrated by
+// the first and up to date for the next.
+func migratePlugin(ctx context.Context, dbURL string, p sink.Plugin, label string, entryTypes []string, stdout, stderr io.Writer) error {
+	if m, ok := p.(*multi.Multi); ok {
+		for i, inner := range m.Sinks() {
+			entry := fmt.Sprintf("sinks[%d]", i)
+			if i < len(entryTypes) {
+				entry += " (" + entryTypes[i] + ")"
+			}
+			if err := migratePlugin(ctx, dbURL, inner, label+": "+entry, nil, stdout, stderr); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if m, ok := p.(sink.Migrator); !ok || len(m.Migrations()) == 0 {
+		fmt.Fprintf(stdout, "%s: no migrations of its own\n", label)
+		return nil
+	}
+	return sink.MigratePlugin(ctx, dbURL, p, &sink.MigrateOptions{Progress: stderr, Done: func(r sink.MigrateResult) {
+		if r.Applied == 0 {
+			fmt.Fprintf(stdout, "%s: %s migrations in schema %q: already up to date (version %d)\n", label, r.Name, r.Schema, r.To)
+			return
+		}
+		fmt.Fprintf(stdout, "%s: %s migrations in schema %q: %d applied (version %d -> %d)\n", label, r.Name, r.Schema, r.Applied, r.From, r.To)
+	}})
 }
 
 // writeJSON writes v to w as indented JSON, the -json output of the commands.

@@ -37,8 +37,8 @@ func TestMigrateCommand(t *testing.T) {
 		want string
 	}{
 		{[]string{"migrate", "-database-url", e.DatabaseURL, "-schema", schema, "version"}, 0, "no migrations applied"},
-		{[]string{"migrate", "-database-url", e.DatabaseURL, "-schema", schema, "up"}, 0, fmt.Sprintf("version %d (latest available: %d)", latest, latest)},
-		{[]string{"migrate", "up", "-database-url", e.DatabaseURL, "-schema", schema}, 0, fmt.Sprintf("version %d", latest)},
+		{[]string{"migrate", "-database-url", e.DatabaseURL, "-schema", schema, "up"}, 0, fmt.Sprintf("version %d (latest available: %d), %d migration(s) applied", latest, latest, latest)},
+		{[]string{"migrate", "up", "-database-url", e.DatabaseURL, "-schema", schema}, 0, fmt.Sprintf("version %d (latest available: %d), already up to date", latest, latest)},
 		{[]string{"migrate", "-database-url", e.DatabaseURL, "-schema", schema, "down"}, 2, "add -yes to confirm"},
 		{[]string{"migrate", "-database-url", e.DatabaseURL, "-schema", schema, "-yes", "down"}, 0, "no migrations applied"},
 		{[]string{"migrate", "-database-url", e.DatabaseURL, "-schema", schema, "force", "1"}, 0, "version 1"},
@@ -99,7 +99,8 @@ func TestOffsetsAndLagCommands(t *testing.T) {
 		{[]string{"offsets", "list", "-pipeline", "pipe"}, 0, "stored 3, Kafka 1"},
 		{[]string{"offsets", "list", "-json"}, 0, `"next_offset": 3`},
 		{[]string{"lag", "-pipeline", "pipe"}, 0, "total lag: "},
-		{[]string{"offsets", "set", "-pipeline", "pipe", "-to", "earliest", "-dry-run"}, 0, "dry run: nothing changed"},
+		{[]string{"offsets", "set", "-pipeline", "pipe", "-to", "earliest", "-reason", "look", "-dry-run"}, 0, "dry run: nothing changed"},
+		{[]string{"offsets", "set", "-pipeline", "pipe", "-to", "earliest", "-dry-run"}, 2, "-reason is required"},
 		{[]string{"offsets", "set", "-pipeline", "pipe", "-to", "earliest"}, 2, "-reason is required"},
 		{[]string{"offsets", "set", "-pipeline", "pipe", "-to", "99999", "-reason", "x"}, 1, "outside the log"},
 		{[]string{"offsets", "set", "-pipeline", "pipe", "-to", "soon", "-reason", "x"}, 2, "is not earliest, latest"},

@@ -61,6 +61,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"dlq", "show", "-h"}, "eosink dlq show", []string{"-id"}, []string{"-limit", "-yes", "-pipeline"}},
 		{[]string{"dlq", "replay", "-h"}, "eosink dlq replay", []string{"-config", "-dry-run", "-id"}, []string{"-database-url", "-pipeline", "-yes", "-limit"}},
 		{[]string{"dlq", "discard", "--help"}, "eosink dlq discard", []string{"-yes", "-all", "-pipeline"}, []string{"-limit"}},
+		{[]string{"produce", "-h"}, "eosink produce -topic T", []string{"-topic", "-file", "-key-field", "-tab-key", "-create-topic", "-partitions", "-brokers", "-kafka", "-config"},
+			[]string{"-database-url", "-schema", "-json"}},
 		{[]string{"cdc", "-h"}, "eosink cdc verify", nil, nil},
 		{[]string{"cdc", "verify", "-h"}, "eosink cdc verify -config FILE -source URL", []string{"-config", "-source", "-table", "-chunk", "-wait", "-topic-prefix", "-progress"}, []string{"-database-url"}},
 	} {

@@ -69,21 +69,15 @@ func offsetsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *operator == "" {
 		*operator = os.Getenv("USER")
 	}
+	var req setRequest
 	if pos[0] != "list" {
-		// Checked before connecting, and naming the flag that is missing.
-		switch {
-		case *pipeline == "":
-			return usageError{errors.New("offsets set: -pipeline is required")}
-		case *to == "":
-			return usageError{errors.New("offsets set: -to is required (earliest, latest, an offset, or an RFC 3339 time)")}
-		case checkTarget(*to) != nil:
-			return checkTarget(*to)
-		case *dryRun:
-		case strings.TrimSpace(*reason) == "":
-			return usageError{errors.New("offsets set: -reason is required (it goes to the audit table)")}
-		case strings.TrimSpace(*operator) == "":
-			return usageError{errors.New("offsets set: -operator is required (it goes to the audit table; USER is not set)")}
+		// Checked before connecting, naming the flag that is missing; a dry run checks
+		// everything the real run does, so that what it shows can then be run as is.
+		r, err := checkSet(*pipeline, *topic, partition, *to, *operator, *reason, *acceptNewTopic)
+		if err != nil {
+			return err
 		}
+		req = r
 	}
 	c, closeFn, err := o.client(ctx)
 	if err != nil {
@@ -102,24 +96,7 @@ func offsetsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		warnDivergence(stderr, ps)
 		return nil
 	case "set", "reset":
-		if *pipeline == "" {
-			return usageError{errors.New("offsets set: -pipeline is required")}
-		}
-		if *to == "" {
-			return usageError{errors.New("offsets set: -to is required (earliest, latest, an offset, or an RFC 3339 time)")}
-		}
-		target, err := admin.ParseTarget(*to)
-		if err != nil {
-			return checkTarget(*to)
-		}
-		if partition >= 0 && *topic == "" {
-			return usageError{errors.New("offsets set: -partition needs -topic")}
-		}
-		sel := admin.Selector{Pipeline: *pipeline, Topic: *topic, AcceptNewTopic: *acceptNewTopic}
-		if partition >= 0 {
-			p := int32(partition)
-			sel.Partition = &p
-		}
+		sel, target := req.sel, req.target
 		if *dryRun {
 			changes, err := c.Plan(ctx, sel, target)
 			if err != nil {
@@ -141,12 +118,40 @@ func offsetsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 }
 
-// checkTarget checks -to before anything connects.
-func checkTarget(to string) error {
-	if _, err := admin.ParseTarget(to); err != nil {
-		return usageError{fmt.Errorf("offsets set: -to: %w", err)}
+// setRequest is what offsets set moves and where to.
+type setRequest struct {
+	sel    admin.Selector
+	target admin.Target
+}
+
+// checkSet checks the arguments of offsets set (and reset), with or without -dry-run, before
+// anything connects: -pipeline, -to, -reason and -operator are required, -to must parse, and
+// -partition needs -topic. partition is -1 for every partition.
+func checkSet(pipeline, topic string, partition int, to, operator, reason string, acceptNewTopic bool) (setRequest, error) {
+	switch {
+	case pipeline == "":
+		return setRequest{}, usageError{errors.New("offsets set: -pipeline is required")}
+	case to == "":
+		return setRequest{}, usageError{errors.New("offsets set: -to is required (earliest, latest, an offset, or an RFC 3339 time)")}
 	}
-	return nil
+	target, err := admin.ParseTarget(to)
+	if err != nil {
+		return setRequest{}, usageError{fmt.Errorf("offsets set: -to: %w", err)}
+	}
+	switch {
+	case strings.TrimSpace(reason) == "":
+		return setRequest{}, usageError{errors.New("offsets set: -reason is required (it goes to the audit table)")}
+	case strings.TrimSpace(operator) == "":
+		return setRequest{}, usageError{errors.New("offsets set: -operator is required (it goes to the audit table; USER is not set)")}
+	case partition >= 0 && topic == "":
+		return setRequest{}, usageError{errors.New("offsets set: -partition needs -topic")}
+	}
+	sel := admin.Selector{Pipeline: pipeline, Topic: topic, AcceptNewTopic: acceptNewTopic}
+	if partition >= 0 {
+		p := int32(partition)
+		sel.Partition = &p
+	}
+	return setRequest{sel: sel, target: target}, nil
 }
 
 func printChanges(w io.Writer, cs []admin.Change, asJSON bool) error {

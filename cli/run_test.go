@@ -144,7 +144,7 @@ log: {format: json, level: info, progress: 200ms}
 	if code := Run(ctx, []string{"migrate", "up", "-config", file}, &out, &errb); code != 0 {
 		t.Fatalf("migrate up -config: exit %d: %s%s", code, out.String(), errb.String())
 	}
-	if got := out.String(); !strings.Contains(got, "(latest available: ") || !strings.Contains(got, `sink plugin "clitest": migrations applied`) {
+	if got := out.String(); !strings.Contains(got, "(latest available: ") || !strings.Contains(got, fmt.Sprintf(`sink plugin "clitest": clitest migrations in schema %q: 1 applied (version 0 -> 1)`, schema)) {
 		t.Fatalf("migrate up -config printed %q", got)
 	}
 
@@ -277,7 +277,7 @@ sink: {type: clitest, colour: red}
 		"eosink: " + file + ": kafka.propertes: unknown key",
 		"did you mean properties? (line 6)\n",
 		"eosink: " + file + `: batch.max_wait: "10x" is not a duration`,
-		"eosink: " + file + ": sink.colour: unknown field",
+		"eosink: " + file + ": sink.colour: unknown key (sink has type)",
 	} {
 		if code != 1 || !strings.Contains(got, want) {
 			t.Fatalf("exit %d, stderr:\n%s\nwant exit 1 and %q", code, got, want)

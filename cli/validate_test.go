@@ -128,6 +128,35 @@ sink:
 			"routes:    (every topic) -> orders (once per event id header.event-id)\n",
 			"columns:   id <- value.id\n",
 		}},
+		{"multi, with an anchor", `
+sink:
+  type: multi
+  sinks:
+    - type: table
+      table: inventory.history
+      columns: &cols
+        sku: value.sku
+        qty: {from: value.delta, required: true}
+    - type: upsert
+      table: inventory.stock
+      key: [sku]
+      columns: *cols
+    - {type: inbox, event_id: value.id, inner: {type: table, table: inventory.log, columns: {note: value.note}}}
+`, []string{
+			"columns:   sinks[0]: qty <- value.delta (required)\n",
+			"           sinks[0]: sku <- value.sku\n",
+			"           sinks[1]: qty <- value.delta (required)\n",
+			"           sinks[1]: sku <- value.sku\n",
+			"           sinks[2]: note <- value.note\n",
+		}},
+		{"outbox", `
+sink:
+  type: outbox
+  topic: order-events
+  inner: {type: table, table: orders, columns: {id: value.id}}
+`, []string{
+			"columns:   id <- value.id\n",
+		}},
 		{"cdc", `
 sink:
   type: cdc

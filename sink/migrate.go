@@ -34,6 +34,20 @@ func Migrate(ctx context.Context, databaseURL, schema string) error {
 type MigrateOptions struct {
 	// Progress, when set, receives a line as each migration finishes.
 	Progress io.Writer
+	// Done, when set, is called for each of the plugin's migration sets once it is up to
+	// date, in the order of Migrator.Migrations, with what ran. Defaults to nil: nothing is
+	// reported.
+	Done func(MigrateResult)
+}
+
+// MigrateResult is what MigratePlugin did to one migration set of a plugin.
+type MigrateResult struct {
+	Name   string // the set's name (Migrations.Name)
+	Schema string // the set's schema
+	From   uint   // the set's version before; 0 when none was applied
+	To     uint   // the set's version after
+	// Applied is how many migrations ran; 0 when the set was up to date already.
+	Applied int
 }
 
 // MigratePlugin applies the migrations a plugin ships (see Migrator); it does nothing for a
@@ -48,16 +62,39 @@ func MigratePlugin(ctx context.Context, databaseURL string, p Plugin, opts *Migr
 		return nil
 	}
 	for _, set := range m.Migrations() {
-		g, err := migrator.Open(ctx, databaseURL, migrator.Set{FS: set.FS, Schema: set.Schema, Table: set.Table, Progress: opts.Progress, Name: set.Name})
-		if err != nil {
-			return fmt.Errorf("eosink: migrate %s: %w", set.Name, err)
-		}
-		err = g.Up()
-		_ = g.Close()
-		if err != nil {
-			return fmt.Errorf("eosink: migrate %s up (schema %q): %w", set.Name, set.Schema, err)
+		if err := migrateSet(ctx, databaseURL, set, opts); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// migrateSet brings one set up to date and reports it to opts.Done.
+func migrateSet(ctx context.Context, databaseURL string, set Migrations, opts *MigrateOptions) error {
+	g, err := migrator.Open(ctx, databaseURL, migrator.Set{FS: set.FS, Schema: set.Schema, Table: set.Table, Progress: opts.Progress, Name: set.Name})
+	if err != nil {
+		return fmt.Errorf("eosink: migrate %s: %w", set.Name, err)
+	}
+	defer g.Close()
+	from, _, _, err := g.Version()
+	if err == nil {
+		err = g.Up()
+	}
+	if err != nil {
+		return fmt.Errorf("eosink: migrate %s up (schema %q): %w", set.Name, set.Schema, err)
+	}
+	if opts.Done == nil {
+		return nil
+	}
+	to, _, _, err := g.Version()
+	if err != nil {
+		return fmt.Errorf("eosink: migrate %s (schema %q): version: %w", set.Name, set.Schema, err)
+	}
+	n, err := migrator.Between(set.FS, from, to)
+	if err != nil {
+		return fmt.Errorf("eosink: migrate %s: %w", set.Name, err)
+	}
+	opts.Done(MigrateResult{Name: set.Name, Schema: set.Schema, From: from, To: to, Applied: n})
 	return nil
 }
 

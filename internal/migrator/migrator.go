@@ -140,20 +140,47 @@ func (g *Migrator) Version() (version uint, dirty bool, ok bool, err error) {
 
 // Latest returns the highest version in the set's files.
 func Latest(fsys fs.FS) (uint, error) {
-	src, err := iofs.New(fsys, ".")
+	vs, err := versions(fsys)
 	if err != nil {
 		return 0, err
+	}
+	return vs[len(vs)-1], nil
+}
+
+// Between returns how many of the set's migrations have a version above from and at most
+// to: how many an Up from version from to version to ran.
+func Between(fsys fs.FS, from, to uint) (int, error) {
+	vs, err := versions(fsys)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, v := range vs {
+		if v > from && v <= to {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// versions returns the versions of the set's files in order; there is at least one.
+func versions(fsys fs.FS) ([]uint, error) {
+	src, err := iofs.New(fsys, ".")
+	if err != nil {
+		return nil, err
 	}
 	defer src.Close()
 	v, err := src.First()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
+	vs := []uint{v}
 	for {
 		next, err := src.Next(v)
 		if err != nil {
-			return v, nil
+			return vs, nil
 		}
+		vs = append(vs, next)
 		v = next
 	}
 }

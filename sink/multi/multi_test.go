@@ -159,10 +159,10 @@ func TestConfigErrors(t *testing.T) {
 	}{
 		{"no sinks", map[string]any{"type": "multi"}, "sink.sinks", "required"},
 		{"empty sinks", map[string]any{"type": "multi", "sinks": []any{}}, "sink.sinks", "required"},
-		{"unknown key", map[string]any{"type": "multi", "sink": []any{tbl}}, "sink.sink", "unknown field"},
+		{"unknown key", map[string]any{"type": "multi", "sink": []any{tbl}}, "sink.sink", "unknown key (sink has type, sinks); did you mean sinks?"},
 		{"entry without type", map[string]any{"type": "multi", "sinks": []any{tbl, map[string]any{"table": "t"}}}, "sink.sinks[1].type", "required"},
 		{"unknown plugin", map[string]any{"type": "multi", "sinks": []any{map[string]any{"type": "tabel"}}}, "sink.sinks[0].type", "unknown plugin"},
-		{"entry's unknown key", map[string]any{"type": "multi", "sinks": []any{tbl, map[string]any{"type": "table", "table": "t", "colums": map[string]any{}}}}, "sink.sinks[1].colums", "unknown field"},
+		{"entry's unknown key", map[string]any{"type": "multi", "sinks": []any{tbl, map[string]any{"type": "table", "table": "t", "colums": map[string]any{}}}}, "sink.sinks[1].colums", "unknown key (sink.sinks[1] has type, table, columns, "},
 		{"entry's own error", map[string]any{"type": "multi", "sinks": []any{tbl, map[string]any{"type": "upsert", "table": "t", "columns": map[string]any{"a": "value.a"}, "key": []any{"b"}}}}, "sink.sinks[1].key", `column "b" is not in columns`},
 		{"entry not a mapping", map[string]any{"type": "multi", "sinks": []any{"table"}}, "sink.sinks[0]", "must be a plugin section"},
 	} {

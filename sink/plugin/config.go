@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -43,18 +45,51 @@ func (c Config) Type() string {
 var quoted = regexp.MustCompile("`[^`]*`")
 
 // Decode fills v (a pointer to a struct with yaml tags) from the section, except its "type"
-// key. Unknown keys are errors, so that a typo is not silently ignored. Errors are
-// *sink.ConfigError values naming the section.
+// key. Unknown keys are errors, so that a typo is not silently ignored: each, at any depth,
+// is a *sink.ConfigError naming its full path ("sink.routes[0].topik"), with what its
+// section takes and, for a typo, the key meant ("unknown key (sink.routes[0] has topic,
+// table, columns); did you mean topic?"). The keys of a type with its own UnmarshalYAML are
+// checked when it is a KeyLister. Other errors are *sink.ConfigError values naming the
+// section. Several errors are joined (errors.Join); v is filled from the rest of the section
+// even when there are unknown keys.
 func (c Config) Decode(v any) error {
+	unknown, err := c.decode(v)
+	return joinErrors(append(unknown, err))
+}
+
+// joinErrors joins the errors of errs that are not nil: nil for none, the error itself for
+// one.
+func joinErrors(errs []error) error {
+	errs = slices.DeleteFunc(errs, func(err error) bool { return err == nil })
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	return errors.Join(errs...)
+}
+
+// decode is Decode, with the unknown keys' errors apart from the others.
+func (c Config) decode(v any) (unknown []error, err error) {
 	raw := make(map[string]any, len(c.Raw))
 	for k, val := range c.Raw {
 		if k != "type" {
 			raw[k] = val
 		}
 	}
+	var known any = raw
+	if t := reflect.TypeOf(v); t != nil {
+		known, unknown = unknownKeys(c.Path, raw, t, "type")
+	}
+	return unknown, decodeKnown(c.Path, known, v)
+}
+
+// decodeKnown decodes raw, whose keys were checked, into v.
+func decodeKnown(path string, raw any, v any) error {
 	text, err := yaml.Marshal(raw)
 	if err != nil {
-		return &sink.ConfigError{Field: c.Path, Reason: err.Error()}
+		return &sink.ConfigError{Field: path, Reason: err.Error()}
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(text))
 	dec.KnownFields(true)
@@ -72,9 +107,9 @@ func (c Config) Decode(v any) error {
 			}
 			reason = strings.Join(parts, "; ")
 		}
-		field := c.Path
+		field := path
 		if m := unknownField.FindStringSubmatch(reason); m != nil && !strings.Contains(reason, ";") {
-			field, reason = c.Path+"."+m[1], "unknown field"
+			field, reason = path+"."+m[1], "unknown field"
 		}
 		return &sink.ConfigError{Field: field, Reason: reason}
 	}

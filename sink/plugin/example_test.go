@@ -53,5 +53,5 @@ func ExampleRegister() {
 	fmt.Println(err)
 	// Output:
 	// *plugin_test.auditPlugin <nil>
-	// eosink: config sink.tabel: unknown field
+	// eosink: config sink.tabel: unknown key (sink has type, table); did you mean table?
 }

@@ -43,19 +43,25 @@ func Register(name string, f Factory) {
 
 // RegisterConfig registers name (see Register) with a factory for a plugin configured by a
 // struct C: the factory decodes the plugin's section into a C with Config.Decode, so that
-// unknown keys are errors, then calls build with the section and the C. Build reports an
-// error from build against the section. With it an init function is one line:
+// unknown keys are errors, then calls build with the section and the C (filled from the rest
+// of the section when some keys were unknown, so that their errors come with build's). Build
+// reports an error from build against the section. With it an init function is one line:
 //
 //	func init() { plugin.RegisterConfig("table", func(_ plugin.Config, c Config) (*Table, error) { return New(c) }) }
 func RegisterConfig[C any, P sink.Plugin](name string, build func(cfg Config, c C) (P, error)) {
 	Register(name, func(cfg Config) (sink.Plugin, error) {
 		var c C
-		if err := cfg.Decode(&c); err != nil {
-			return nil, err
+		// The other problems are reported with the unknown keys: build gets the rest.
+		unknown, err := cfg.decode(&c)
+		if err != nil {
+			return nil, joinErrors(append(unknown, err))
 		}
 		p, err := build(cfg, c)
 		if err != nil {
-			return nil, sectionErrors(cfg.Path, yamlKeys(reflect.TypeFor[C]()), err)
+			return nil, joinErrors(append(unknown, sectionErrors(cfg.Path, yamlKeys(reflect.TypeFor[C]()), err)))
+		}
+		if len(unknown) > 0 {
+			return nil, joinErrors(unknown)
 		}
 		return p, nil
 	})
@@ -114,20 +120,9 @@ func yamlKeys(t reflect.Type) map[string]bool {
 	if t.Kind() != reflect.Struct {
 		return keys
 	}
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		switch {
-		case name == "-":
-		case strings.Contains(opts, "inline"):
-			for k := range yamlKeys(f.Type) {
-				keys[k] = true
-			}
-		case name != "":
-			keys[name] = true
-		case f.IsExported():
-			keys[strings.ToLower(f.Name)] = true
-		}
+	names, _, _ := structKeys(t)
+	for _, k := range names {
+		keys[k] = true
 	}
 	return keys
 }

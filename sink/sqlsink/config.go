@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/eosink/eosink/internal/kafkaconf"
+	"github.com/eosink/eosink/internal/suggest"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/internal/mapping"
 	"github.com/eosink/eosink/sink/plugin"
@@ -68,6 +69,13 @@ type Param struct {
 	Required bool `yaml:"required"`
 }
 
+// paramKeys are the keys of a parameter's map form.
+var paramKeys = []string{"from", "required"}
+
+// ConfigKeys lists the keys of a parameter's map form (plugin.KeyLister), so that
+// plugin.Config.Decode reports any other key at its path with a suggestion.
+func (*Param) ConfigKeys() []string { return paramKeys }
+
 // UnmarshalYAML accepts "value.x" or {from: value.x, required: true}.
 func (p *Param) UnmarshalYAML(unmarshal func(any) error) error {
 	var s string
@@ -94,7 +102,7 @@ func (p *Param) UnmarshalYAML(unmarshal func(any) error) error {
 			}
 			p.Required = b
 		default:
-			return fmt.Errorf("unknown key %q in a parameter (want from, required)", k)
+			return fmt.Errorf("%s: %s", k, suggest.UnknownKey("a parameter", k, paramKeys))
 		}
 	}
 	return nil

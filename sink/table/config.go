@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/eosink/eosink/internal/suggest"
 	"github.com/eosink/eosink/sink/plugin"
 )
 
@@ -64,6 +65,13 @@ type Column struct {
 // problem is a key of a column's map ("" for the column itself) and why it was refused.
 type problem struct{ key, reason string }
 
+// columnKeys are the keys of a column's map form.
+var columnKeys = []string{"from", "required", "cast", "default"}
+
+// ConfigKeys lists the keys of a column's map form (plugin.KeyLister), so that
+// plugin.Config.Decode reports any other key at its path with a suggestion.
+func (*Column) ConfigKeys() []string { return columnKeys }
+
 // UnmarshalYAML accepts "value.x" or {from: value.x, required: true, cast: epoch_ms,
 // default: "0"}. It refuses nothing itself: each problem is kept and reported by New,
 // with the column's path, together with every other problem of the section.
@@ -112,7 +120,7 @@ func (c *Column) UnmarshalYAML(unmarshal func(any) error) error {
 				c.problems = append(c.problems, problem{k, "want a scalar, the value in the column's text form"})
 			}
 		default:
-			c.problems = append(c.problems, problem{k, "unknown key in a column (want from, required, cast, default)"})
+			c.problems = append(c.problems, problem{k, suggest.UnknownKey("a column", k, columnKeys)})
 		}
 	}
 	return nil

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/eosink/eosink/internal/suggest"
 )
 
 // HTTPOptions are the http section's settings beyond its listen address (Pipeline.HTTP).
@@ -140,11 +142,7 @@ func (l *loader) keys(path string, n *yaml.Node) map[string]*yaml.Node {
 		k := deref(n.Content[i])
 		switch {
 		case !contains(known, k.Value):
-			hint := ""
-			if s := closest(k.Value, known); s != "" {
-				hint = "; did you mean " + s + "?"
-			}
-			l.fail(join(path, k.Value), k.Line, "unknown key (%s has %s)%s", path, strings.Join(known, ", "), hint)
+			l.fail(join(path, k.Value), k.Line, "%s", suggest.UnknownKey(path, k.Value, known))
 		case out[k.Value] != nil:
 			l.fail(join(path, k.Value), k.Line, "duplicate key")
 		default:

@@ -245,7 +245,7 @@ func TestErrorsNameTheirPath(t *testing.T) {
 		{"sink list", strings.Replace(minimal, "sink:\n  type: pipelinetest\n  table: events\n", "sink: [table]\n", 1), "pipeline.yaml: sink: must be a mapping"},
 		{"no sink type", strings.Replace(minimal, "  type: pipelinetest\n", "", 1), "pipeline.yaml: sink.type: required"},
 		{"unknown plugin", strings.Replace(minimal, "type: pipelinetest", "type: tabel", 1), `pipeline.yaml: sink.type: unknown plugin "tabel"`},
-		{"plugin error", strings.Replace(minimal, "table: events", "tables: events", 1), "pipeline.yaml: sink: field tables not found"},
+		{"plugin error", strings.Replace(minimal, "table: events", "tables: events", 1), "pipeline.yaml: sink.tables: unknown key (sink has type, table, limit, strict, ratio, label, nested, items); did you mean table? (line 10)"},
 		{"plugin field error", strings.Replace(minimal, "table: events", "limit: 3", 1), "pipeline.yaml: sink.table: required"},
 		{"duration", minimal + "batch: {max_wait: 10x}\n", `pipeline.yaml: batch.max_wait: "10x" is not a duration`},
 		{"negative duration", minimal + "timeouts: {revoke: -1s}\n", `pipeline.yaml: timeouts.revoke: "-1s" must be positive`},

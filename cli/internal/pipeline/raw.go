@@ -3,7 +3,6 @@ package pipeline
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"regexp"
 	"sort"
@@ -11,6 +10,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/eosink/eosink/internal/suggest"
 )
 
 // rawFile is the file's layout. Leaves are yaml.Node values, so that the strict decode only
@@ -168,11 +169,7 @@ func (l *loader) strictError(body *yaml.Node, msg string) {
 		if parent != "" {
 			where = parent
 		}
-		hint := ""
-		if s := closest(key, known); s != "" {
-			hint = fmt.Sprintf("; did you mean %s?", s)
-		}
-		l.fail(join(parent, key), line, "unknown key (%s has %s)%s", where, strings.Join(known, ", "), hint)
+		l.fail(join(parent, key), line, "%s", suggest.UnknownKey(where, key, known))
 		return
 	}
 	if m := definedRE.FindStringSubmatch(msg); m != nil {
@@ -226,37 +223,6 @@ func parentOf(body *yaml.Node, line int, key string) string {
 	}
 	p, _ := find(body, "")
 	return p
-}
-
-// closest returns the known key nearest to key when it looks like a typo of it.
-func closest(key string, known []string) string {
-	best, bestD := "", 3
-	for _, k := range known {
-		if d := editDistance(strings.ToLower(key), k); d < bestD {
-			best, bestD = k, d
-		}
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // deref follows aliases; it returns an empty node for nil.

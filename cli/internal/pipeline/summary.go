@@ -144,14 +144,28 @@ func (p *Pipeline) unresolvedWithin(path string) bool {
 // under routes:. Every built-in plugin is one.
 type RouteSummarizer interface{ RouteSummary() []string }
 
-// columnsOf lists the columns the table and upsert plugins (also inside inbox) fill, each
-// with its source and its notes (required, cast, default): the section's columns, which every route without columns of its own uses.
+// columnsOf lists the columns the table and upsert plugins fill, each with its source and its
+// notes (required, cast, default): the section's columns, which every route without columns
+// of its own uses. It looks inside the plugins that wrap others: inbox's and outbox's inner
+// section, and each of multi's sinks, whose lines start with the entry ("sinks[0]: "), as
+// their routes do. The section is the one the plugin got, with YAML aliases expanded.
 func columnsOf(plugin string, sec map[string]any) []string {
-	if plugin == "inbox" {
+	switch plugin {
+	case "inbox", "outbox":
 		inner, _ := sec["inner"].(map[string]any)
 		return columnsOf(str(inner["type"]), inner)
-	}
-	if plugin != "table" && plugin != "upsert" {
+	case "multi":
+		sinks, _ := sec["sinks"].([]any)
+		var lines []string
+		for i, s := range sinks {
+			inner, _ := s.(map[string]any)
+			for _, l := range columnsOf(str(inner["type"]), inner) {
+				lines = append(lines, fmt.Sprintf("sinks[%d]: %s", i, l))
+			}
+		}
+		return lines
+	case "table", "upsert":
+	default:
 		return nil
 	}
 	cols, _ := sec["columns"].(map[string]any)
@@ -184,6 +198,21 @@ func columnsOf(plugin string, sec map[string]any) []string {
 		lines = append(lines, fmt.Sprintf("%-*s <- %s", width, name, src))
 	}
 	return lines
+}
+
+// SinkEntryTypes returns the type of each entry of the multi plugin's sinks, in order; nil
+// for another plugin.
+func (p *Pipeline) SinkEntryTypes() []string {
+	if p.PluginType != "multi" {
+		return nil
+	}
+	sinks, _ := p.sinkRaw["sinks"].([]any)
+	types := make([]string, len(sinks))
+	for i, s := range sinks {
+		inner, _ := s.(map[string]any)
+		types[i] = str(inner["type"])
+	}
+	return types
 }
 
 func str(v any) string {

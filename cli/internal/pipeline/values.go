@@ -357,6 +357,9 @@ func (l *loader) anyValue(path string, n *yaml.Node, depth int) (any, bool) {
 			if v, ok := l.anyValue(join(path, key), vn, depth+1); ok {
 				m[key] = v
 			}
+			// An error about the field is at its key's line: a block mapping's own line is
+			// that of its first key, below.
+			l.lines[join(path, key)] = kn.Line
 		}
 		// YAML merge keys (<<: *base): explicit keys win.
 		for _, mn := range merges {

@@ -55,12 +55,16 @@ vuln: ## govulncheck against golang.org/x/vulndb, fetched through the Go module 
 HELM_VERSION ?= v3.22.0
 TOOLS_DIR ?= $(HOME)/.cache/eosink/tools
 HELM ?= $(TOOLS_DIR)/helm-$(HELM_VERSION)/helm
+# promtool (check rules) for the alert rules, likewise; its first build takes minutes.
+PROMTOOL_VERSION ?= v0.316.0
+PROMTOOL ?= $(TOOLS_DIR)/promtool-$(PROMTOOL_VERSION)/promtool
 
 .PHONY: helm-test
-helm-test: ## Check the Helm chart (deploy/helm/eosink): helm lint, helm template for several value sets, strict schema checks of the output, eosink run -validate of its pipeline.yaml; builds helm into ~/.cache/eosink
+helm-test: ## Check the Helm chart (deploy/helm/eosink): helm lint, helm template for several value sets, strict schema checks of the output, eosink run -validate of its pipeline.yaml; the alert rules (promtool check rules) and the Grafana dashboard against the metrics the sink exports; builds helm and promtool into ~/.cache/eosink
 	@test -x $(HELM) || { echo "building helm $(HELM_VERSION) into $(dir $(HELM))"; GOBIN=$(dir $(HELM)) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); }
+	@test -x $(PROMTOOL) || { echo "building promtool $(PROMTOOL_VERSION) into $(dir $(PROMTOOL)) (takes minutes, once)"; GOBIN=$(dir $(PROMTOOL)) $(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION); }
 	$(GO) build -o bin/eosink ./cmd/eosink
-	cd deploy/helm/test && $(GO) vet ./... && HELM=$(HELM) EOSINK=$(CURDIR)/bin/eosink $(GO) test -count=1 ./...
+	cd deploy/helm/test && $(GO) vet ./... && HELM=$(HELM) PROMTOOL=$(PROMTOOL) EOSINK=$(CURDIR)/bin/eosink $(GO) test -count=1 ./...
 
 .PHONY: test
 test: lint helm-test ## Check the Helm chart, start the services if needed, then run every test with -race against the real broker and database

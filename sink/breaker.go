@@ -124,6 +124,7 @@ func (w *worker) admitDeadLetters(batch []Record, dead []Poisoned) ([]bool, erro
 	if ok {
 		return outcomes, nil
 	}
+	w.cfg.m.breakerTrips.add(1)
 	first, last := batch[0].Offset, batch[len(batch)-1].Offset
 	return nil, &TooManyDeadLettersError{Topic: w.topic, Partition: w.partition, FirstOffset: first, LastOffset: last,
 		DeadLetters: peak, Window: len(w.deadLetters.ring), MaxRatio: w.cfg.maxDeadLetterRatio, Err: dead[len(dead)-1].Err}

@@ -3,6 +3,8 @@ package sink
 import (
 	"errors"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func recs(n int) []Record {
@@ -124,4 +126,44 @@ func TestDeadLetterWindowRestoreNearTheStartAndAgain(t *testing.T) {
 	}
 	var off *deadLetterWindow
 	off.restore(10, []int64{1}) // no breaker: nothing to restore
+}
+
+// TestBreakerTripStopsWithItsOwnReasonAndCounts: a batch the breaker refuses counts in
+// eosink_dead_letter_breaker_trips_total, and its error stops the partition with reason
+// too_many_dead_letters, not poison (which the error unwraps to), so that the gauge
+// eosink_partition_stopped tells a tripped breaker from a poison record under on_poison stop.
+func TestBreakerTripStopsWithItsOwnReasonAndCounts(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := validConfig()
+	c.Registerer = reg
+	s, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := s.m
+	w := &worker{cfg: &workerConfig{m: m, maxDeadLetterRatio: 0.2}, topic: "t", partition: 2, deadLetters: newDeadLetterWindow(10, 0.2)}
+	b := recs(5)
+	if _, err := w.admitDeadLetters(b, deadAt(b, 1)); err != nil {
+		t.Fatalf("one dead letter in ten: %v", err)
+	}
+	_, err = w.admitDeadLetters(b, deadAt(b, 0, 1, 2))
+	if !errors.Is(err, ErrTooManyDeadLetters) {
+		t.Fatalf("three dead letters in ten: %v, want ErrTooManyDeadLetters", err)
+	}
+	if r := StopReason(err); r != StopTooManyDeadLetters {
+		t.Errorf("StopReason = %q, want %q", r, StopTooManyDeadLetters)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := -1.0
+	for _, mf := range mfs {
+		if mf.GetName() == "eosink_dead_letter_breaker_trips_total" {
+			got = mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	if got != 1 || m.breakerTrips.load() != 1 {
+		t.Errorf("eosink_dead_letter_breaker_trips_total = %g (-1: not registered), count %d; want 1", got, m.breakerTrips.load())
+	}
 }

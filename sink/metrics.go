@@ -28,7 +28,7 @@ func (c *counter) load() int64 { return c.n.Load() }
 // metrics are the sink's counters and, with a Registerer, its Prometheus collectors. All
 // metric names start with eosink_ and carry a pipeline label.
 type metrics struct {
-	records, bytes, batches, retries, fenced, unknownCommits, claims, pauses, capWaits, deadLetters counter
+	records, bytes, batches, retries, fenced, unknownCommits, claims, pauses, capWaits, deadLetters, breakerTrips counter
 
 	retriesByCause *prometheus.CounterVec
 	rebalances     *prometheus.CounterVec
@@ -54,6 +54,7 @@ func newMetrics(s *Sink, reg prometheus.Registerer) (*metrics, error) {
 	m.unknownCommits.c = newCounter("unknown_commits_total", "COMMITs whose outcome was settled by reading the offset row back.")
 	m.claims.c = newCounter("claims_total", "Partitions claimed (epoch bumps).")
 	m.deadLetters.c = newCounter("dead_letters_total", "Poison records written to the dead-letter table.")
+	m.breakerTrips.c = newCounter("dead_letter_breaker_trips_total", "Batches refused by the dead-letter circuit breaker, each stopping its partition (reason too_many_dead_letters).")
 	m.pauses.c = newCounter("partition_pauses_total", "Times a partition's fetching was paused on a full buffer.")
 	m.capWaits.c = newCounter("buffer_cap_waits_total", "Times the sink stopped taking records at the sink-wide buffer cap until commits freed memory.")
 	m.retriesByCause = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eosink_batch_retries_by_cause_total",
@@ -72,7 +73,7 @@ func newMetrics(s *Sink, reg prometheus.Registerer) (*metrics, error) {
 		"(refused at claim, fenced, handler error, out of range, topic recreated, ...), by reason; `eosink status` shows the remedy.",
 		[]string{"topic", "partition", "reason"}, labels)}
 	cs := []prometheus.Collector{stopped, m.records.c, m.bytes.c, m.batches.c, m.retries.c, m.fenced.c, m.unknownCommits.c,
-		m.claims.c, m.pauses.c, m.capWaits.c, m.deadLetters.c, m.retriesByCause, m.rebalances, m.batchRecords, m.commitSeconds, &partitionCollector{s, m}}
+		m.claims.c, m.pauses.c, m.capWaits.c, m.deadLetters.c, m.breakerTrips.c, m.retriesByCause, m.rebalances, m.batchRecords, m.commitSeconds, &partitionCollector{s, m}}
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
 			for _, done := range cs[:i] {

@@ -22,10 +22,12 @@ const (
 	StopNoPosition     = "no_position"
 	StopNoRoute        = "no_route"
 	StopPoison         = "poison"
-	StopHandler        = "handler"
-	StopSourceRewound  = "source_rewound"
-	StopDecimal        = "decimal_ambiguous"
-	StopOther          = "error"
+	// StopTooManyDeadLetters: the dead-letter circuit breaker tripped (ErrTooManyDeadLetters).
+	StopTooManyDeadLetters = "too_many_dead_letters"
+	StopHandler            = "handler"
+	StopSourceRewound      = "source_rewound"
+	StopDecimal            = "decimal_ambiguous"
+	StopOther              = "error"
 )
 
 // StopReason classifies why a partition stopped into one of the Stop* words.
@@ -42,6 +44,8 @@ func StopReason(err error) string {
 		return StopNoPosition
 	case errors.Is(err, ErrNoRoute):
 		return StopNoRoute
+	case errors.Is(err, ErrTooManyDeadLetters): // before ErrPoison, which it unwraps to
+		return StopTooManyDeadLetters
 	case errors.Is(err, ErrPoison):
 		return StopPoison
 	case errors.Is(err, ErrSourceRewound):
@@ -73,6 +77,9 @@ func stopRemedy(reason string) string {
 			"Add a route for the topic to the sink's config (or narrow kafka.topics), then restart the sink: it resumes at the stored offset"
 	case StopPoison:
 		return "a record cannot be applied; fix the data or the plugin, or use the dead-letter policy, then restart the instance"
+	case StopTooManyDeadLetters:
+		return "more than dead_letter.max_ratio of the partition's last dead_letter.window records would be dead-lettered (a schema change or an upstream bug?); " +
+			"the batch was rolled back. Fix the cause and restart the instance, or raise dead_letter.max_ratio, or replay or discard the dead letters (eosink dlq)"
 	case StopSourceRewound:
 		return "the source database went back in time (failover to a standby that lagged, restore from a backup): " +
 			"its changes would be refused by positions of the old timeline. Resync the replica from the new source " +

@@ -52,7 +52,7 @@ func TestCountSkipped(t *testing.T) {
 func TestStopRemedyNamesEveryReason(t *testing.T) {
 	fallback := engine.StopRemedy(sink.StopOther)
 	for _, r := range []string{sink.StopFenced, sink.StopOutOfRange, sink.StopTopicRecreated, sink.StopNoPosition,
-		sink.StopNoRoute, sink.StopPoison, sink.StopHandler, sink.StopSourceRewound, sink.StopDecimal} {
+		sink.StopNoRoute, sink.StopPoison, sink.StopTooManyDeadLetters, sink.StopHandler, sink.StopSourceRewound, sink.StopDecimal} {
 		if rem := engine.StopRemedy(r); rem == "" || rem == fallback {
 			t.Errorf("StopRemedy(%q) = %q, want a remedy of its own", r, rem)
 		}

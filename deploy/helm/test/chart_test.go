@@ -120,6 +120,17 @@ var valueSets = []struct {
 		},
 	},
 	{
+		name:  "PrometheusRule",
+		args:  []string{"-f", valuesFile("prometheusrule-values.yaml")},
+		kinds: []string{"ConfigMap", "ConfigMap", "Deployment", "Job", "PodDisruptionBudget", "PrometheusRule", "Service"},
+		check: func(t *testing.T, objs []Object) {
+			pr := get[*monitoringv1.PrometheusRule](t, objs, "PrometheusRule", "sink-eosink")
+			if pr.Labels["release"] != "prometheus" || len(pr.Spec.Groups) != 1 || len(pr.Spec.Groups[0].Rules) != 5 {
+				t.Errorf("labels %v, groups %+v", pr.Labels, pr.Spec.Groups)
+			}
+		},
+	},
+	{
 		name:  "secrets",
 		args:  []string{"-f", valuesFile("secrets-values.yaml")},
 		kinds: []string{"ConfigMap", "ConfigMap", "Deployment", "Job", "PodDisruptionBudget", "Service"},
@@ -170,8 +181,8 @@ var valueSets = []struct {
 	{
 		name: "all together, without the Job and the PodDisruptionBudget",
 		args: []string{"-f", valuesFile("static-values.yaml"), "-f", valuesFile("servicemonitor-values.yaml"),
-			"-f", valuesFile("secrets-values.yaml"), "--set", "migrations.enabled=false,podDisruptionBudget.enabled=false"},
-		kinds: []string{"ConfigMap", "Service", "ServiceMonitor", "StatefulSet"},
+			"-f", valuesFile("secrets-values.yaml"), "-f", valuesFile("prometheusrule-values.yaml"), "--set", "migrations.enabled=false,podDisruptionBudget.enabled=false"},
+		kinds: []string{"ConfigMap", "PrometheusRule", "Service", "ServiceMonitor", "StatefulSet"},
 	},
 }
 
@@ -258,6 +269,14 @@ func TestBrokenChartIsCaught(t *testing.T) {
 		{"probes in HTTP to a TLS endpoint", "templates/_helpers.tpl", `$c.http.tls -}}HTTPS`, `$c.http.tls -}}HTTP`,
 			[]string{"-f", filepath.Join("ci", "secrets-values.yaml")}, `probe scheme "HTTP", but eosink serves HTTPS`},
 		{"a volume name the API refuses", "values.yaml", "secretMounts: []", "secretMounts: [{name: Database, secretName: db, mountPath: /run/secrets/db}]", nil, `volume name "Database"`},
+		{"an alert on a metric the sink does not export", "templates/_rules.tpl", "(eosink_partition_stopped) > 0", "(eosink_partitions_stopped) > 0",
+			[]string{"--set", "prometheusRule.enabled=true"}, "eosink_partitions_stopped is not a metric the sink exports"},
+		{"an alert expression that does not parse", "templates/_rules.tpl", "(eosink_partition_lag) >", "(eosink_partition_lag) >>",
+			[]string{"--set", "prometheusRule.enabled=true"}, "does not parse"},
+		{"a misspelled field of a rule", "templates/_rules.tpl", "      for: {{ .lag.for }}", "      fr: {{ .lag.for }}",
+			[]string{"--set", "prometheusRule.enabled=true"}, `unknown field "spec.groups[0].rules[0].fr"`},
+		{"an annotation that does not parse", "templates/_rules.tpl", "{{ $value | humanizeDuration }}", "{{ $value | humanizeDuration }",
+			[]string{"--set", "prometheusRule.enabled=true"}, "annotation summary"},
 		{"selector not matching the pods", "templates/deployment.yaml", `{{- include "eosink.selectorLabels" . | nindent 6 }}`, "app: other", nil, "does not select the pods"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

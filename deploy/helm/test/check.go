@@ -79,6 +79,10 @@ func (c *checker) run() {
 			}
 		case *monitoringv1.ServiceMonitor:
 			c.checkServiceMonitor(o, obj)
+		case *monitoringv1.PrometheusRule:
+			if err := checkRuleGroups(obj.Spec.Groups); err != nil {
+				c.errorf(o, "%v", err)
+			}
 		case *networkingv1.NetworkPolicy:
 			c.checkNetworkPolicy(o, obj, pod)
 		case *batchv1.Job:

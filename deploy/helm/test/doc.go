@@ -9,6 +9,13 @@
 // chart's own promises (read-only root filesystem, non-root, a grace period above the drain
 // timeout, the migrations hook, group.instance.id under static membership).
 //
+// The PrometheusRule's alert rules, the plain rules file deploy/prometheus/eosink-rules.yaml
+// (equal to the chart's rules with the default values) and the Grafana dashboard
+// deploy/grafana/eosink.json are checked too: every expression parses (the PromQL parser of
+// github.com/prometheus/prometheus) and selects only metrics the sink registers (sink.New with
+// a Registerer, from this checkout through a replace directive), and promtool check rules
+// accepts the rules (PROMTOOL names it; make helm-test builds one).
+//
 // It is a module of its own, so that eosink's module does not depend on Kubernetes' packages.
 // The tests need a helm binary: HELM names it (make helm-test builds one into ~/.cache/eosink).
 package charttest

@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/eosink/eosink/admin"
+	"github.com/eosink/eosink/cli/internal/pipeline"
+	"github.com/eosink/eosink/sink"
 )
 
 // offsets' subcommands, for their -h.
@@ -105,6 +107,7 @@ func offsetsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			if err := printChanges(stdout, changes, o.json); err != nil {
 				return err
 			}
+			warnReplay(stderr, o.file, changes)
 			fmt.Fprintln(stderr, "dry run: nothing changed")
 			return nil
 		}
@@ -112,7 +115,11 @@ func offsetsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err != nil {
 			return err
 		}
-		return printChanges(stdout, changes, o.json)
+		if err := printChanges(stdout, changes, o.json); err != nil {
+			return err
+		}
+		warnReplay(stderr, o.file, changes)
+		return nil
 	default:
 		return usageError{fmt.Errorf("offsets: unknown subcommand %q (want list, set or reset)", pos[0])}
 	}
@@ -172,4 +179,34 @@ func printChanges(w io.Writer, cs []admin.Change, asJSON bool) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d..%d\n", term(c.Pipeline), term(c.Topic), c.Partition, from, to, c.LogStart, c.LogEnd)
 	}
 	return tw.Flush()
+}
+
+// warnReplay says, when changes move a position back (a replay), what the pipeline's
+// plugin does with the records that come again (sink.ReplayNotes): a replay that is meant
+// to repair rows and that the plugin skips would otherwise change nothing, silently. file
+// is the -config file's pipeline; without one the plugin is not known, and the warning says
+// so.
+func warnReplay(w io.Writer, file *pipeline.Pipeline, changes []admin.Change) {
+	var records int64
+	for _, c := range changes {
+		if c.From != nil && c.To < *c.From {
+			records += *c.From - c.To
+		}
+	}
+	if records == 0 {
+		return
+	}
+	if file == nil || file.Config.Plugin == nil {
+		fmt.Fprintf(w, "replay: %d records go through the pipeline again; pass -config FILE to see what its sink does with them\n", records)
+		return
+	}
+	notes := sink.ReplayNotes(file.Config.Plugin)
+	if len(notes) == 0 {
+		fmt.Fprintf(w, "replay: %d records go through the pipeline again (sink %s)\n", records, file.PluginType)
+		return
+	}
+	fmt.Fprintf(w, "replay: %d records go through the pipeline again; what sink %s does with them:\n", records, file.PluginType)
+	for _, n := range notes {
+		fmt.Fprintf(w, "  - %s\n", term(n))
+	}
 }

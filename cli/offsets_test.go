@@ -1,8 +1,16 @@
 package cli
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eosink/eosink/examples/points/app"
+	"github.com/eosink/eosink/internal/testbed"
+	"github.com/eosink/eosink/sink"
 )
 
 // TestOffsetsSetDryRunChecksLikeTheRun: a dry run refuses every argument the real run
@@ -37,5 +45,76 @@ func TestOffsetsSetDryRunChecksLikeTheRun(t *testing.T) {
 	code, _, errOut := runCLI("offsets", "set", "-pipeline", "p", "-to", "earliest", "-operator", "me", "-reason", "x", "-dry-run")
 	if code != 2 || !strings.Contains(errOut, "no database") {
 		t.Errorf("complete dry run: exit %d, stderr %q; want the missing database", code, errOut)
+	}
+}
+
+// TestOffsetsSetSaysWhatAReplayDoes: a move back prints what the -config file's sink does
+// with the records that come again (a replay that only_if_newer skips repairs nothing), and
+// without -config says that it cannot tell; a move forward prints nothing of the kind.
+func TestOffsetsSetSaysWhatAReplayDoes(t *testing.T) {
+	e := testbed.Require(t)
+	schema := testbed.Schema(t, e)
+	topic := testbed.Topic(t, e, 1)
+	ctx := context.Background()
+	if err := sink.Migrate(ctx, e.DatabaseURL, schema); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := app.Produce(ctx, app.ProduceOptions{Brokers: e.Brokers, Topic: topic, Events: 10, Seed: 3}); err != nil || n != 10 {
+		t.Fatal(n, err)
+	}
+	pool := testbed.Pool(t, e)
+	if _, err := pool.Exec(ctx, "INSERT INTO "+pgx.Identifier{schema, "offsets"}.Sanitize()+
+		" (pipeline, topic, partition, next_offset, epoch, owner) VALUES ('replaypipe', $1, 0, 10, 1, 'host-r')", topic); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KAFKA_BOOTSTRAP_SERVERS", e.Brokers)
+	t.Setenv("DATABASE_URL", e.DatabaseURL)
+	file := func(onEqual string) string {
+		return writeFile(t, fmt.Sprintf(`
+pipeline: replaypipe
+kafka: {brokers: %q, group: g, topics: [%s]}
+database: {url: %q, schema: %s}
+sink:
+  type: multi
+  sinks:
+    - {type: table, table: payments_history, on_conflict: nothing, columns: {id: value.id}}
+    - type: upsert
+      table: payments
+      key: [id]
+      only_if_newer: at
+      on_equal: %s
+      columns: {id: value.id, at: value.at}
+`, e.Brokers, topic, e.DatabaseURL, schema, onEqual))
+	}
+	for _, tc := range []struct {
+		args      []string
+		want, not []string
+	}{
+		{[]string{"-config", file("skip"), "-to", "4", "-dry-run"},
+			[]string{"replay: 6 records go through the pipeline again; what sink multi does with them:",
+				"sinks[0]: table (every topic) -> payments_history: a replay keeps the rows it brings again as they are (on_conflict: nothing)",
+				"sinks[1]: upsert (every topic) -> payments (key id): a replay skips the records whose at equals the row's", "set on_equal: update", "dry run: nothing changed"}, nil},
+		{[]string{"-config", file("update"), "-to", "4", "-dry-run"},
+			[]string{"replay: 6 records", "sinks[0]: table (every topic) -> payments_history"}, []string{"sinks[1]"}},
+		{[]string{"-pipeline", "replaypipe", "-schema", schema, "-to", "earliest", "-dry-run"},
+			[]string{"replay: 10 records go through the pipeline again; pass -config FILE to see what its sink does with them"}, nil},
+		{[]string{"-config", file("skip"), "-to", "latest"}, nil, []string{"replay:"}}, // forward, from 10 to 10
+		{[]string{"-config", file("skip"), "-to", "2"}, []string{"replay: 8 records", "sinks[1]: upsert (every topic) -> payments"}, nil},
+	} {
+		args := append([]string{"offsets", "set", "-reason", "bug 123 fixed", "-operator", "me"}, tc.args...)
+		code, out, errOut := runCLI(args...)
+		if code != 0 {
+			t.Fatalf("eosink %v: exit %d, stderr %q", args, code, errOut)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(errOut, w) {
+				t.Errorf("eosink %v: stderr %q lacks %q (stdout %q)", args, errOut, w, out)
+			}
+		}
+		for _, n := range tc.not {
+			if strings.Contains(errOut, n) {
+				t.Errorf("eosink %v: stderr %q has %q", args, errOut, n)
+			}
+		}
 	}
 }

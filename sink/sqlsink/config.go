@@ -60,7 +60,7 @@ type Route struct {
 }
 
 // Param is one named parameter's source, mapped as the table plugin's columns are (the
-// same code: see package doc, "Values and types"). In a config file it is a string (the
+// same code: see package doc, "Casts and defaults"). In a config file it is a string (the
 // source expression) or a map {from: EXPR, required: BOOL, cast: NAME, default: TEXT}.
 type Param struct {
 	From string `yaml:"from"`

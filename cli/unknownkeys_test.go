@@ -14,9 +14,15 @@ func TestUnknownKeysInTheSink(t *testing.T) {
 		{"sql parameter", `
   type: sql
   params:
-    at: {from: value.at, cast: epoch_ms}
+    at: {from: value.at, cast: epoch_ms, colour: red}
   statements: ["INSERT INTO t VALUES (@at)"]
-`, "sink.params.at.cast: unknown key (sink.params.at has from, required) (line 6)"},
+`, "sink.params.at.colour: unknown key (sink.params.at has from, required, cast, default) (line 6)"},
+		{"sql parameter cast", `
+  type: sql
+  params:
+    at: {from: value.at, cast: timestamptz}
+  statements: ["INSERT INTO t VALUES (@at)"]
+`, `sink.params.at.cast: unknown cast "timestamptz" (want epoch_s, epoch_ms, epoch_us, rfc3339, base64 or json) (line 6)`},
 		{"sql parameter typo", `
   type: sql
   params:
@@ -24,7 +30,7 @@ func TestUnknownKeysInTheSink(t *testing.T) {
       from: value.at
       requird: true
   statements: ["INSERT INTO t VALUES (@at)"]
-`, "sink.params.at.requird: unknown key (sink.params.at has from, required); did you mean required? (line 8)"},
+`, "sink.params.at.requird: unknown key (sink.params.at has from, required, cast, default); did you mean required? (line 8)"},
 		{"sql route", `
   type: sql
   statements: ["SELECT 1"]

@@ -80,8 +80,9 @@ func unset(t *testing.T, names ...string) {
 	}
 }
 
-// TestValidateShowsRoutes: the summary shows each plugin's target tables, their columns with
-// their sources, and the cdc plugin's template and overrides.
+// TestValidateShowsRoutes: the summary shows each plugin's target tables, their columns and
+// the sql plugin's parameters with their sources and options, and the cdc plugin's template
+// and overrides.
 func TestValidateShowsRoutes(t *testing.T) {
 	head := "kafka: {brokers: 127.0.0.1:9092, group: g, topics: [t]}\ndatabase: {url: \"postgres://u@127.0.0.1/db\"}\n"
 	for _, c := range []struct {
@@ -111,6 +112,32 @@ sink:
 `, []string{
 			"columns:   at     <- value.ts (cast epoch_ms)\n",
 			"           region <- value.region (default \"eu\")\n",
+		}},
+		{"sql parameters", `
+sink:
+  type: sql
+  params:
+    id: {from: value.id, required: true}
+    at: {from: value.at, cast: rfc3339}
+    region: {from: value.region, default: eu}
+    sku: value.sku
+  statements:
+    - INSERT INTO payments (id, at, region, sku) VALUES (@id, @at::timestamptz, @region, @sku)
+`, []string{
+			"params:    @at     <- value.at (cast rfc3339)\n",
+			"           @id     <- value.id (required)\n",
+			"           @region <- value.region (default \"eu\")\n",
+			"           @sku    <- value.sku\n",
+		}},
+		{"sql parameters in multi", `
+sink:
+  type: multi
+  sinks:
+    - {type: table, table: t, columns: {at: {from: value.at, cast: epoch_ms}}}
+    - {type: sql, params: {at: {from: value.at, cast: epoch_ms}}, statements: ["SELECT @at"]}
+`, []string{
+			"columns:   sinks[0]: at <- value.at (cast epoch_ms)\n",
+			"params:    sinks[1]: @at <- value.at (cast epoch_ms)\n",
 		}},
 		{"upsert", `
 sink: {type: upsert, table: replica.accounts, key: [id], key_format: json, columns: {id: key.id, balance: value.balance}}

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/eosink/eosink/internal/kafkaconf"
-	"github.com/eosink/eosink/internal/suggest"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/internal/mapping"
 	"github.com/eosink/eosink/sink/plugin"
@@ -60,52 +59,45 @@ type Route struct {
 	TombstoneStatements []string `yaml:"tombstone_statements"`
 }
 
-// Param is one named parameter's source. In a config file it is a string (the source
-// expression) or a map {from: EXPR, required: BOOL}.
+// Param is one named parameter's source, mapped as the table plugin's columns are (the
+// same code: see package doc, "Casts and defaults"). In a config file it is a string (the
+// source expression) or a map {from: EXPR, required: BOOL, cast: NAME, default: TEXT}.
 type Param struct {
 	From string `yaml:"from"`
 	// Required makes a missing value (absent field, JSON null, null key or value) poison;
-	// otherwise the parameter is NULL.
+	// otherwise the parameter is NULL. Not with Default. Defaults to false.
 	Required bool `yaml:"required"`
-}
+	// Cast converts the value before it is bound: epoch_s, epoch_ms, epoch_us or rfc3339 to
+	// RFC 3339 text for a timestamptz, base64 to bytes for a bytea, json (a string holding
+	// JSON) to checked JSON text; see mapping.Cast. A value that does not cast makes its
+	// record poison before any statement runs. Defaults to none: the value as it is, parsed
+	// by PostgreSQL into the type it infers.
+	Cast string `yaml:"cast"`
+	// Default is the value when the source finds nothing (an absent field or header, a null
+	// key or value); an explicit null stays NULL. It goes through Cast and is checked at
+	// load. Not with Required. Defaults to nil: NULL.
+	Default *string `yaml:"default"`
 
-// paramKeys are the keys of a parameter's map form.
-var paramKeys = []string{"from", "required"}
+	problems []mapping.Problem // what UnmarshalYAML refused, reported by New with the parameter's path
+}
 
 // ConfigKeys lists the keys of a parameter's map form (plugin.KeyLister), so that
 // plugin.Config.Decode reports any other key at its path with a suggestion.
-func (*Param) ConfigKeys() []string { return paramKeys }
+func (*Param) ConfigKeys() []string { return mapping.SpecKeys() }
 
-// UnmarshalYAML accepts "value.x" or {from: value.x, required: true}.
+// UnmarshalYAML accepts "value.x" or {from: value.x, required: true, cast: rfc3339,
+// default: TEXT}, decoded as the table plugin's columns are (mapping.DecodeSpec). It refuses
+// nothing itself: each problem is kept and reported by New, with the parameter's path,
+// together with every other problem of the section.
 func (p *Param) UnmarshalYAML(unmarshal func(any) error) error {
-	var s string
-	if err := unmarshal(&s); err == nil {
-		p.From = s
-		return nil
-	}
-	var m map[string]any
-	if err := unmarshal(&m); err != nil {
-		return errors.New("a parameter is a source expression or {from: EXPR, required: BOOL}")
-	}
-	for k, v := range m {
-		switch k {
-		case "from":
-			s, ok := v.(string)
-			if !ok {
-				return errors.New("from: want a source expression")
-			}
-			p.From = s
-		case "required":
-			b, ok := v.(bool)
-			if !ok {
-				return errors.New("required: want true or false")
-			}
-			p.Required = b
-		default:
-			return fmt.Errorf("%s: %s", k, suggest.UnknownKey("a parameter", k, paramKeys))
-		}
-	}
+	s := mapping.DecodeSpec(unmarshal, "a parameter")
+	*p = Param{From: s.From, Required: s.Required, Cast: s.Cast, Default: s.Default, problems: s.Problems}
 	return nil
+}
+
+// spec is p as mapping.Spec.Column checks it.
+func (p Param) spec() mapping.Spec {
+	return mapping.Spec{From: p.From, Required: p.Required, Cast: p.Cast, Default: p.Default, Problems: p.problems}
 }
 
 // The values of Config.OnTombstone.
@@ -175,19 +167,20 @@ func compile(c Config) (m mapping.Mapping, targets []*target, onTomb string, err
 	names := slices.Sorted(maps.Keys(c.Params))
 	index := make(map[string]int, len(names))
 	for _, name := range names {
-		p := c.Params[name]
-		field := "params." + name
+		p, field := c.Params[name], "params."+name
 		if !validName(name) {
 			ps.add(field, "%q cannot be written @%s: a name is a letter or _ followed by letters, digits and _", name, name)
 			continue
 		}
-		src, err := mapping.ParseSource(p.From)
-		if err != nil {
-			ps.add(field, "%v", err)
+		col, errs := p.spec().Column(name, field)
+		for _, e := range errs {
+			ps.add(e.Field, "%s", e.Reason)
+		}
+		if len(errs) > 0 {
 			continue
 		}
 		index[name] = len(m.Columns)
-		m.Columns = append(m.Columns, mapping.Column{Name: name, From: src, Required: p.Required})
+		m.Columns = append(m.Columns, col)
 	}
 	if len(ps) == 0 {
 		if err := m.Validate(); err != nil {

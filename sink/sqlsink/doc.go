@@ -7,13 +7,14 @@
 //	  type: sql
 //	  value_format: json            # json|string|bytes|avro|protobuf|json_schema; default json
 //	  key_format: string            # the same; default string
-//	  params:                       # @name: a source expression, or {from, required}
+//	  params:                       # @name: a source expression, or {from, required, cast, default}
 //	    sku: {from: value.sku, required: true}
 //	    qty: value.qty
-//	    at: timestamp
+//	    at: {from: value.at, cast: rfc3339}   # refuses anything but an RFC 3339 timestamp
+//	    region: {from: value.region, default: eu}
 //	    id: key                     # the record key, for the tombstone statement
 //	  statements:                   # run in order for each record
-//	    - INSERT INTO inventory.history (id, sku, qty, at) VALUES (@id, @sku, @qty, @at)
+//	    - INSERT INTO inventory.history (id, sku, qty, at, region) VALUES (@id, @sku, @qty, @at, @region)
 //	    - UPDATE inventory.stock SET qty = qty + @qty WHERE sku = @sku
 //	  on_tombstone: statements      # poison (default) | skip | statements
 //	  tombstone_statements:         # with on_tombstone: statements (the default when set)
@@ -67,14 +68,47 @@
 //	topic, partition,      text, decimal, decimal, RFC 3339 (into timestamptz)
 //	offset, timestamp
 //
+// # Casts and defaults
+//
+// A parameter takes the options of the table plugin's columns, decoded and applied by the
+// same code (the mapping layer), with the same errors: required, cast and default.
+//
+//	params:
+//	  at:     {from: value.at, cast: rfc3339}      # epoch_s | epoch_ms | epoch_us | rfc3339 -> RFC 3339 text in UTC
+//	  blob:   {from: value.b64, cast: base64}      # -> bytes, for a bytea parameter
+//	  doc:    {from: value.payload, cast: json}    # a string holding JSON -> checked JSON text
+//	  region: {from: value.region, default: eu}    # when the field is absent (an explicit null stays NULL)
+//
+// A cast checks and converts the value before anything is sent, so that PostgreSQL never
+// guesses: it reads "yesterday", "now" or "epoch" into a timestamptz parameter
+// (@at::timestamptz) as dates, while cast: rfc3339 refuses them. A value that does not cast
+// makes its record poison, naming the parameter, its source and the start of the value:
+//
+//	sql: parameter @at (value.at): cast rfc3339: "yesterday" is not an RFC 3339 timestamp
+//
+// A timestamp cast gives RFC 3339 text in UTC (a time without a zone is UTC, whatever the
+// session's TimeZone), for a parameter PostgreSQL types timestamptz; base64 gives bytes for
+// a bytea parameter (into another type they would go as text); json checks the text is one
+// JSON document. PostgreSQL still types the parameter from the statement: the cast decides
+// what the value may be, the statement what it becomes. The default goes through the cast,
+// in the source's form (epoch_ms: "0"), and is checked at load; it excludes required. An
+// unknown cast, a default with required, or a default its cast refuses is an error at load
+// naming the field (params.at.cast).
+//
+// What a column has besides these belongs to the table it writes, so a parameter has none
+// of it: upsert's key, merge and only_if_newer, create's types, and the array flag the table
+// plugin reads from the column's type. An array read from an avro, protobuf or json_schema
+// side is therefore JSON text, as with the json format; convert it in the statement
+// (ARRAY(SELECT jsonb_array_elements_text(@tags::jsonb))).
+//
 // # Batches and errors
 //
 // Each batch is one pgx.Batch: every statement for every record, in record order, sent at
 // once (pipelined) in the engine's transaction, with the partition's offset update. So a
 // record's statements and the offset commit together, or not at all.
 //
-// A record whose parameters cannot be mapped (invalid JSON, a required value missing) is
-// poison before anything is sent. When a statement fails, the failing result's position in
+// A record whose parameters cannot be mapped (invalid JSON, a required value missing, a
+// value its cast refuses) is poison before anything is sent. When a statement fails, the failing result's position in
 // the batch names the record and the statement: a data error (SQLSTATE class 22 or 23, or
 // 54000: a check or unique violation, a bad number) is returned as that record's poison
 // (sink.Poison), and with on_poison: dead-letter the engine isolates it in savepoints and

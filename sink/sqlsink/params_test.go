@@ -2,12 +2,14 @@ package sqlsink
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/internal/mapping"
 	"github.com/eosink/eosink/sink/plugin"
 )
 
@@ -86,7 +88,10 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{"unknown parameter", func(c *Config) { c.Statements[1] = "UPDATE s SET qty = @qty WHERE sku = @skux" }, "statements[1]", "unknown parameter @skux (declared under params: qty, sku)"},
 		{"unused parameter", func(c *Config) { c.Params["at"] = Param{From: "timestamp"} }, "params.at", "not used by any statement"},
 		{"no statements", func(c *Config) { c.Statements = nil; c.Params = nil }, "statements", "required"},
-		{"bad source", func(c *Config) { c.Params["qty"] = Param{From: "valu.qty"} }, "params.qty", ""},
+		{"bad source", func(c *Config) { c.Params["qty"] = Param{From: "valu.qty"} }, "params.qty.from", ""},
+		{"unknown cast", func(c *Config) { c.Params["qty"] = Param{From: "value.qty", Cast: "timestamptz"} }, "params.qty.cast", `unknown cast "timestamptz" (want epoch_s, epoch_ms, epoch_us, rfc3339, base64 or json)`},
+		{"default and required", func(c *Config) { c.Params["sku"] = Param{From: "value.sku", Required: true, Default: ptr("x")} }, "params.sku.default", "exclude each other"},
+		{"default the cast refuses", func(c *Config) { c.Params["qty"] = Param{From: "value.at", Cast: "rfc3339", Default: ptr("yesterday")} }, "params.qty.default", `cast rfc3339: "yesterday" is not an RFC 3339 timestamp`},
 		{"bad name", func(c *Config) { c.Params["1x"] = Param{From: "key"} }, "params.1x", "cannot be written @1x"},
 		{"positional", func(c *Config) { c.Statements[0] = "INSERT INTO h VALUES ($1)" }, "statements[0]", "positional parameter"},
 		{"bad on_tombstone", func(c *Config) { c.OnTombstone = "delete" }, "on_tombstone", "want poison, skip or statements"},
@@ -131,6 +136,82 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 	_, err := New(cfg)
 	if err == nil || !strings.Contains(err.Error(), "statements[0]: unknown parameter @nope") || !strings.Contains(err.Error(), "params.at: not used") {
 		t.Errorf("several problems: %v", err)
+	}
+}
+
+func ptr(s string) *string { return &s }
+
+// TestParamsMapLikeColumns: a parameter takes the table plugin's column options (cast,
+// default) and maps through the same code; a value its cast refuses is an error naming the
+// parameter, its source and the value, before any statement runs.
+func TestParamsMapLikeColumns(t *testing.T) {
+	p, err := New(Config{Params: map[string]Param{
+		"at":     {From: "value.at", Cast: "rfc3339"},
+		"ms":     {From: "value.ms", Cast: "epoch_ms", Default: ptr("0")},
+		"region": {From: "value.region", Default: ptr("eu")},
+		"blob":   {From: "value.b64", Cast: "base64"},
+		"doc":    {From: "value.doc", Cast: "json"},
+	}, Statements: []string{"SELECT @at, @ms, @region, @blob, @doc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sink.Record{Value: []byte(`{"at": "2023-11-14T23:13:20.5+01:00", "ms": 1700000000123, "b64": "+/8=", "doc": "{\"a\": 1}"}`)}
+	row, err := p.m.Row(&r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]any{}
+	for i, c := range p.m.Columns {
+		byName[c.Name] = row[i]
+	}
+	want := map[string]any{"at": "2023-11-14T22:13:20.5Z", "ms": "2023-11-14T22:13:20.123Z", "region": "eu", "blob": "\xfb\xff", "doc": `{"a": 1}`}
+	if fmt.Sprintf("%q", byName) != fmt.Sprintf("%q", want) {
+		t.Fatalf("row %q, want %q", byName, want)
+	}
+	// Absent: the defaults, through the cast.
+	r = sink.Record{Value: []byte(`{"region": null}`)}
+	if row, err = p.m.Row(&r, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range p.m.Columns {
+		byName[c.Name] = row[i]
+	}
+	want = map[string]any{"at": nil, "ms": "1970-01-01T00:00:00Z", "region": nil, "blob": nil, "doc": nil}
+	if fmt.Sprintf("%q", byName) != fmt.Sprintf("%q", want) {
+		t.Fatalf("defaults: row %q, want %q", byName, want)
+	}
+	r = sink.Record{Value: []byte(`{"at": "yesterday"}`)}
+	_, err = p.m.Row(&r, nil)
+	err = paramError(err)
+	if want := `sql: parameter @at (value.at): cast rfc3339: "yesterday" is not an RFC 3339 timestamp`; err == nil || err.Error() != want || !errors.Is(err, mapping.ErrCast) {
+		t.Fatalf("yesterday: %v, want %q matching mapping.ErrCast", err, want)
+	}
+}
+
+// TestParamsFromYAML: a config section's parameter takes cast and default, and an unknown
+// key's error lists them.
+func TestParamsFromYAML(t *testing.T) {
+	raw := map[string]any{"type": "sql", "statements": []any{"SELECT @at, @n"}, "params": map[string]any{
+		"at": map[string]any{"from": "value.at", "cast": "rfc3339"},
+		"n":  map[string]any{"from": "value.n", "default": 0},
+	}}
+	p, err := plugin.Build(plugin.Config{Path: "sink", Raw: raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols := p.(*SQL).m.Columns
+	if cols[0].Name != "at" || cols[0].Cast != mapping.CastRFC3339 || cols[1].Name != "n" || cols[1].Default == nil || *cols[1].Default != "0" {
+		t.Fatalf("columns %+v", cols)
+	}
+	raw["params"].(map[string]any)["at"].(map[string]any)["colour"] = "red"
+	_, err = plugin.Build(plugin.Config{Path: "sink", Raw: raw})
+	var ce *sink.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "sink.params.at.colour" || ce.Reason != "unknown key (sink.params.at has from, required, cast, default)" {
+		t.Fatalf("unknown key: %v", err)
+	}
+	raw["params"].(map[string]any)["at"] = map[string]any{"from": "value.at", "cast": "epoch_sec"}
+	if _, err = plugin.Build(plugin.Config{Path: "sink", Raw: raw}); !errors.As(err, &ce) || ce.Field != "sink.params.at.cast" || !strings.Contains(ce.Reason, `unknown cast "epoch_sec"`) {
+		t.Fatalf("unknown cast: %v", err)
 	}
 }
 

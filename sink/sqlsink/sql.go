@@ -224,7 +224,7 @@ func (s *SQL) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 		// A row per record: the batch keeps the values until it is sent.
 		row, err := s.m.Row(r, nil)
 		if err != nil {
-			return mapping.RecordError(r, err)
+			return mapping.RecordError(r, paramError(err))
 		}
 		for _, st := range stmts {
 			args := make([]any, len(st.args))
@@ -253,6 +253,28 @@ func (s *SQL) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 		}
 	}
 	return br.Close()
+}
+
+// paramErr is the poison of a record whose parameter cannot be mapped: a required value
+// missing, a value its cast refuses, text PostgreSQL cannot store. Its text names the
+// parameter and its source expression: `sql: parameter @at (value.at): cast rfc3339:
+// "yesterday" is not an RFC 3339 timestamp`. It unwraps to the mapping's error.
+type paramErr struct{ fe *mapping.FieldError }
+
+func (e *paramErr) Error() string {
+	return "sql: parameter @" + e.fe.Column + " (" + e.fe.Source + "): " + e.fe.Err.Error()
+}
+
+func (e *paramErr) Unwrap() error { return e.fe }
+
+// paramError names the parameter of a Row error about one parameter's value; any other (a
+// side that is not JSON, a schema registry's error) is returned as it is.
+func paramError(err error) error {
+	var fe *mapping.FieldError
+	if errors.As(err, &fe) && fe.Column != "" {
+		return &paramErr{fe}
+	}
+	return err
 }
 
 // bind returns the argument for a mapped value: strings go in PostgreSQL's text format, so

@@ -291,6 +291,64 @@ func TestValuesBind(t *testing.T) {
 	}
 }
 
+// TestParamCastRefusesWhatPostgreSQLWouldGuess: PostgreSQL reads "yesterday" into a
+// timestamptz (@at::timestamptz) as the day before; a parameter with cast: rfc3339 makes
+// that record poison, dead-lettered with the parameter and the value named, and writes the
+// good records' timestamps exactly; a default fills an absent field through the cast.
+func TestParamCastRefusesWhatPostgreSQLWouldGuess(t *testing.T) {
+	db, schema := testDB(t)
+	tbl := pgx.Identifier{schema, "payments"}.Sanitize()
+	exec(t, db, "CREATE TABLE "+tbl+` (id integer PRIMARY KEY, at timestamptz, at_ms timestamptz, region text)`)
+	stmt := "INSERT INTO " + tbl + " (id, at, at_ms, region) VALUES (@id, @at::timestamptz, @ms, @region)"
+	params := func(cast string) map[string]sqlsink.Param {
+		region := "eu"
+		return map[string]sqlsink.Param{"id": {From: "value.id", Required: true}, "at": {From: "value.at", Cast: cast},
+			"ms": {From: "value.ms", Cast: "epoch_ms"}, "region": {From: "value.region", Default: &region}}
+	}
+	recs := func() []sink.Record {
+		return []sink.Record{
+			{Value: []byte(`{"id": 1, "at": "2023-11-14T23:13:20.5+01:00", "ms": 1700000000123, "region": "us"}`)},
+			{Value: []byte(`{"id": 2, "at": "yesterday", "ms": 0}`)},
+			{Value: []byte(`{"id": 3, "at": "2023-11-14 22:13:20.000001"}`)},
+		}
+	}
+	state := func() string {
+		got, err := rows(context.Background(), db, `SELECT coalesce(string_agg(format('%s|%s|%s|%s', id, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US'),
+  to_char(at_ms AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US'), region), ' ' ORDER BY id), '') FROM `+tbl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got[0]
+	}
+
+	// Without a cast PostgreSQL takes "yesterday": the bug the cast is for.
+	res, err := write(db, prepared(t, db, sqlsink.Config{Params: params(""), Statements: []string{stmt}}), true, schema, recs()...)
+	if err != nil || res.Applied != 3 {
+		t.Fatalf("without a cast: %+v %v, want all three applied", res, err)
+	}
+	var guessed bool
+	if err := db.QueryRow(context.Background(), "SELECT at::date = current_date - 1 FROM "+tbl+" WHERE id = 2").Scan(&guessed); err != nil || !guessed {
+		t.Fatalf("without a cast, PostgreSQL read yesterday as %v (%v)", guessed, err)
+	}
+	exec(t, db, "TRUNCATE "+tbl)
+
+	res, err = write(db, prepared(t, db, sqlsink.Config{Params: params("rfc3339"), Statements: []string{stmt}}), true, schema, recs()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Applied != 2 || len(res.DeadLettered) != 1 || res.DeadLettered[0].Record.Offset != 1 {
+		t.Fatalf("with cast rfc3339: %+v, want offset 1 dead-lettered and 2 applied", res)
+	}
+	const reason = `sql: parameter @at (value.at): cast rfc3339: "yesterday" is not an RFC 3339 timestamp`
+	dl, err := rows(context.Background(), db, `SELECT "offset"::text || ' ' || error FROM `+pgx.Identifier{schema, "dead_letters"}.Sanitize())
+	if err != nil || len(dl) != 1 || !strings.HasPrefix(dl[0], "1 ") || !strings.Contains(dl[0], reason) {
+		t.Fatalf("dead letters %q (%v), want offset 1 with %q", dl, err, reason)
+	}
+	if got, want := state(), "1|2023-11-14T22:13:20.500000|2023-11-14T22:13:20.123000|us 3|2023-11-14T22:13:20.000001||eu"; got != want {
+		t.Fatalf("rows\n got %s\nwant %s", got, want)
+	}
+}
+
 // TestTombstones: poison by default, skip, or the tombstone statements.
 func TestTombstones(t *testing.T) {
 	db, schema := testDB(t)

@@ -1,11 +1,7 @@
 package table
 
 import (
-	"fmt"
-	"maps"
-	"slices"
-
-	"github.com/eosink/eosink/internal/suggest"
+	"github.com/eosink/eosink/sink/internal/mapping"
 	"github.com/eosink/eosink/sink/plugin"
 )
 
@@ -59,71 +55,26 @@ type Column struct {
 	// Defaults to nil: NULL.
 	Default *string `yaml:"default"`
 
-	problems []problem // what UnmarshalYAML refused, reported by New with the column's path
+	problems []mapping.Problem // what UnmarshalYAML refused, reported by New with the column's path
 }
-
-// problem is a key of a column's map ("" for the column itself) and why it was refused.
-type problem struct{ key, reason string }
-
-// columnKeys are the keys of a column's map form.
-var columnKeys = []string{"from", "required", "cast", "default"}
 
 // ConfigKeys lists the keys of a column's map form (plugin.KeyLister), so that
 // plugin.Config.Decode reports any other key at its path with a suggestion.
-func (*Column) ConfigKeys() []string { return columnKeys }
+func (*Column) ConfigKeys() []string { return mapping.SpecKeys() }
 
 // UnmarshalYAML accepts "value.x" or {from: value.x, required: true, cast: epoch_ms,
-// default: "0"}. It refuses nothing itself: each problem is kept and reported by New,
-// with the column's path, together with every other problem of the section.
+// default: "0"}, decoded as the sql plugin's parameters are (mapping.DecodeSpec). It
+// refuses nothing itself: each problem is kept and reported by New, with the column's path,
+// together with every other problem of the section.
 func (c *Column) UnmarshalYAML(unmarshal func(any) error) error {
-	var s string
-	if err := unmarshal(&s); err == nil {
-		c.From = s
-		return nil
-	}
-	var m map[string]any
-	if err := unmarshal(&m); err != nil {
-		c.problems = append(c.problems, problem{"", "a column is a source expression or {from: EXPR, required: BOOL, cast: NAME, default: TEXT}"})
-		return nil
-	}
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		v := m[k]
-		switch k {
-		case "from":
-			s, ok := v.(string)
-			if !ok {
-				c.problems = append(c.problems, problem{k, "want a source expression"})
-			}
-			c.From = s
-		case "required":
-			b, ok := v.(bool)
-			if !ok {
-				c.problems = append(c.problems, problem{k, "want true or false"})
-			}
-			c.Required = b
-		case "cast":
-			s, ok := v.(string)
-			if !ok {
-				c.problems = append(c.problems, problem{k, "want one of epoch_s, epoch_ms, epoch_us, rfc3339, base64, json"})
-			}
-			c.Cast = s
-		case "default":
-			switch v := v.(type) {
-			case string:
-				c.Default = &v
-			case bool, int, int64, uint64, float64:
-				d := fmt.Sprint(v)
-				c.Default = &d
-			case nil:
-				c.problems = append(c.problems, problem{k, "null is no default (a missing value is NULL without one); leave it out"})
-			default:
-				c.problems = append(c.problems, problem{k, "want a scalar, the value in the column's text form"})
-			}
-		default:
-			c.problems = append(c.problems, problem{k, suggest.UnknownKey("a column", k, columnKeys)})
-		}
-	}
+	s := mapping.DecodeSpec(unmarshal, "a column")
+	*c = Column{From: s.From, Required: s.Required, Cast: s.Cast, Default: s.Default, problems: s.Problems}
 	return nil
+}
+
+// spec is c as mapping.Spec.Column checks it.
+func (c Column) spec() mapping.Spec {
+	return mapping.Spec{From: c.From, Required: c.Required, Cast: c.Cast, Default: c.Default, Problems: c.problems}
 }
 
 // tableSection is the table plugin's config section: Config and on_conflict.

@@ -59,38 +59,13 @@ func newWriter(c Config, table pgx.Identifier, columns map[string]Column, extra 
 	cols := slices.Sorted(maps.Keys(columns))
 	var errs []error
 	for _, name := range cols {
-		spec := columns[name]
-		bad := len(errs)
-		refused := map[string]bool{}
-		for _, p := range spec.problems {
-			refused[p.key] = true
-			path := "columns." + name
-			if p.key != "" {
-				path += "." + p.key
-			}
-			errs = append(errs, fmt.Errorf("%s: %s", path, p.reason))
+		col, problems := columns[name].spec().Column(name, "columns."+name)
+		for _, p := range problems {
+			errs = append(errs, p)
 		}
-		src, err := mapping.ParseSource(spec.From)
-		if err != nil && !refused[""] && !refused["from"] {
-			errs = append(errs, fmt.Errorf("columns.%s.from: %w", name, err))
+		if len(problems) == 0 {
+			m.Columns = append(m.Columns, col)
 		}
-		cast, err := mapping.ParseCast(spec.Cast)
-		if err != nil && !refused["cast"] {
-			errs = append(errs, fmt.Errorf("columns.%s.cast: %w", name, err))
-		}
-		if d := spec.Default; d != nil && !refused["default"] {
-			if spec.Required {
-				errs = append(errs, fmt.Errorf("columns.%s.default: a default and required: true exclude each other (required refuses what the default fills in)", name))
-			} else if err == nil {
-				if err := cast.Check(*d); err != nil {
-					errs = append(errs, fmt.Errorf("columns.%s.default: %w", name, err))
-				}
-			}
-		}
-		if len(errs) > bad {
-			continue
-		}
-		m.Columns = append(m.Columns, mapping.Column{Name: name, From: src, Required: spec.Required, Cast: cast, Default: spec.Default})
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

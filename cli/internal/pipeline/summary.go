@@ -144,34 +144,46 @@ func (p *Pipeline) unresolvedWithin(path string) bool {
 // under routes:. Every built-in plugin is one.
 type RouteSummarizer interface{ RouteSummary() []string }
 
-// columnsOf lists the columns the table and upsert plugins fill, each with its source and its
-// notes (required, cast, default): the section's columns, which every route without columns
-// of its own uses. It looks inside the plugins that wrap others: inbox's and outbox's inner
-// section, and each of multi's sinks, whose lines start with the entry ("sinks[0]: "), as
-// their routes do. The section is the one the plugin got, with YAML aliases expanded.
-func columnsOf(plugin string, sec map[string]any) []string {
+// mappedOf lists the values the plugins map from records, each with its source and its
+// notes (required, cast, default): the columns of table and upsert (the section's, which
+// every route without columns of its own uses) when key is "columns", the parameters of sql
+// when key is "params". It looks inside the plugins that wrap others: inbox's and outbox's
+// inner section, and each of multi's sinks, whose lines start with the entry ("sinks[0]: "),
+// as their routes do. The section is the one the plugin got, with YAML aliases expanded.
+func mappedOf(key, plugin string, sec map[string]any) []string {
 	switch plugin {
 	case "inbox", "outbox":
 		inner, _ := sec["inner"].(map[string]any)
-		return columnsOf(str(inner["type"]), inner)
+		return mappedOf(key, str(inner["type"]), inner)
 	case "multi":
 		sinks, _ := sec["sinks"].([]any)
 		var lines []string
 		for i, s := range sinks {
 			inner, _ := s.(map[string]any)
-			for _, l := range columnsOf(str(inner["type"]), inner) {
+			for _, l := range mappedOf(key, str(inner["type"]), inner) {
 				lines = append(lines, fmt.Sprintf("sinks[%d]: %s", i, l))
 			}
 		}
 		return lines
 	case "table", "upsert":
+		if key != "columns" {
+			return nil
+		}
+	case "sql":
+		if key != "params" {
+			return nil
+		}
 	default:
 		return nil
 	}
-	cols, _ := sec["columns"].(map[string]any)
+	cols, _ := sec[key].(map[string]any)
+	prefix := "" // a parameter is shown as the statements write it: @at
+	if key == "params" {
+		prefix = "@"
+	}
 	width := 0
 	for name := range cols {
-		width = max(width, len(name))
+		width = max(width, len(prefix+name))
 	}
 	var lines []string
 	for _, name := range sortedKeys(cols) {
@@ -195,7 +207,7 @@ func columnsOf(plugin string, sec map[string]any) []string {
 				src += " (" + strings.Join(notes, ", ") + ")"
 			}
 		}
-		lines = append(lines, fmt.Sprintf("%-*s <- %s", width, name, src))
+		lines = append(lines, fmt.Sprintf("%-*s <- %s", width, prefix+name, src))
 	}
 	return lines
 }
@@ -222,14 +234,15 @@ func str(v any) string {
 	return fmt.Sprint(v)
 }
 
-// routeLines are the summary's routes (the plugin's RouteSummary) and columns.
+// routeLines are the summary's routes (the plugin's RouteSummary), columns and parameters.
 func (p *Pipeline) routeLines() [][2]string {
 	var routes []string
 	if rs, ok := p.Config.Plugin.(RouteSummarizer); ok {
 		routes = rs.RouteSummary()
 	}
 	lines := labelled("routes", routes)
-	return append(lines, labelled("columns", columnsOf(p.PluginType, p.sinkRaw))...)
+	lines = append(lines, labelled("columns", mappedOf("columns", p.PluginType, p.sinkRaw))...)
+	return append(lines, labelled("params", mappedOf("params", p.PluginType, p.sinkRaw))...)
 }
 
 // labelled gives the first of texts the label.

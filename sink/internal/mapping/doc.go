@@ -1,5 +1,5 @@
 // Package mapping turns a Kafka record into one row of column values for PostgreSQL. The
-// built-in sinks (table, upsert, inbox) use it: a Mapping says how the record's key and value
+// built-in sinks (table, upsert, sql, inbox) use it: a Mapping says how the record's key and value
 // decode and where each column's value comes from; Row produces the values; AppendCopyRow
 // writes them in the text format of COPY ... FROM STDIN.
 //
@@ -77,6 +77,10 @@
 // wrapping a *CastError (ErrCast), which quotes the start of the value. NULL stays NULL. A
 // Column's Default replaces a value the source does not find (absent, not null), and goes
 // through the Cast. Both write into the row's shared text: no allocation of their own.
+//
+// A Spec is a column as a sink's config writes it ({from, required, cast, default}):
+// DecodeSpec decodes it and Spec.Column checks it, for the table and upsert plugins'
+// columns and the sql plugin's parameters alike.
 //
 // # Performance
 //

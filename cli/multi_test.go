@@ -55,7 +55,7 @@ sink:
       merg: {qty: add}
       columns: {sku: value.sku, qty: value.delta}
 `, `sink.sinks[1].merg: unknown key (sink.sinks[1] has type, table, columns, routes, key_format, value_format, create, key, ` +
-			`on_conflict, delete_on_tombstone, merge, only_if_newer); did you mean merge? (line 13)`},
+			`on_conflict, delete_on_tombstone, merge, only_if_newer, on_equal); did you mean merge? (line 13)`},
 		{"no type", `
     - table: inventory.stock
 `, `sink.sinks[1].type: required: one of`},

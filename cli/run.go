@@ -205,7 +205,8 @@ func progressArgs(prev, cur sink.Stats, elapsed time.Duration, reg prometheus.Ga
 	if cur.Assigned == 0 && !cur.UnassignedSince.IsZero() {
 		waited := time.Since(cur.UnassignedSince).Round(time.Second)
 		args = append(args, "waiting", fmt.Sprintf("for the group to assign partitions, %s (after a kill, up to the group's "+
-			"session.timeout.ms from the old member's last heartbeat; `eosink status` shows who held them)", waited),
+			"session.timeout.ms from the old member's last heartbeat; a member beyond the partition count stays idle; "+
+			"`eosink status` shows who holds them)", waited),
 			"waiting_seconds", int64(waited.Seconds()))
 	}
 	return args

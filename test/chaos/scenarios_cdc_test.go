@@ -295,7 +295,8 @@ func (c *cdcRun) resetToEarliest() int {
 		From *int64 `json:"from"`
 		To   int64  `json:"to"`
 	}
-	if i := strings.Index(out, "["); i < 0 || json.Unmarshal([]byte(out[i:]), &changes) != nil {
+	// The JSON list, then (on standard error, after it) what the replay does.
+	if i := strings.Index(out, "["); i < 0 || json.NewDecoder(strings.NewReader(out[i:])).Decode(&changes) != nil {
 		c.t.Fatalf("eosink offsets set: unexpected output %q", out)
 	}
 	back := 0

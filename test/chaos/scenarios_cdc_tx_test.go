@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -115,10 +116,14 @@ sink:
 	sendNew()
 
 	// The reader: one statement, so one snapshot of both tables, every 20 ms.
-	stopRead := make(chan struct{})
+	stopRead, readDone := make(chan struct{}), make(chan struct{})
+	var stopReadOnce sync.Once
+	// stopReader ends the reader and waits for it, once: at the end of the checks, or when
+	// the scenario fails earlier (a t.Fatal), before the cleanup drops its tables.
+	stopReader := func() { stopReadOnce.Do(func() { close(stopRead); <-readDone }) }
 	var reads, violations atomic.Int64
 	var firstBad atomic.Value
-	readDone := make(chan struct{})
+	defer stopReader()
 	readStart := time.Now()
 	go func() {
 		defer close(readDone)
@@ -417,8 +422,7 @@ sink:
 		time.Sleep(500 * time.Millisecond)
 	}
 	recovery := time.Since(c.healed).Seconds()
-	close(stopRead)
-	<-readDone
+	stopReader()
 	readSecs := time.Since(readStart).Seconds()
 
 	var problems []string

@@ -144,21 +144,8 @@ func TestHelpNeverPrintsTheDatabasePassword(t *testing.T) {
 // EOSINK_KAFKA_PROPERTY_* variables, without -kafka arguments (which ps shows); values are
 // never printed.
 func TestOperatorCommandsReadTheConfigFile(t *testing.T) {
-	e := testbed.Require(t)
-	schema := testbed.Schema(t, e)
-	topic := testbed.Topic(t, e, 1)
+	e, schema, topic := positionsBed(t, "('filepipe', $1, 0, 4, 1, 'host-f'), ('otherpipe', $1, 0, 2, 1, 'host-o')")
 	ctx := context.Background()
-	if err := sink.Migrate(ctx, e.DatabaseURL, schema); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := app.Produce(ctx, app.ProduceOptions{Brokers: e.Brokers, Topic: topic, Events: 10, Seed: 9}); err != nil || n != 10 {
-		t.Fatal(n, err)
-	}
-	pool := testbed.Pool(t, e)
-	if _, err := pool.Exec(ctx, "INSERT INTO "+pgx.Identifier{schema, "offsets"}.Sanitize()+
-		" (pipeline, topic, partition, next_offset, epoch, owner) VALUES ('filepipe', $1, 0, 4, 1, 'host-f'), ('otherpipe', $1, 0, 2, 1, 'host-o')", topic); err != nil {
-		t.Fatal(err)
-	}
 	// The file's services come from variables that only the file reads.
 	t.Setenv("OPS_BROKERS", e.Brokers)
 	t.Setenv("OPS_DB", e.DatabaseURL)

@@ -52,21 +52,7 @@ func TestOffsetsSetDryRunChecksLikeTheRun(t *testing.T) {
 // with the records that come again (a replay that only_if_newer skips repairs nothing), and
 // without -config says that it cannot tell; a move forward prints nothing of the kind.
 func TestOffsetsSetSaysWhatAReplayDoes(t *testing.T) {
-	e := testbed.Require(t)
-	schema := testbed.Schema(t, e)
-	topic := testbed.Topic(t, e, 1)
-	ctx := context.Background()
-	if err := sink.Migrate(ctx, e.DatabaseURL, schema); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := app.Produce(ctx, app.ProduceOptions{Brokers: e.Brokers, Topic: topic, Events: 10, Seed: 3}); err != nil || n != 10 {
-		t.Fatal(n, err)
-	}
-	pool := testbed.Pool(t, e)
-	if _, err := pool.Exec(ctx, "INSERT INTO "+pgx.Identifier{schema, "offsets"}.Sanitize()+
-		" (pipeline, topic, partition, next_offset, epoch, owner) VALUES ('replaypipe', $1, 0, 10, 1, 'host-r')", topic); err != nil {
-		t.Fatal(err)
-	}
+	e, schema, topic := positionsBed(t, "('replaypipe', $1, 0, 10, 1, 'host-r')")
 	t.Setenv("KAFKA_BOOTSTRAP_SERVERS", e.Brokers)
 	t.Setenv("DATABASE_URL", e.DatabaseURL)
 	file := func(onEqual string) string {
@@ -117,4 +103,26 @@ sink:
 			}
 		}
 	}
+}
+
+// positionsBed makes a migrated schema and a one-partition topic with 10 records, and stores
+// rows, SQL VALUES lists with $1 for the topic (pipeline, topic, partition, next_offset,
+// epoch, owner), in its offsets table: the state the operator commands read.
+func positionsBed(t *testing.T, rows string) (e testbed.Env, schema, topic string) {
+	t.Helper()
+	e = testbed.Require(t)
+	schema = testbed.Schema(t, e)
+	topic = testbed.Topic(t, e, 1)
+	ctx := context.Background()
+	if err := sink.Migrate(ctx, e.DatabaseURL, schema); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := app.Produce(ctx, app.ProduceOptions{Brokers: e.Brokers, Topic: topic, Events: 10, Seed: 9}); err != nil || n != 10 {
+		t.Fatal(n, err)
+	}
+	if _, err := testbed.Pool(t, e).Exec(ctx, "INSERT INTO "+pgx.Identifier{schema, "offsets"}.Sanitize()+
+		" (pipeline, topic, partition, next_offset, epoch, owner) VALUES "+rows, topic); err != nil {
+		t.Fatal(err)
+	}
+	return e, schema, topic
 }

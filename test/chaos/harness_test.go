@@ -195,8 +195,12 @@ func stopAll(procs []*testbed.Process, timeout time.Duration) {
 func (r *run) heal() { r.healed = time.Now() }
 
 // produce writes events in chunks until ctx ends; the returned func waits for the producer.
+// A scenario that fails before waiting stops the producer in its cleanup, before the topic
+// is deleted (a producer outliving its test panics and hides the failure).
 func (r *run) produce(ctx context.Context, chunk int, pause time.Duration) (wait func()) {
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
+	r.t.Cleanup(func() { cancel(); <-done })
 	go func() {
 		defer close(done)
 		for i := 0; ctx.Err() == nil; i++ {

@@ -17,8 +17,7 @@ type Client struct {
 	schema string
 	ops    *offsets.Operator // the statements on the offsets and instances tables
 	kafka  kafka.ConfigMap
-	redact bool          // SetRedactErrorValues
-	group  GroupSettings // what Unowned assumes of the groups (SetGroupSettings)
+	redact bool // SetRedactErrorValues
 }
 
 // New returns a Client on pool for the eosink tables in schema ("" means "eosink", the

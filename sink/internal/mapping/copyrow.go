@@ -31,6 +31,11 @@ func (m *Mapping) AppendCopy(dst []byte, r *sink.Record, bytea []bool, scratch *
 	buf := (*scratch)[:0]
 	var encErr error // the first value AppendCopyRow would refuse
 	defer func() { *scratch = buf[:0] }()
+	if m.filtered() {
+		if err := rd.filter(m, cols); err != nil {
+			return dst[:orig], err
+		}
+	}
 	for i := range m.Columns {
 		c := &m.Columns[i]
 		if i > 0 {
@@ -46,13 +51,13 @@ func (m *Mapping) AppendCopy(dst []byte, r *sink.Record, bytea []bool, scratch *
 			if se := sideError(c.From.Side(), err); se != nil {
 				return dst[:orig], se
 			}
-			return dst[:orig], &FieldError{Column: c.Name, Source: c.From.String(), Err: err}
+			return dst[:orig], &FieldError{Column: c.Name, Source: c.sourceText(), Err: err}
 		}
 		isBytea := i < len(bytea) && bytea[i]
 		switch res.kind {
 		case resNull:
 			if c.Required {
-				return dst[:orig], &FieldError{Column: c.Name, Source: c.From.String(), Err: &detailError{ErrMissing, res.why}}
+				return dst[:orig], &FieldError{Column: c.Name, Source: c.sourceText(), Err: &detailError{ErrMissing, res.why}}
 			}
 			dst = append(dst, '\\', 'N')
 		case resDirect:

@@ -47,8 +47,13 @@ func (e *FieldError) Unwrap() error { return e.Err }
 
 // sideError returns the error of Row when err says that side ("key" or "value"), which a
 // column reads with the json format, is not valid JSON (or not UTF-8): a *FieldError without
-// a column, since the record as a whole is bad rather than one column's value. Else nil.
+// a column, since the record as a whole is bad rather than one column's value; err itself
+// when it is a *FieldError already (a side an expression reads). Else nil.
 func sideError(side string, err error) error {
+	var fe *FieldError
+	if errors.As(err, &fe) { // an expression's side, already named
+		return err
+	}
 	if (side == "key" || side == "value") && errors.Is(err, ErrInvalidJSON) {
 		return &FieldError{Source: side, Err: err}
 	}

@@ -11,8 +11,12 @@ import (
 type Column struct {
 	// Name is the column's name as PostgreSQL knows it (the caller quotes it in SQL).
 	Name string
-	// From is where the value comes from.
+	// From is where the value comes from. Zero when Expr gives the value.
 	From Source
+	// Expr gives the value instead of From: a CEL expression over the record (see Expr),
+	// whose result becomes text as the package documentation says. A null result is a value
+	// not found: Default applies, then Required. Defaults to nil: From gives the value.
+	Expr *Expr
 	// Required makes a missing value an error: an absent field, JSON null, an absent
 	// header, a null key or value, a zero timestamp. An optional column gets NULL instead.
 	Required bool
@@ -41,6 +45,48 @@ type Mapping struct {
 	// Decoder decodes the sides with a schema'd format (avro, protobuf, json_schema); it is
 	// required when one side has such a format. A *schemaformat.Decoder is one.
 	Decoder Decoder
+	// Where, a condition, filters records: one for which it is false gives ErrSkip from Row
+	// and AppendCopy, before any column is read. Defaults to nil: every record is mapped.
+	Where *Expr
+	// Checks are conditions every record (that Where keeps) must meet, tried in order: the
+	// first that is false makes Row and AppendCopy return its *CheckError. Defaults to none.
+	Checks []Check
+}
+
+// sourceText is what messages call c's source: its source expression or its Expr.
+func (c *Column) sourceText() string {
+	if c.Expr != nil {
+		return "expr " + c.Expr.text
+	}
+	return c.From.String()
+}
+
+// filtered reports whether m has a Where or Checks.
+func (m *Mapping) filtered() bool { return m.Where != nil || len(m.Checks) > 0 }
+
+// exprs returns every expression of m.
+func (m *Mapping) exprs() []*Expr {
+	es := []*Expr{m.Where}
+	for _, c := range m.Checks {
+		es = append(es, c.Expr)
+	}
+	for i := range m.Columns {
+		es = append(es, m.Columns[i].Expr)
+	}
+	return es
+}
+
+// ReadsValue reports whether some column, Where or check reads the record's value.
+func (m *Mapping) ReadsValue() bool {
+	if _, v := readsSides(m.exprs()...); v {
+		return true
+	}
+	for _, c := range m.Columns {
+		if c.From.Side() == "value" {
+			return true
+		}
+	}
+	return false
 }
 
 // Validate checks m: known formats, with a Decoder for schema'd ones; every column named,
@@ -89,7 +135,9 @@ func (m *Mapping) Validate() error {
 		}
 		switch c.From.kind {
 		case srcNone:
-			errs = append(errs, fmt.Errorf("mapping: column %q has no source", name))
+			if c.Expr == nil {
+				errs = append(errs, fmt.Errorf("mapping: column %q has no source", name))
+			}
 		case srcKeyPath:
 			if m.Key != JSON && !m.Key.Schemad() {
 				errs = append(errs, fmt.Errorf("mapping: column %q reads %s but the key format is %v, not json, avro, protobuf or json_schema", name, c.From, m.Key))
@@ -99,6 +147,24 @@ func (m *Mapping) Validate() error {
 				errs = append(errs, fmt.Errorf("mapping: column %q reads %s but the value format is %v, not json, avro, protobuf or json_schema", name, c.From, m.Value))
 			}
 		}
+		if c.Expr != nil && !c.From.IsZero() {
+			errs = append(errs, fmt.Errorf("mapping: column %q has both a source and an expression", name))
+		}
+	}
+	for _, c := range m.Checks {
+		if c.Expr == nil || !c.Expr.bool {
+			errs = append(errs, errors.New("mapping: a check needs a condition (CompileCondition)"))
+		}
+	}
+	if m.Where != nil && !m.Where.bool {
+		errs = append(errs, errors.New("mapping: where needs a condition (CompileCondition)"))
+	}
+	key, value := readsSides(m.exprs()...)
+	if key && m.Key.Schemad() {
+		errs = append(errs, fmt.Errorf("mapping: an expression reads the key, whose format %v expressions cannot read yet (json, string and bytes)", m.Key))
+	}
+	if value && m.Value.Schemad() {
+		errs = append(errs, fmt.Errorf("mapping: an expression reads the value, whose format %v expressions cannot read yet (json, string and bytes)", m.Value))
 	}
 	return errors.Join(errs...)
 }

@@ -42,6 +42,11 @@ func (m *Mapping) Row(r *sink.Record, dst []any) ([]any, error) {
 	buf := bufArray[:0]
 	var pendArray [16]pending
 	pend := pendArray[:0]
+	if m.filtered() {
+		if err := rd.filter(m, cols); err != nil {
+			return dst[:0], err
+		}
+	}
 
 	for i := range m.Columns {
 		c := &m.Columns[i]
@@ -54,12 +59,12 @@ func (m *Mapping) Row(r *sink.Record, dst []any) ([]any, error) {
 			if se := sideError(c.From.Side(), err); se != nil {
 				return dst[:0], se
 			}
-			return dst[:0], &FieldError{Column: c.Name, Source: c.From.String(), Err: err}
+			return dst[:0], &FieldError{Column: c.Name, Source: c.sourceText(), Err: err}
 		}
 		switch res.kind {
 		case resNull:
 			if c.Required {
-				return dst[:0], &FieldError{Column: c.Name, Source: c.From.String(), Err: &detailError{ErrMissing, res.why}}
+				return dst[:0], &FieldError{Column: c.Name, Source: c.sourceText(), Err: &detailError{ErrMissing, res.why}}
 			}
 			dst = append(dst, nil)
 		case resDirect:
@@ -96,7 +101,6 @@ func (m *Mapping) Extract(r *sink.Record, src Source) (any, error) {
 // ExtractColumn is Extract for the source of c, with c's Default and Cast applied (c's
 // Required and Array play no part): a column's value alone, as Row gives it.
 func (m *Mapping) ExtractColumn(r *sink.Record, c Column) (any, error) {
-	src := c.From
 	columns := [1]Column{c}
 	var cols [1]pathCol
 	keyFormat, valueFormat := m.Key, m.Value
@@ -110,7 +114,11 @@ func (m *Mapping) ExtractColumn(r *sink.Record, c Column) (any, error) {
 		res, buf, err = finish(&columns[0], res, buf)
 	}
 	if err != nil {
-		return nil, &FieldError{Source: src.String(), Err: err}
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			return nil, err
+		}
+		return nil, &FieldError{Source: columns[0].sourceText(), Err: err}
 	}
 	switch res.kind {
 	case resDirect:
@@ -208,6 +216,8 @@ type reader struct {
 	// alias lets text results alias the record (resText) instead of being copied into the
 	// row's own memory: for AppendCopy, which encodes each value before it returns.
 	alias bool
+	// ex is the record as expressions see it, made by the first expression.
+	ex *exprInput
 }
 
 // text is copyText, or, when rd may alias the record, s itself.
@@ -304,6 +314,9 @@ func (rd *reader) eval(columns []Column, cols []pathCol, j int, buf []byte) (res
 		start := len(buf)
 		buf = t.AppendFormat(buf, time.RFC3339Nano)
 		return result{kind: resBuf, start: start, end: len(buf)}, buf, nil
+	}
+	if e := columns[j].Expr; e != nil {
+		return rd.expr(e, columns, cols, buf)
 	}
 	return result{}, buf, errors.New("the source is empty (zero Source)")
 }

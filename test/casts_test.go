@@ -255,7 +255,7 @@ func TestThreePluginMistakes(t *testing.T) {
 	want := []string{
 		file + `: sink.columns.at.cast: unknown cast "epoch_millis" (want epoch_s, epoch_ms, epoch_us, rfc3339, base64 or json) (line 12)`,
 		file + `: sink.columns.region.default: a default and required: true exclude each other (required refuses what the default fills in) (line 19)`,
-		file + `: sink.columns.qty.requird: unknown key (sink.columns.qty has from, required, cast, default); did you mean required? (line 20)`,
+		file + `: sink.columns.qty.requird: unknown key (sink.columns.qty has from, expr, required, cast, default); did you mean required? (line 20)`,
 	}
 	if code != 1 || len(lines) != len(want) {
 		t.Fatalf("exit %d:\n%s\nwant:\n%s", code, errOut.String(), strings.Join(want, "\n"))

@@ -4,7 +4,8 @@
 // engine then sees a new record, and only the inbox can tell it is the same event.
 //
 // For every record the inbox reads an event id (a source expression such as value.event_id,
-// key or header.event-id) and the SHA-256 of its value, and, in the same transaction as the
+// key or header.event-id, or, with event_id_expr, a CEL expression such as
+// value.payment_id + ":" + value.status) and the SHA-256 of its value, and, in the same transaction as the
 // wrapped plugin's write:
 //   - a new id is remembered in the inbox table and the record goes to the wrapped plugin;
 //   - a known id with the same payload is skipped, and counted in the row's duplicates
@@ -21,7 +22,7 @@
 //
 //	sink:
 //	  type: inbox
-//	  event_id: value.event_id   # required: where the id is
+//	  event_id: value.event_id   # required: where the id is (or event_id_expr: a CEL expression)
 //	  subscriber: orders-view    # defaults to the pipeline name
 //	  retention: 720h            # defaults to 720h (30 days); 0s keeps ids forever
 //	  schema: eosink             # the inbox table's schema; defaults to the pipeline's
@@ -68,8 +69,13 @@ var ErrNoEventID = errors.New("inbox: record has no event id")
 // Config configures an Inbox.
 type Config struct {
 	// EventID is the source expression of the event id: key, key.<path>, value.<path> or
-	// header.<name>. Required.
+	// header.<name>. Required, unless EventIDExpr is set.
 	EventID string `yaml:"event_id"`
+	// EventIDExpr is a CEL expression over the record (see the table plugin's expr) whose
+	// result is the event id, instead of EventID: value.payment_id + ":" + value.status for
+	// an id made of several fields. Its result becomes text as a column's does; null or
+	// empty text is ErrNoEventID. Defaults to "": EventID gives the id.
+	EventIDExpr string `yaml:"event_id_expr"`
 	// Subscriber separates the ids of different consumers of the same events. Defaults to
 	// the pipeline name.
 	Subscriber string `yaml:"subscriber"`
@@ -94,7 +100,7 @@ type Inbox struct {
 	subscriber string
 	schema     string
 	retention  time.Duration
-	src        mapping.Source
+	col        mapping.Column  // where the id is: its From or its Expr
 	srcText    string          // Config.EventID, for the route summary
 	m          mapping.Mapping // the formats and decoder the id is read with
 	table      string          // quoted schema.inbox
@@ -137,12 +143,25 @@ func New(c Config, inner sink.Plugin) (*Inbox, error) {
 	if inner == nil {
 		return nil, errors.New("inner: required")
 	}
-	if c.EventID == "" {
-		return nil, errors.New("event_id: required (for example value.event_id)")
-	}
-	src, err := mapping.ParseSource(c.EventID)
-	if err != nil {
-		return nil, fmt.Errorf("event_id: %w", err)
+	col := mapping.Column{Name: "event_id", Required: true}
+	switch {
+	case c.EventID != "" && c.EventIDExpr != "":
+		return nil, errors.New("event_id_expr: give event_id or event_id_expr, not both")
+	case c.EventIDExpr != "":
+		e, err := mapping.CompileExpr(c.EventIDExpr)
+		if err != nil {
+			return nil, fmt.Errorf("event_id_expr: %w", err)
+		}
+		col.Expr = e
+		c.EventID = c.EventIDExpr // for the route summary
+	case c.EventID == "":
+		return nil, errors.New("event_id: required (for example value.event_id), or event_id_expr")
+	default:
+		src, err := mapping.ParseSource(c.EventID)
+		if err != nil {
+			return nil, fmt.Errorf("event_id: %w", err)
+		}
+		col.From = src
 	}
 	if c.Subscriber == "" {
 		return nil, errors.New("subscriber: required")
@@ -153,7 +172,7 @@ func New(c Config, inner sink.Plugin) (*Inbox, error) {
 	if err := migrator.CheckSchemaName(c.Schema); err != nil {
 		return nil, err
 	}
-	ib := &Inbox{inner: inner, subscriber: c.Subscriber, schema: c.Schema, src: src, srcText: c.EventID, retention: 720 * time.Hour,
+	ib := &Inbox{inner: inner, subscriber: c.Subscriber, schema: c.Schema, col: col, srcText: c.EventID, retention: 720 * time.Hour,
 		m: mapping.Mapping{Key: mapping.String, Value: mapping.JSON}, table: pgx.Identifier{c.Schema, "inbox"}.Sanitize()}
 	if c.Retention != nil {
 		if *c.Retention < 0 {
@@ -161,6 +180,7 @@ func New(c Config, inner sink.Plugin) (*Inbox, error) {
 		}
 		ib.retention = *c.Retention
 	}
+	var err error
 	if c.KeyFormat != "" {
 		if ib.m.Key, err = mapping.ParseFormat(c.KeyFormat); err != nil {
 			return nil, fmt.Errorf("key_format: %w", err)
@@ -175,8 +195,11 @@ func New(c Config, inner sink.Plugin) (*Inbox, error) {
 		return nil, err
 	}
 	probe := ib.m
-	probe.Columns = []mapping.Column{{Name: "event_id", From: src, Required: true}}
+	probe.Columns = []mapping.Column{col}
 	if err := probe.Validate(); err != nil {
+		if col.Expr != nil {
+			return nil, fmt.Errorf("event_id_expr: %w", err)
+		}
 		return nil, fmt.Errorf("event_id: %w", err)
 	}
 	return ib, nil
@@ -252,7 +275,7 @@ func (ib *Inbox) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 	var events []*event
 	for i := range b.Records {
 		r := &b.Records[i]
-		v, err := ib.m.Extract(r, ib.src)
+		v, err := ib.m.ExtractColumn(r, ib.col)
 		if err != nil {
 			if perr := mapping.RecordError(r, err); !errors.Is(perr, sink.ErrPoison) {
 				return perr // the schema registry: transient, or misconfigured
@@ -261,7 +284,7 @@ func (ib *Inbox) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 		}
 		id, ok := idString(v)
 		if !ok {
-			return sink.Poison(r, fmt.Errorf("%w at %s", ErrNoEventID, ib.src))
+			return sink.Poison(r, fmt.Errorf("%w at %s", ErrNoEventID, ib.srcText))
 		}
 		sum := sha256.Sum256(r.Value)
 		if prev, seen := first[id]; seen {

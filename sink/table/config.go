@@ -1,6 +1,10 @@
 package table
 
 import (
+	"maps"
+	"slices"
+
+	"github.com/eosink/eosink/internal/suggest"
 	"github.com/eosink/eosink/sink/internal/mapping"
 	"github.com/eosink/eosink/sink/plugin"
 )
@@ -15,6 +19,14 @@ type Config struct {
 	// Columns maps each column to a source expression (see package doc). Required, unless
 	// every route has its own.
 	Columns map[string]Column `yaml:"columns"`
+	// Where is a CEL condition over the record (see mapping.Expr): a record for which it is
+	// false is not written; its offset commits with the batch and it counts as skipped
+	// (sink.Skipped). Defaults to "": every record is written.
+	Where string `yaml:"where"`
+	// Check lists CEL conditions every record that Where keeps must meet: the first that is
+	// false makes the record poison, with the check's message (dead-lettered per the sink's
+	// on_poison). Defaults to none.
+	Check []Check `yaml:"check"`
 	// Routes send topics to tables of their own, tried in order before Table. Defaults to
 	// none: every topic goes to Table.
 	Routes []Route `yaml:"routes"`
@@ -42,9 +54,13 @@ type Config struct {
 }
 
 // Column is one column's source. In a config file it is a string (the source expression) or
-// a map {from: EXPR, required: BOOL, cast: NAME, default: TEXT}.
+// a map {from: EXPR, expr: CEL, required: BOOL, cast: NAME, default: TEXT}.
 type Column struct {
-	From     string `yaml:"from"`
+	From string `yaml:"from"`
+	// Expr is a CEL expression whose result is the column's value (see mapping.Expr),
+	// instead of From; Cast, Default and Required apply to it as to From's value, a null
+	// result being a value not found. Defaults to "": From gives the value.
+	Expr     string `yaml:"expr"`
 	Required bool   `yaml:"required"`
 	// Cast converts the value: epoch_s, epoch_ms, epoch_us or rfc3339 to timestamptz,
 	// base64 to bytea, json (a string holding JSON) to jsonb; see mapping.Cast. Defaults to
@@ -62,19 +78,64 @@ type Column struct {
 // plugin.Config.Decode reports any other key at its path with a suggestion.
 func (*Column) ConfigKeys() []string { return mapping.SpecKeys() }
 
-// UnmarshalYAML accepts "value.x" or {from: value.x, required: true, cast: epoch_ms,
+// UnmarshalYAML accepts "value.x" or {from: value.x (or expr: CEL), required: true, cast: epoch_ms,
 // default: "0"}, decoded as the sql plugin's parameters are (mapping.DecodeSpec). It
 // refuses nothing itself: each problem is kept and reported by New, with the column's path,
 // together with every other problem of the section.
 func (c *Column) UnmarshalYAML(unmarshal func(any) error) error {
 	s := mapping.DecodeSpec(unmarshal, "a column")
-	*c = Column{From: s.From, Required: s.Required, Cast: s.Cast, Default: s.Default, problems: s.Problems}
+	*c = Column{From: s.From, Expr: s.Expr, Required: s.Required, Cast: s.Cast, Default: s.Default, problems: s.Problems}
 	return nil
 }
 
 // spec is c as mapping.Spec.Column checks it.
 func (c Column) spec() mapping.Spec {
-	return mapping.Spec{From: c.From, Required: c.Required, Cast: c.Cast, Default: c.Default, Problems: c.problems}
+	return mapping.Spec{From: c.From, Expr: c.Expr, Required: c.Required, Cast: c.Cast, Default: c.Default, Problems: c.problems}
+}
+
+// Check is one condition of Config.Check. In a config file it is a string (the CEL
+// condition) or a map {expr: CEL, message: TEXT}.
+type Check struct {
+	// Expr is the CEL condition. Required.
+	Expr string `yaml:"expr"`
+	// Message is the poison's reason when Expr is false. Defaults to "check failed: EXPR".
+	Message string `yaml:"message"`
+
+	problems []mapping.Problem
+}
+
+var checkKeys = []string{"expr", "message"}
+
+// ConfigKeys lists the keys of a check's map form (plugin.KeyLister).
+func (*Check) ConfigKeys() []string { return checkKeys }
+
+// UnmarshalYAML accepts "EXPR" or {expr: EXPR, message: TEXT}; like Column's, it keeps its
+// problems for New to report with the check's path.
+func (c *Check) UnmarshalYAML(unmarshal func(any) error) error {
+	var s string
+	if err := unmarshal(&s); err == nil {
+		c.Expr = s
+		return nil
+	}
+	var m map[string]any
+	if err := unmarshal(&m); err != nil {
+		c.problems = append(c.problems, mapping.Problem{Key: "", Reason: "a check is a CEL condition or {expr: CEL, message: TEXT}"})
+		return nil
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		s, ok := m[k].(string)
+		switch {
+		case k != "expr" && k != "message":
+			c.problems = append(c.problems, mapping.Problem{Key: k, Reason: suggest.UnknownKey("a check", k, checkKeys)})
+		case !ok:
+			c.problems = append(c.problems, mapping.Problem{Key: k, Reason: "want a string"})
+		case k == "expr":
+			c.Expr = s
+		default:
+			c.Message = s
+		}
+	}
+	return nil
 }
 
 // tableSection is the table plugin's config section: Config and on_conflict.

@@ -22,20 +22,21 @@ import (
 type rowFunc func(r *sink.Record, row []any) ([]any, error)
 
 // rows loads the table's columns (once; with create, creating the table) and encodes recs
-// as COPY text rows; nil for no records.
-func (w *writer) rows(ctx context.Context, tx pgx.Tx, recs []sink.Record, rowFn rowFunc) ([]byte, error) {
+// as COPY text rows; nil for no records, or none left by a where. It returns the records it encoded, in the order of
+// the rows: recs itself, or fewer when a where filtered some out.
+func (w *writer) rows(ctx context.Context, tx pgx.Tx, recs []sink.Record, rowFn rowFunc) ([]byte, []sink.Record, error) {
 	if len(recs) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	bytea, err := w.load(ctx, tx)
 	if w.create && errors.Is(err, errNoTable) {
 		if err := w.createTable(ctx, tx, recs); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		bytea, err = w.load(ctx, tx)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return w.encode(recs, rowFn, bytea)
 }
@@ -46,14 +47,37 @@ var copyBuffers sync.Pool // of *[]byte
 
 // encode maps each record to a COPY text row with rowFn; with a nil rowFn, it is the table
 // plugin's plain insert: mapping.AppendCopy, which writes each row straight into the buffer.
-// A record that cannot be mapped is returned as a *sink.PoisonError, unless the schema
-// registry failed (mapping.RecordError). Give the buffer back with done once it is sent.
-func (w *writer) encode(recs []sink.Record, rowFn rowFunc, bytea []bool) ([]byte, error) {
+// A record that the mapping's where filters out (mapping.ErrSkip) has no row: encode
+// returns the records it encoded, recs itself when none was filtered out. A record that
+// cannot be mapped is returned as a *sink.PoisonError, unless the schema registry failed
+// (mapping.RecordError). Give the buffer back with done once it is sent.
+func (w *writer) encode(recs []sink.Record, rowFn rowFunc, bytea []bool) ([]byte, []sink.Record, error) {
 	var buf []byte
 	if bp, ok := copyBuffers.Get().(*[]byte); ok {
 		buf = (*bp)[:0]
 	} else {
 		buf = make([]byte, 0, len(recs)*128)
+	}
+	var kept []sink.Record // nil until a record is filtered out
+	skip := func(i int) {
+		if kept == nil {
+			kept = append(make([]sink.Record, 0, len(recs)-1), recs[:i]...)
+		}
+	}
+	keep := func(i int) {
+		if kept != nil {
+			kept = append(kept, recs[i])
+		}
+	}
+	written := func() ([]byte, []sink.Record, error) {
+		if kept == nil {
+			return buf, recs, nil
+		}
+		if len(kept) == 0 { // every record filtered out: nothing to send
+			w.done(buf)
+			return nil, kept, nil
+		}
+		return buf, kept, nil
 	}
 	var err error
 	if rowFn == nil {
@@ -62,25 +86,41 @@ func (w *writer) encode(recs []sink.Record, rowFn rowFunc, bytea []bool) ([]byte
 		for i := range recs {
 			r := &recs[i]
 			if r.Value == nil && readsValue {
-				return nil, mapping.RecordError(r, errTombstone)
+				if err := w.m.Filter(r); errors.Is(err, mapping.ErrSkip) { // where: value != null
+					skip(i)
+					continue
+				} else if err != nil {
+					return nil, nil, mapping.RecordError(r, err)
+				}
+				return nil, nil, mapping.RecordError(r, errTombstone)
 			}
 			if buf, err = w.m.AppendCopy(buf, r, bytea, &scratch); err != nil {
-				return nil, mapping.RecordError(r, err)
+				if errors.Is(err, mapping.ErrSkip) {
+					skip(i)
+					continue
+				}
+				return nil, nil, mapping.RecordError(r, err)
 			}
+			keep(i)
 		}
-		return buf, nil
+		return written()
 	}
 	row := make([]any, 0, len(w.cols)+len(w.extra))
 	for i := range recs {
 		r := &recs[i]
 		if row, err = rowFn(r, row[:0]); err != nil {
-			return nil, mapping.RecordError(r, err)
+			if errors.Is(err, mapping.ErrSkip) {
+				skip(i)
+				continue
+			}
+			return nil, nil, mapping.RecordError(r, err)
 		}
 		if buf, err = mapping.AppendCopyRow(buf, row, bytea); err != nil {
-			return nil, sink.Poison(r, err)
+			return nil, nil, sink.Poison(r, err)
 		}
+		keep(i)
 	}
-	return buf, nil
+	return written()
 }
 
 // done gives back buf, a batch's COPY data from encode, once it has been sent.
@@ -98,6 +138,9 @@ var errTombstone = errors.New("tombstone (null value) and the mapping reads the 
 func (w *writer) insertRow(readsValue bool) rowFunc {
 	return func(r *sink.Record, row []any) ([]any, error) {
 		if r.Value == nil && readsValue {
+			if err := w.m.Filter(r); err != nil { // a where may drop tombstones (value != null)
+				return nil, err
+			}
 			return nil, errTombstone
 		}
 		return w.m.Row(r, row)

@@ -34,6 +34,16 @@ type Route struct {
 	Columns map[string]Column `yaml:"columns"`
 	// Key lists the key columns, for the upsert plugin only. Defaults to UpsertConfig.Key.
 	Key []string `yaml:"key"`
+	// Where and Check filter and check the route's records, as Config.Where and
+	// Config.Check do. Default to Config.Where and Config.Check.
+	Where string  `yaml:"where"`
+	Check []Check `yaml:"check"`
+}
+
+// routed returns c with r's Where and Check, for the writer of r's tables.
+func (c Config) routed(r Route) Config {
+	c.Where, c.Check = r.Where, r.Check
+	return c
 }
 
 // tableVar matches a ${...} variable in a table name.
@@ -141,6 +151,12 @@ type router[T any] struct {
 // name, which checks the columns, formats and key.
 func newRouter[T any](c Config, key []string, build func(r *route, table pgx.Identifier) (T, error)) (*router[T], error) {
 	rt := &router[T]{build: build, byTopic: map[string]T{}, byTable: map[string]T{}}
+	// The section's where and check once, rather than in each route that takes them: when
+	// they do not compile, the routes are checked without them.
+	filterErrs := compileFilter(&mapping.Mapping{}, c.Where, c.Check)
+	if len(filterErrs) > 0 {
+		c.Where, c.Check = "", nil
+	}
 	var errs []error
 	seen := map[string]int{}
 	for i, rc := range c.Routes {
@@ -178,6 +194,12 @@ func newRouter[T any](c Config, key []string, build func(r *route, table pgx.Ide
 		if len(r.spec.Key) == 0 {
 			r.spec.Key = key
 		}
+		if r.spec.Where == "" {
+			r.spec.Where = c.Where
+		}
+		if len(r.spec.Check) == 0 {
+			r.spec.Check = c.Check
+		}
 		rt.routes = append(rt.routes, r)
 	}
 	if c.Table != "" {
@@ -185,14 +207,15 @@ func newRouter[T any](c Config, key []string, build func(r *route, table pgx.Ide
 		if err != nil {
 			errs = append(errs, fmt.Errorf("table: %w", err))
 		} else {
-			rt.routes = append(rt.routes, &route{table: t, spec: Route{Columns: c.Columns, Key: key}})
+			rt.routes = append(rt.routes, &route{table: t, spec: Route{Columns: c.Columns, Key: key, Where: c.Where, Check: c.Check}})
 		}
 	} else if len(c.Routes) == 0 {
 		errs = append(errs, errors.New("table: required (or routes)"))
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, errors.Join(append(filterErrs, errs...)...)
 	}
+	errs = filterErrs
 	for _, r := range rt.routes {
 		id, err := r.table.render("topic", []string{"x", "x", "x", "x", "x", "x", "x", "x", "x", "x"})
 		if err == nil {

@@ -52,9 +52,9 @@ func New(c Config) (*Table, error) {
 	}
 	r, err := newRouter(c, nil, func(r *route, table pgx.Identifier) (*tableTarget, error) {
 		if c.OnConflict == "nothing" {
-			return newSkipTarget(c, table, r.spec.Columns)
+			return newSkipTarget(c.routed(r.spec), table, r.spec.Columns)
 		}
-		w, err := newWriter(c, table, r.spec.Columns, nil)
+		w, err := newWriter(c.routed(r.spec), table, r.spec.Columns, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -117,17 +117,23 @@ func (t *Table) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 	if err != nil {
 		return err
 	}
-	buf, err := tt.w.rows(ctx, tx, b.Records, tt.row)
-	if err != nil || buf == nil {
+	buf, recs, err := tt.w.rows(ctx, tx, b.Records, tt.row)
+	if err != nil {
 		return err
 	}
+	if buf == nil || tt.stage == "" {
+		sink.Skipped(ctx, len(b.Records)-len(recs)) // filtered out by a where
+	}
+	if buf == nil {
+		return nil
+	}
 	if tt.stage == "" {
-		return tt.w.copyIn(ctx, tx, buf, tt.w.copySQL, b.Records)
+		return tt.w.copyIn(ctx, tx, buf, tt.w.copySQL, recs)
 	}
 	if _, err := tx.Exec(ctx, tt.stageSQL); err != nil {
 		return fmt.Errorf("table: staging table: %w", err)
 	}
-	if err := tt.w.copyIn(ctx, tx, buf, tt.copySQL, b.Records); err != nil {
+	if err := tt.w.copyIn(ctx, tx, buf, tt.copySQL, recs); err != nil {
 		return err
 	}
 	tag, err := tx.Exec(ctx, tt.insertSQL)

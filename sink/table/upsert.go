@@ -96,7 +96,9 @@ const (
 // NewUpsert returns the upsert plugin for c.
 func NewUpsert(c UpsertConfig) (*Upsert, error) {
 	r, err := newRouter(c.Config, c.Key, func(r *route, table pgx.Identifier) (*upsertTarget, error) {
-		return newUpsertTarget(c, table, r.spec.Columns, r.spec.Key)
+		rc := c
+		rc.Config = c.routed(r.spec)
+		return newUpsertTarget(rc, table, r.spec.Columns, r.spec.Key)
 	})
 	if err != nil {
 		return nil, err
@@ -252,6 +254,9 @@ func (u *upsertTarget) row(r *sink.Record, row []any) ([]any, error) {
 		}
 		return append(row, strconv.FormatInt(r.Offset, 10), "f"), nil
 	}
+	if err := u.w.m.Filter(r); err != nil { // a where may drop tombstones (value != null)
+		return nil, err
+	}
 	if !u.c.DeleteOnTombstone {
 		return nil, errors.New("tombstone (null value) and delete_on_tombstone is off")
 	}
@@ -316,9 +321,13 @@ func (p *Upsert) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 	if err != nil {
 		return err
 	}
-	buf, err := u.w.rows(ctx, tx, b.Records, u.row)
-	if err != nil || buf == nil {
+	buf, recs, err := u.w.rows(ctx, tx, b.Records, u.row)
+	if err != nil {
 		return err
+	}
+	sink.Skipped(ctx, len(b.Records)-len(recs)) // filtered out by a where
+	if buf == nil {
+		return nil
 	}
 	for _, old := range p.stages.Use(tx.Conn().PgConn(), u.stage) {
 		if _, err := tx.Exec(ctx, "DROP TABLE IF EXISTS pg_temp."+old); err != nil {
@@ -328,7 +337,7 @@ func (p *Upsert) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 	if _, err := tx.Exec(ctx, u.stageSQL); err != nil {
 		return fmt.Errorf("upsert: staging table: %w", err)
 	}
-	if err := u.w.copyIn(ctx, tx, buf, u.copySQL, b.Records); err != nil {
+	if err := u.w.copyIn(ctx, tx, buf, u.copySQL, recs); err != nil {
 		return err
 	}
 	_, err = tx.Exec(ctx, u.mergeSQL)

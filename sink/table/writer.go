@@ -57,7 +57,7 @@ func newWriter(c Config, table pgx.Identifier, columns map[string]Column, extra 
 		return nil, err
 	}
 	cols := slices.Sorted(maps.Keys(columns))
-	var errs []error
+	errs := compileFilter(&m, c.Where, c.Check)
 	for _, name := range cols {
 		col, problems := columns[name].spec().Column(name, "columns."+name)
 		for _, p := range problems {
@@ -78,6 +78,39 @@ func newWriter(c Config, table pgx.Identifier, columns map[string]Column, extra 
 	return w, nil
 }
 
+// compileFilter compiles where and check into m's Where and Checks; the errors name the
+// option ("where: ...", "check[1].expr: ...").
+func compileFilter(m *mapping.Mapping, where string, check []Check) []error {
+	var errs []error
+	if where != "" {
+		e, err := mapping.CompileCondition(where)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("where: %w", err))
+		}
+		m.Where = e
+	}
+	for i, c := range check {
+		path := fmt.Sprintf("check[%d]", i)
+		for _, p := range c.problems {
+			field := path
+			if p.Key != "" {
+				field += "." + p.Key
+			}
+			errs = append(errs, fmt.Errorf("%s: %s", field, p.Reason))
+		}
+		if len(c.problems) > 0 {
+			continue
+		}
+		e, err := mapping.CompileCondition(c.Expr)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s.expr: %w", path, err))
+			continue
+		}
+		m.Checks = append(m.Checks, mapping.Check{Expr: e, Message: c.Message})
+	}
+	return errs
+}
+
 func quoteAll(cols []string) string {
 	q := make([]string, len(cols))
 	for i, c := range cols {
@@ -86,15 +119,8 @@ func quoteAll(cols []string) string {
 	return strings.Join(q, ", ")
 }
 
-// readsValue reports whether some column reads the record's value.
-func (w *writer) readsValue() bool {
-	for _, c := range w.m.Columns {
-		if c.From.Side() == "value" {
-			return true
-		}
-	}
-	return false
-}
+// readsValue reports whether some column, the where or a check reads the record's value.
+func (w *writer) readsValue() bool { return w.m.ReadsValue() }
 
 // load reads the table's column types once, and checks the mapped columns exist; it
 // returns the bytea flag of each column of cols+extra. A table that holds DDL of db's open

@@ -9,11 +9,12 @@ import (
 )
 
 // Spec is a mapped value as a sink's config writes it: a source expression, or a map
-// {from, required, cast, default}. The table and upsert plugins' columns and the sql
+// {from, expr, required, cast, default}. The table and upsert plugins' columns and the sql
 // plugin's parameters are decoded by DecodeSpec and checked by Spec.Column, so that both
 // take the same options with the same errors.
 type Spec struct {
 	From     string  // the source expression (ParseSource)
+	Expr     string  // a CEL expression instead of From (CompileExpr); "" for none
 	Required bool    // Column.Required
 	Cast     string  // the cast's name (ParseCast); "" for none
 	Default  *string // Column.Default; nil for none
@@ -34,10 +35,10 @@ func (e *SpecError) Error() string { return e.Field + ": " + e.Reason }
 
 // SpecKeys returns the keys of a spec's map form, in the order to show them (for
 // plugin.KeyLister).
-func SpecKeys() []string { return []string{"from", "required", "cast", "default"} }
+func SpecKeys() []string { return []string{"from", "expr", "required", "cast", "default"} }
 
 // specSyntax is what a spec may be, for errors.
-const specSyntax = "a source expression or {from: EXPR, required: BOOL, cast: NAME, default: TEXT}"
+const specSyntax = "a source expression or {from: EXPR, expr: CEL, required: BOOL, cast: NAME, default: TEXT}"
 
 // DecodeSpec decodes a spec with a YAML UnmarshalYAML's unmarshal: "value.x" or {from:
 // value.x, required: true, cast: epoch_ms, default: "0"}. what names the spec in errors ("a
@@ -63,6 +64,12 @@ func DecodeSpec(unmarshal func(any) error, what string) Spec {
 				s.Problems = append(s.Problems, Problem{k, "want a source expression"})
 			}
 			s.From = f
+		case "expr":
+			e, ok := v.(string)
+			if !ok {
+				s.Problems = append(s.Problems, Problem{k, "want a CEL expression, as a string"})
+			}
+			s.Expr = e
 		case "required":
 			b, ok := v.(bool)
 			if !ok {
@@ -95,7 +102,8 @@ func DecodeSpec(unmarshal func(any) error, what string) Spec {
 }
 
 // Column returns the Column called name that s describes, or every problem of s: those
-// DecodeSpec kept, a source that does not parse, an unknown cast, a default with Required
+// DecodeSpec kept, a source that does not parse or an expression that does not compile
+// (or both given), an unknown cast, a default with Required
 // or one the cast refuses. Each problem names its field under path, the spec's own
 // ("columns.at", "params.at"): path.cast for the cast, path itself for the spec as a whole.
 func (s Spec) Column(name, path string) (Column, []*SpecError) {
@@ -111,9 +119,20 @@ func (s Spec) Column(name, path string) (Column, []*SpecError) {
 		refused[p.Key] = true
 		errs = append(errs, &SpecError{field(p.Key), p.Reason})
 	}
-	src, err := ParseSource(s.From)
-	if err != nil && !refused[""] && !refused["from"] {
-		errs = append(errs, &SpecError{field("from"), err.Error()})
+	var src Source
+	var expr *Expr
+	var err error
+	switch {
+	case s.Expr != "" && s.From != "":
+		errs = append(errs, &SpecError{field("expr"), "give from or expr, not both"})
+	case s.Expr != "":
+		if expr, err = CompileExpr(s.Expr); err != nil {
+			errs = append(errs, &SpecError{field("expr"), err.Error()})
+		}
+	default:
+		if src, err = ParseSource(s.From); err != nil && !refused[""] && !refused["from"] && !refused["expr"] {
+			errs = append(errs, &SpecError{field("from"), err.Error()})
+		}
 	}
 	cast, err := ParseCast(s.Cast)
 	if err != nil && !refused["cast"] {
@@ -131,5 +150,5 @@ func (s Spec) Column(name, path string) (Column, []*SpecError) {
 	if len(errs) > 0 {
 		return Column{}, errs
 	}
-	return Column{Name: name, From: src, Required: s.Required, Cast: cast, Default: s.Default}, nil
+	return Column{Name: name, From: src, Expr: expr, Required: s.Required, Cast: cast, Default: s.Default}, nil
 }

@@ -152,3 +152,83 @@ func TestDuplicatesAndConflicts(t *testing.T) {
 		t.Errorf("dead letter error does not name the conflict")
 	}
 }
+
+// TestEventIDExpr: event_id_expr builds the id from several fields; a record whose
+// expression fails is poison naming ErrNoEventID; the options are checked by New.
+func TestEventIDExpr(t *testing.T) {
+	inner, err := table.New(table.Config{Table: "x.orders", Columns: map[string]table.Column{"order_id": {From: "value.order_id"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		c    inbox.Config
+		want string
+	}{
+		{inbox.Config{EventID: "value.id", EventIDExpr: "value.id", Subscriber: "s"}, "event_id_expr: give event_id or event_id_expr, not both"},
+		{inbox.Config{EventIDExpr: "value.id +", Subscriber: "s"}, "event_id_expr: 1:"},
+		{inbox.Config{Subscriber: "s"}, "event_id: required"},
+	} {
+		if _, err := inbox.New(tc.c, inner); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v) = %v, want %q", tc.c, err, tc.want)
+		}
+	}
+	url := os.Getenv("DATABASE_URL")
+	if url == "" {
+		t.Fatal("DATABASE_URL is not set: this test needs a real PostgreSQL (make test starts one)")
+	}
+	ctx := context.Background()
+	db, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	schema := "tt_inbox_event_id_expr"
+	if _, err := db.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Migrate(ctx, url, schema); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE") //nolint:errcheck
+	if _, err := db.Exec(ctx, "CREATE TABLE "+schema+".orders (order_id text, amount integer)"); err != nil {
+		t.Fatal(err)
+	}
+	inner, err = table.New(table.Config{Table: schema + ".orders", Columns: map[string]table.Column{
+		"order_id": {From: "value.order_id"}, "amount": {From: "value.amount"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ib, err := inbox.New(inbox.Config{EventIDExpr: `value.order_id + ":" + string(value.amount)`, Subscriber: "test", Schema: schema}, inner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.MigratePlugin(ctx, url, ib, nil); err != nil {
+		t.Fatal(err)
+	}
+	recs := []sink.Record{event("a", "o1", 10), event("a", "o1", 10), event("a", "o1", 20)}
+	for i := range recs {
+		recs[i].Topic, recs[i].Offset = "orders", int64(i)
+	}
+	var res engine.WriteResult
+	if err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		res, err = engine.WriteBatch(ctx, tx, ib, sink.Batch{Topic: "orders", Records: recs}, engine.WriteOptions{Schema: schema, Pipeline: "p"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if res.Applied != 2 || res.Skipped != 1 {
+		t.Errorf("applied %d, skipped %d; want 2 (o1:10, o1:20) and 1 (o1:10 again)", res.Applied, res.Skipped)
+	}
+	var ids string
+	if err := db.QueryRow(ctx, "SELECT string_agg(event_id, ' ' ORDER BY event_id) FROM "+schema+".inbox").Scan(&ids); err != nil || ids != "o1:10 o1:20" {
+		t.Errorf("inbox ids %q (%v), want o1:10 o1:20", ids, err)
+	}
+	bad := sink.Record{Topic: "orders", Offset: 9, Value: []byte(`{"order_id": "o2"}`)}
+	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		_, err := engine.WriteBatch(ctx, tx, ib, sink.Batch{Topic: "orders", Records: []sink.Record{bad}}, engine.WriteOptions{Schema: schema, Pipeline: "p"})
+		return err
+	})
+	if !errors.Is(err, inbox.ErrNoEventID) || !sink.IsPoison(err) || !strings.Contains(err.Error(), "no such key") {
+		t.Errorf("an id expression that fails: %v, want poison wrapping ErrNoEventID, saying no such key", err)
+	}
+}

@@ -2,9 +2,13 @@ package mapping
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	"cel.dev/cel-go/common/types"
 
 	"github.com/eosink/eosink/sink"
 )
@@ -285,4 +289,112 @@ func TestExprDecodesSidesOnlyWhenRead(t *testing.T) {
 	if row, err := exprRow(t, m, &sink.Record{Topic: "t"}); err != nil || row[0] != "gone" {
 		t.Fatalf("tombstone: %v, %v", row, err)
 	}
+}
+
+// TestExprDocExamples: the examples of docs/plugins.md ("Expressions (CEL)") compile and
+// give what the docs say.
+func TestExprDocExamples(t *testing.T) {
+	r := &sink.Record{Topic: "orders-eu", Headers: []sink.Header{{Key: "source", Value: []byte("web")}},
+		Value: []byte(`{"amount": "12,30", "status": "paid", "payment_id": "p1", "email": " A@B.example ", "n": 12, "at_s": 1700000000,
+"items": [{"sku": "a", "qty": 1}, {"sku": "b", "qty": 2}], "at": "2023-11-14T22:13:20Z"}`)}
+	zero := "0"
+	for _, tc := range []struct {
+		expr string
+		cast Cast
+		def  *string
+		want any
+	}{
+		{expr: `value.amount.replace(",", ".")`, want: "12.30"},
+		{expr: `value.status in ["paid", "refunded"]`, want: "true"},
+		{expr: `value.payment_id + ":" + value.status`, want: "p1:paid"},
+		{expr: `has(value.discount) ? value.discount : 0`, want: "0"},
+		{expr: `has(value.currency) ? value.currency : null`, def: &zero, want: "0"},
+		{expr: `value.email.lowerAscii().trim()`, want: "a@b.example"},
+		{expr: `value.items.map(i, i.sku)`, want: `["a","b"]`},
+		{expr: `size(value.items) > 0 && value.items.all(i, i.qty > 0)`, want: "true"},
+		{expr: `timestamp(value.at) > timestamp("2020-01-01T00:00:00Z")`, want: "true"},
+		{expr: `headers["source"] == "web" && topic.startsWith("orders")`, want: "true"},
+		{expr: `"trace" in headers`, want: "false"},
+		{expr: `value.n == 12.0`, want: "true"},
+		{expr: `double("12.30")`, want: "12.3"},
+		{expr: `1e21`, want: "1e+21"},
+		{expr: `value.at_s * 1000`, cast: CastEpochMs, want: "2023-11-14T22:13:20Z"},
+		{expr: `value.status.matches("^p[a-z]+$")`, want: "true"},
+		{expr: `"%s-%d".format([value.status, value.n])`, want: "paid-12"},
+	} {
+		m := &Mapping{Value: JSON, Columns: []Column{{Name: "c", Expr: mustExpr(t, tc.expr), Cast: tc.cast, Default: tc.def}}}
+		row, err := exprRow(t, m, r)
+		if err != nil || !equalValue(row[0], tc.want) {
+			t.Errorf("%s = %#v (%v), want %#v", tc.expr, row, err, tc.want)
+		}
+	}
+}
+
+// TestExprLazyObject: a JSON object read by expressions behaves as a CEL map whatever the
+// order of lookups: first key wins (also past manyMembers, where lookups use a map),
+// escaped keys, size, iteration, membership, equality and nesting.
+func TestExprLazyObject(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"a\u0062": 1, "n": {"x": [1, {"y": "z"}], "e": {}}, "dup": "first", "s": "t\u00e9"`)
+	for i := range 40 {
+		fmt.Fprintf(&b, `, "k%d": %d`, i, i)
+	}
+	b.WriteString(`, "dup": "second", "k3": "again"}`)
+	r := &sink.Record{Topic: "t", Value: []byte(b.String())}
+	for _, tc := range []struct{ expr, want string }{
+		{`value.k39`, "39"}, // scans to the end first
+		{`value.k3`, "3"},   // then finds an early one among those found
+		{`value.dup + value.s`, "firstté"},
+		{`value.ab`, "1"},
+		{`value.size()`, "44"},
+		{`"k20" in value && !("nope" in value)`, "true"},
+		{`value.n.x[1].y + string(size(value.n.e))`, "z0"},
+		{`value.n == {"e": {}, "x": [1, {"y": "z"}]}`, "true"},
+		{`value.n != {"e": {}}`, "true"},
+		{`value.filter(k, k.startsWith("k3")).size()`, "11"},
+		{`value.n`, `{"e":{},"x":[1,{"y":"z"}]}`},
+		{`has(value.n.e.q) || has(value.k0)`, "true"},
+	} {
+		m := &Mapping{Value: JSON, Columns: []Column{{Name: "c", Expr: mustExpr(t, tc.expr)}}}
+		row, err := exprRow(t, m, r)
+		if err != nil || !equalValue(row[0], tc.want) {
+			t.Errorf("%s = %#v (%v), want %q", tc.expr, row, err, tc.want)
+		}
+	}
+	// Two lookups in one record: the second resumes the scan, and both agree with a path.
+	m := &Mapping{Value: JSON, Columns: []Column{
+		{Name: "a", Expr: mustExpr(t, `value.k10`)}, {Name: "b", Expr: mustExpr(t, `value.k2`)}, {Name: "c", From: MustParseSource("value.dup")}}}
+	if row, err := exprRow(t, m, r); err != nil || row[0] != "10" || row[1] != "2" || row[2] != "first" {
+		t.Errorf("row %v, %v", row, err)
+	}
+}
+
+// FuzzExprJSON: on any document the scanner accepts, the lazy object that expressions read
+// gives the same JSON text as the eager decoder, and neither panics.
+func FuzzExprJSON(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a": 1, "a": 2}`, `{"a\u0062": [1, {"c": null}], "d": "\u00e9\n", "e": 1e400, "f": -0, "g": 12345678901234567890}`,
+		` {"x": {"y": {"z": [true, false, "s"]}}} `, `[1, {"a": 2}]`, `"str"`, `12.5`} {
+		f.Add(s)
+	}
+	lazy := mustExpr(f, `value`)
+	f.Fuzz(func(t *testing.T, doc string) {
+		if scanJSON(doc, nil, 0) != nil || !utf8.ValidString(doc) {
+			return
+		}
+		m := &Mapping{Value: JSON, Columns: []Column{{Name: "c", Expr: lazy}}}
+		row, err := m.Row(&sink.Record{Topic: "t", Value: []byte(doc)}, nil)
+		eager, derr := decodeJSON(trimJSONSpace(doc))
+		if derr != nil {
+			t.Fatalf("decodeJSON refuses what scanJSON accepts: %v", derr)
+		}
+		want, werr := appendExprJSON(nil, types.DefaultTypeAdapter.NativeToValue(eager), 0)
+		if (err == nil) != (werr == nil && checkTextBytes(want) == nil) {
+			t.Fatalf("%q: lazy %v, eager %v", doc, err, werr)
+		}
+		if err == nil && row[0] != nil && row[0].(string) != string(want) {
+			if _, isStr := eager.(string); !isStr { // a top-level string is text, not JSON
+				t.Fatalf("%q: lazy %q, eager %q", doc, row[0], want)
+			}
+		}
+	})
 }

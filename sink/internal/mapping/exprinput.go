@@ -21,8 +21,8 @@ type exprInput struct {
 	keyDone, valueDone bool
 	key, value         any
 	headers            map[string]string
-	size               int           // of the record's key, value and headers; -1 until known
-	roots              [2]jsonObject // the key's and the value's when they are objects
+	size               int        // of the record's key, value and headers; -1 until known
+	valueRoot          jsonObject // the value when it is an object (the key's is allocated)
 }
 
 // small reports whether the record has at most exprSmallRecord bytes.
@@ -42,14 +42,14 @@ func (in *exprInput) small() bool {
 // the side (not text, for the string format).
 func (in *exprInput) prepare(e *Expr) error {
 	if e.key && !in.keyDone {
-		v, err := decodeExprSide(in.rec.Key, in.keyFormat, &in.roots[0])
+		v, err := decodeExprSide(in.rec.Key, in.keyFormat, nil)
 		if err != nil {
 			return &FieldError{Source: "key", Err: err}
 		}
 		in.key, in.keyDone = v, true
 	}
 	if e.value && !in.valueDone {
-		v, err := decodeExprSide(in.rec.Value, in.valueFormat, &in.roots[1])
+		v, err := decodeExprSide(in.rec.Value, in.valueFormat, &in.valueRoot)
 		if err != nil {
 			return &FieldError{Source: "value", Err: err}
 		}

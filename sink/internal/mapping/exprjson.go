@@ -9,16 +9,19 @@ import (
 )
 
 // jsonObject is a JSON object that expressions read (a CEL map, traits.Mapper), decoded on
-// demand: its members are found when it is first indexed, by one pass over its text that
-// skips their values, and a member's value is decoded when it is first read. An expression
-// that reads three fields of a record decodes those three, not the record. doc must be
-// valid JSON (the side was validated whole). Like decodeJSON's tree, it aliases doc.
+// demand: its members are found as they are looked up, by a pass over its text that skips
+// the values and stops at the key sought, and a member's value is decoded when it is first
+// read. An expression that reads three fields of a record decodes those three, and scans
+// no further than the last. doc must be valid JSON (the side was validated whole). Like
+// decodeJSON's tree, it aliases doc.
 type jsonObject struct {
 	doc     string // the object's text, from { to }
 	members []jsonMember
-	small   [8]jsonMember // members' first array
-	indexed bool
-	whole   traits.Mapper // the whole object, decoded, for what needs every member
+	small   [8]jsonMember  // members' first array
+	byKey   map[string]int // the members' index by key, once there are many
+	pos     int            // where the scan resumes in doc: the next member's key (0: not started)
+	done    bool           // every member is found
+	whole   traits.Mapper  // the whole object, decoded, for what needs every member
 }
 
 // jsonMember is one member of a jsonObject: its key and where its value is.
@@ -30,51 +33,93 @@ type jsonMember struct {
 
 var _ traits.Mapper = (*jsonObject)(nil)
 
-// jsonValue returns the value of doc, valid JSON: root, set to doc's object, for an object;
-// the tree of decodeJSON otherwise.
+// jsonValue returns the value of doc, valid JSON: root (a new one when nil), set to doc's
+// object, for an object; the tree of decodeJSON otherwise.
 func jsonValue(doc string, root *jsonObject) (any, error) {
 	doc = trimJSONSpace(doc)
 	if len(doc) > 0 && doc[0] == '{' {
+		if root == nil {
+			root = new(jsonObject)
+		}
 		*root = jsonObject{doc: doc}
 		return root, nil
 	}
 	return decodeJSON(doc)
 }
 
-// index finds the members, once. A repeated key keeps its first value, as paths do.
-func (o *jsonObject) index() {
-	if o.indexed {
-		return
+// manyMembers is the number of members from which lookups go through a map.
+const manyMembers = 16
+
+// lookup returns the index of key's member, scanning on until it is found; -1 when the
+// object has none. A repeated key keeps its first value, as paths do.
+func (o *jsonObject) lookup(key string) int {
+	if j := o.find(key); j >= 0 || o.done {
+		return j
 	}
-	o.indexed = true
-	o.members = o.small[:0]
-	doc := o.doc
-	i := skipSpace(doc, 1)
-	if doc[i] == '}' {
-		return
+	for !o.done {
+		if o.next() == key {
+			return len(o.members) - 1
+		}
 	}
-	for {
-		end, esc, _ := scanString(doc, i+1)
-		key := doc[i+1 : end-1]
-		if esc {
-			key = string(appendUnescaped(nil, key))
-		}
-		i = skipSpace(doc, skipSpace(doc, end)+1) // past the colon
-		start := i
-		i = skipJSONValue(doc, i)
-		if o.find(key) < 0 {
-			o.members = append(o.members, jsonMember{key: key, start: start, end: i})
-		}
-		i = skipSpace(doc, i)
-		if doc[i] != ',' {
-			return // the closing brace
-		}
-		i = skipSpace(doc, i+1)
+	return -1
+}
+
+// scanAll finds every member.
+func (o *jsonObject) scanAll() {
+	for !o.done {
+		o.next()
 	}
 }
 
-// find returns the index of key's member, -1 when there is none.
+// next scans the next member and returns its key; a repeated key is not added again.
+func (o *jsonObject) next() string {
+	doc := o.doc
+	i := o.pos
+	if i == 0 {
+		o.members = o.small[:0]
+		if i = skipSpace(doc, 1); doc[i] == '}' {
+			o.done = true
+			return ""
+		}
+	}
+	end, esc, _ := scanString(doc, i+1)
+	key := doc[i+1 : end-1]
+	if esc {
+		key = string(appendUnescaped(nil, key))
+	}
+	i = skipSpace(doc, skipSpace(doc, end)+1) // past the colon
+	start := i
+	i = skipJSONValue(doc, i)
+	if o.find(key) < 0 {
+		o.members = append(o.members, jsonMember{key: key, start: start, end: i})
+		if o.byKey != nil {
+			o.byKey[key] = len(o.members) - 1
+		} else if len(o.members) > manyMembers {
+			o.byKey = make(map[string]int, 2*len(o.members))
+			for j := range o.members {
+				o.byKey[o.members[j].key] = j
+			}
+		}
+	} else {
+		key = "" // not this member's: the first of that key stays
+	}
+	i = skipSpace(doc, i)
+	if doc[i] != ',' {
+		o.done = true // the closing brace
+	} else {
+		o.pos = skipSpace(doc, i+1)
+	}
+	return key
+}
+
+// find returns the index of key's member among those found, -1 when it is not one.
 func (o *jsonObject) find(key string) int {
+	if o.byKey != nil {
+		if j, ok := o.byKey[key]; ok {
+			return j
+		}
+		return -1
+	}
 	for j := range o.members {
 		if o.members[j].key == key {
 			return j
@@ -157,8 +202,7 @@ func (o *jsonObject) Find(key ref.Val) (ref.Val, bool) {
 	if !ok {
 		return nil, false // no other key is in a JSON object
 	}
-	o.index()
-	if j := o.find(string(k)); j >= 0 {
+	if j := o.lookup(string(k)); j >= 0 {
 		return o.member(j), true
 	}
 	return nil, false
@@ -180,13 +224,13 @@ func (o *jsonObject) Contains(key ref.Val) ref.Val {
 
 // Size returns the number of members (each key once).
 func (o *jsonObject) Size() ref.Val {
-	o.index()
+	o.scanAll()
 	return types.Int(len(o.members))
 }
 
 // Iterator iterates over the keys, in the order of the text.
 func (o *jsonObject) Iterator() traits.Iterator {
-	o.index()
+	o.scanAll()
 	keys := make([]string, len(o.members))
 	for j := range o.members {
 		keys[j] = o.members[j].key

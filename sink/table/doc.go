@@ -24,6 +24,23 @@
 //
 // A tombstone (a record with a null value) is poison when a column reads the value.
 //
+// # Expressions
+//
+// A column may be computed by a CEL expression (cel.dev/cel-go; see mapping.Expr and
+// docs/plugins.md, "Expressions (CEL)"), and records filtered and checked, on the section or
+// per route:
+//
+//	  where: 'value.kind != "test"'              # false: skipped (no row; the offset commits)
+//	  check:                                     # false: poison with the message
+//	    - {expr: 'value.status in ["paid", "refunded"]', message: unknown status}
+//	  columns:
+//	    amount: {expr: 'value.amount.replace(",", ".")', required: true}
+//	    event_id: {expr: 'value.payment_id + ":" + value.status'}
+//
+// Expressions compile when the plugin is built; an error names the option
+// (columns.amount.expr, where, check[0].expr). An evaluation that fails makes its record
+// poison.
+//
 // With on_conflict: nothing a row that a unique key already holds (stored, or an earlier
 // record of the batch: the first stays) is skipped and counted as skipped (sink.Skipped)
 // instead of failing as poison; the batch is copied into a temporary table and inserted

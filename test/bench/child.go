@@ -230,6 +230,11 @@ func (a childArgs) plugin() (sink.Plugin, error) {
 		cols[c] = table.Column{From: prefix + c}
 	}
 	cfg := table.Config{Table: a.schema + "." + a.table, Columns: cols}
+	if a.format == "expr" { // eos_expr: the same rows through three expressions
+		cfg.Where = `value.amount >= 0`
+		cfg.Check = []table.Check{{Expr: `value.currency in ["EUR", "USD", "GBP"]`, Message: "unknown currency"}}
+		cols["account"] = table.Column{Expr: `value.account.replace("acct-", "acct-")`}
+	}
 	if a.kind == "upsert" {
 		return table.NewUpsert(table.UpsertConfig{Config: cfg, Key: []string{"id"}})
 	}

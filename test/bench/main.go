@@ -11,7 +11,7 @@
 //
 // Environment: KAFKA_BOOTSTRAP_SERVERS and DATABASE_URL (required); BENCH_RECORDS (default
 // 2000000), BENCH_PARTITIONS (12), BENCH_BATCH (5000), BENCH_REPORT (.reports/bench.json),
-// BENCH_REPEAT (3: runs of eos and at_least_once, interleaved, the median kept), BENCH_PEER
+// BENCH_REPEAT (3: runs of eos, eos_expr and at_least_once, interleaved, the median kept), BENCH_PEER
 // (1; 0 skips the peer; envelope runs eos_envelope, eosink on the peer's 537-byte records, but
 // not the peer), BENCH_CURVES (1; 0 skips the curves), BENCH_CURVE_SECONDS (8),
 // BENCH_PROFILE (a path: CPU profile of the eosink run), BENCH_PROFILE_CDC (a path: CPU profile of
@@ -32,7 +32,8 @@
 // BENCH_PEER_CDC_REDUCTION (true: the peer's use.reduction.buffer in the cdc run),
 // BENCH_PEER_CDC_UNNEST (false: its unnest inserts fail on MicroTimestamp), BENCH_CDC_REPEAT
 // (1: interleaved runs of eos_cdc, eos_cdc_tx and peer_cdc, the median kept), BENCH_ONLY
-// (cdc: run the change-event contenders alone; outbox: the relay alone; rtt: the round trips
+// (expr: preload, then eos and eos_expr alone, eosink with and without three CEL expressions,
+// eos_expr_vs_eos; cdc: run the change-event contenders alone; outbox: the relay alone; rtt: the round trips
 // alone; initial: the initial load alone; tables: the many-tables phase alone), BENCH_INITIAL_LOAD (1; 0 skips the initial load: a snapshot of
 // BENCH_INITIAL_LOAD_ROWS, default 10000000, narrow rows applied by the cdc plugin and by the
 // plain insert at the sink's defaults), BENCH_PROFILE_INITIAL (a path: CPU profile of its cdc
@@ -206,6 +207,8 @@ func (b *bench) runAll(ctx context.Context) {
 		{"copy", "pgx CopyFrom of the same rows from memory, 4 connections, one transaction per batch: no Kafka", []string{"-mode", "copy"}},
 		{"kafka_consume", "confluent-kafka-go consumer alone, the sink's settings, no database: the Kafka client's ceiling", []string{"-mode", "consume", "-topic", "bench-main"}},
 		{"eos", "eosink: rows and next offset in one transaction per batch, per partition", []string{"-mode", "eos", "-topic", "bench-main"}},
+		{"eos_expr", "eosink with three CEL expressions: a where, a check and a column (every record passes)",
+			[]string{"-mode", "eos", "-topic", "bench-main", "-format", "expr"}},
 		{"at_least_once", "same plugin and batching; offsets committed to Kafka after each database commit", []string{"-mode", "alo", "-topic", "bench-main"}},
 		{"per_message", "one transaction (idempotent upsert) and one synchronous Kafka commit per record, 20 s", []string{"-mode", "permsg", "-topic", "bench-main", "-limit", "20s"}},
 	}
@@ -215,7 +218,10 @@ func (b *bench) runAll(ctx context.Context) {
 	runs := map[string][]*Measurement{}
 	for round := range repeat {
 		for _, s := range steps {
-			if round > 0 && s.name != "eos" && s.name != "at_least_once" {
+			if round > 0 && s.name != "eos" && s.name != "at_least_once" && s.name != "eos_expr" {
+				continue
+			}
+			if os.Getenv("BENCH_ONLY") == "expr" && s.name != "eos" && s.name != "eos_expr" {
 				continue
 			}
 			if s.name == "eos" && round == 0 && os.Getenv("BENCH_PROFILE") != "" {
@@ -244,6 +250,9 @@ func (b *bench) runAll(ctx context.Context) {
 	}
 	for name, ms := range runs {
 		b.rep.Measurements[name] = median(ms)
+	}
+	if os.Getenv("BENCH_ONLY") == "expr" {
+		return
 	}
 
 	if peerOn() || os.Getenv("BENCH_PEER") == "envelope" {

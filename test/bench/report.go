@@ -102,7 +102,7 @@ func latencyText(m *Measurement) string {
 
 func (b *bench) summarize() {
 	ms := b.rep.Measurements
-	for _, k := range []string{"copy", "eos", "at_least_once", "per_message", "peer", "eos_envelope", "kafka_consume", "eos_cdc", "eos_cdc_tx", "peer_cdc",
+	for _, k := range []string{"copy", "eos", "eos_expr", "at_least_once", "per_message", "peer", "eos_envelope", "kafka_consume", "eos_cdc", "eos_cdc_tx", "peer_cdc",
 		"initial_load_cdc", "initial_load_insert", "native_apply", "eos_cdc_native", "eos_run"} {
 		if m := ms[k]; m != nil {
 			b.rep.RecordsPerSecond[k] = m.RecordsPerSecond
@@ -114,6 +114,7 @@ func (b *bench) summarize() {
 		}
 	}
 	ratio("eos_vs_copy", "eos", "copy")
+	ratio("eos_expr_vs_eos", "eos_expr", "eos") // three CEL expressions against none
 	ratio("eos_vs_at_least_once", "eos", "at_least_once")
 	ratio("eos_vs_per_message", "eos", "per_message")
 	ratio("eos_vs_peer", "eos_envelope", "peer")
@@ -168,6 +169,7 @@ func (b *bench) summarize() {
 	if ms["eos"] == nil { // BENCH_ONLY=cdc: the other targets are about the other contenders
 		return
 	}
+	addRatio("three expressions / none >= 0.7", "eos_expr_vs_eos", "%.2f", 0.7)
 	addRatio("eosink / raw COPY >= 0.8", "eos_vs_copy", "%.2f", 0.8)
 	addRatio("eosink / at-least-once >= 0.97", "eos_vs_at_least_once", "%.2f", 0.97)
 	addRatio("eosink / per-message >= 50x", "eos_vs_per_message", "%.0fx", 50)

@@ -78,9 +78,22 @@
 // Column's Default replaces a value the source does not find (absent, not null), and goes
 // through the Cast. Both write into the row's shared text: no allocation of their own.
 //
-// A Spec is a column as a sink's config writes it ({from, required, cast, default}):
+// A Spec is a column as a sink's config writes it ({from, expr, required, cast, default}):
 // DecodeSpec decodes it and Spec.Column checks it, for the table and upsert plugins'
 // columns and the sql plugin's parameters alike.
+//
+// # Expressions
+//
+// A Column may take its value from an Expr instead of a Source: a CEL expression
+// (cel.dev/cel-go) over the record, compiled by CompileExpr; a Mapping's Where and Checks
+// (CompileCondition) filter records (ErrSkip) and refuse them (*CheckError). The result
+// becomes a value as exprValue says: a string is text, numbers decimal text, bytes bytes,
+// null a value not found (the Default applies), timestamps RFC 3339, lists and maps JSON.
+// A side an expression reads is scanned once, with the paths of the other columns, and a
+// JSON object is decoded as the expression reads it. JSON numbers are int when their
+// literal is an integer that fits in 64 bits, else double: a decimal that must keep all
+// its digits is read as a string or through a path. An evaluation's error wraps ErrExpr
+// and makes the record poison; every evaluation is bounded by ExprCostLimit.
 //
 // # Performance
 //

@@ -30,12 +30,12 @@
 // docs/plugins.md, "Expressions (CEL)"), and records filtered and checked, on the section or
 // per route:
 //
-//	  where: 'value.kind != "test"'              # false: skipped (no row; the offset commits)
-//	  check:                                     # false: poison with the message
-//	    - {expr: 'value.status in ["paid", "refunded"]', message: unknown status}
-//	  columns:
-//	    amount: {expr: 'value.amount.replace(",", ".")', required: true}
-//	    event_id: {expr: 'value.payment_id + ":" + value.status'}
+//	where: 'value.kind != "test"'              # false: skipped (no row; the offset commits)
+//	check:                                     # false: poison with the message
+//	  - {expr: 'value.status in ["paid", "refunded"]', message: unknown status}
+//	columns:
+//	  amount: {expr: 'value.amount.replace(",", ".")', required: true}
+//	  event_id: {expr: 'value.payment_id + ":" + value.status'}
 //
 // Expressions compile when the plugin is built; an error names the option
 // (columns.amount.expr, where, check[0].expr). An evaluation that fails makes its record

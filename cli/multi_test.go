@@ -54,7 +54,7 @@ sink:
       key: [sku]
       merg: {qty: add}
       columns: {sku: value.sku, qty: value.delta}
-`, `sink.sinks[1].merg: unknown key (sink.sinks[1] has type, table, columns, routes, key_format, value_format, create, key, ` +
+`, `sink.sinks[1].merg: unknown key (sink.sinks[1] has type, table, columns, where, check, routes, key_format, value_format, create, key, ` +
 			`on_conflict, delete_on_tombstone, merge, only_if_newer, on_equal); did you mean merge? (line 13)`},
 		{"no type", `
     - table: inventory.stock

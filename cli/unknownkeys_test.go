@@ -43,7 +43,7 @@ func TestUnknownKeysInTheSink(t *testing.T) {
   table: events
   columns:
     id: {from: value.id, defualt: 0}
-`, "sink.columns.id.defualt: unknown key (sink.columns.id has from, required, cast, default); did you mean default? (line 7)"},
+`, "sink.columns.id.defualt: unknown key (sink.columns.id has from, expr, required, cast, default); did you mean default? (line 7)"},
 		{"table route", `
   type: table
   table: events
@@ -51,12 +51,12 @@ func TestUnknownKeysInTheSink(t *testing.T) {
   routes:
     - topik: orders
       table: other
-`, "sink.routes[0].topik: unknown key (sink.routes[0] has topic, table, columns, key); did you mean topic? (line 8)"},
+`, "sink.routes[0].topik: unknown key (sink.routes[0] has topic, table, columns, key, where, check); did you mean topic? (line 8)"},
 		{"the plugin's own key", `
   type: table
   tabel: events
   columns: {id: value.id}
-`, "sink.tabel: unknown key (sink has type, table, columns, routes, key_format, value_format, create, on_conflict); did you mean table? (line 5)"},
+`, "sink.tabel: unknown key (sink has type, table, columns, where, check, routes, key_format, value_format, create, on_conflict); did you mean table? (line 5)"},
 		{"inbox's inner plugin", `
   type: inbox
   event_id: value.id
@@ -64,7 +64,7 @@ func TestUnknownKeysInTheSink(t *testing.T) {
     type: table
     table: events
     colums: {id: value.id}
-`, "sink.inner.colums: unknown key (sink.inner has type, table, columns, routes, key_format, value_format, create, on_conflict); did you mean columns? (line 9)"},
+`, "sink.inner.colums: unknown key (sink.inner has type, table, columns, where, check, routes, key_format, value_format, create, on_conflict); did you mean columns? (line 9)"},
 		{"cdc table override", `
   type: cdc
   table: replica.$${source.table}
@@ -100,7 +100,7 @@ sink:
 		t.Errorf("exit %d", code)
 	}
 	for _, want := range []string{
-		"sink.columns.id.requird: unknown key (sink.columns.id has from, required, cast, default); did you mean required? (line 7)",
+		"sink.columns.id.requird: unknown key (sink.columns.id has from, expr, required, cast, default); did you mean required? (line 7)",
 		`sink.columns.at.cast: unknown cast "epoch_sec"`,
 		"sink.colour: unknown key (sink has type, table, ",
 	} {

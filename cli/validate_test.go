@@ -139,6 +139,18 @@ sink:
 			"columns:   sinks[0]: at <- value.at (cast epoch_ms)\n",
 			"params:    sinks[1]: @at <- value.at (cast epoch_ms)\n",
 		}},
+		{"expressions", `
+sink:
+  type: table
+  table: public.payments
+  where: value.kind != "test"
+  columns:
+    amount: {expr: 'value.amount.replace(",", ".")', required: true}
+    id: value.id
+`, []string{
+			"columns:   amount <- expr value.amount.replace(\",\", \".\") (required)\n",
+			"           id     <- value.id\n",
+		}},
 		{"upsert", `
 sink: {type: upsert, table: replica.accounts, key: [id], key_format: json, columns: {id: key.id, balance: value.balance}}
 `, []string{

@@ -129,7 +129,7 @@ func TestPluginErrorsAllAtTheirFields(t *testing.T) {
 		`pipeline.yaml: sink.columns.at.cast: unknown cast "epoch_sec" (want epoch_s, epoch_ms, epoch_us, rfc3339, base64 or json) (line 18)`,
 		`pipeline.yaml: sink.columns.region.default: a default and required: true exclude each other`,
 		`pipeline.yaml: sink.columns.seen.default: cast rfc3339: "yesterday" is not an RFC 3339 timestamp (line 20)`,
-		`pipeline.yaml: sink.columns.bad.colour: unknown key (sink.columns.bad has from, required, cast, default) (line 21)`,
+		`pipeline.yaml: sink.columns.bad.colour: unknown key (sink.columns.bad has from, expr, required, cast, default) (line 21)`,
 		`pipeline.yaml: sink.columns.bad.from: mapping: bad source "nope"`,
 		`pipeline.yaml: sink.routes[0].columns.who.cast: unknown cast "int"`,
 	} {

@@ -144,8 +144,8 @@ func (p *Pipeline) unresolvedWithin(path string) bool {
 // under routes:. Every built-in plugin is one.
 type RouteSummarizer interface{ RouteSummary() []string }
 
-// mappedOf lists the values the plugins map from records, each with its source and its
-// notes (required, cast, default): the columns of table and upsert (the section's, which
+// mappedOf lists the values the plugins map from records, each with its source (or
+// "expr <CEL>") and its notes (required, cast, default): the columns of table and upsert (the section's, which
 // every route without columns of its own uses) when key is "columns", the parameters of sql
 // when key is "params". It looks inside the plugins that wrap others: inbox's and outbox's
 // inner section, and each of multi's sinks, whose lines start with the entry ("sinks[0]: "),
@@ -193,6 +193,9 @@ func mappedOf(key, plugin string, sec map[string]any) []string {
 			src = v
 		case map[string]any:
 			src = str(v["from"])
+			if e := str(v["expr"]); e != "" && src == "" {
+				src = "expr " + e
+			}
 			var notes []string
 			if b, _ := v["required"].(bool); b {
 				notes = append(notes, "required")

@@ -180,6 +180,8 @@ func TestExprRuntimeErrorsArePoison(t *testing.T) {
 		// a hostile expression: 10^6 steps, refused at the cost limit
 		{`[0,1,2,3,4,5,6,7,8,9].map(a, [0,1,2,3,4,5,6,7,8,9].map(b, [0,1,2,3,4,5,6,7,8,9].map(c,
 		  [0,1,2,3,4,5,6,7,8,9].map(d, [0,1,2,3,4,5,6,7,8,9].map(e, [0,1,2,3,4,5,6,7,8,9].map(f, a+b+c+d+e+f))))))`, `{}`, ErrExpr, "cost limit"},
+		// a hostile record: a small expression, squared over the record's list of 3000
+		{`value.items.map(x, value.items.map(y, x + y)).size()`, `{"items": [` + strings.Repeat("1,", 2999) + `1]}`, ErrExpr, "cost limit"},
 	} {
 		m := &Mapping{Value: JSON, Columns: []Column{{Name: "c", Expr: mustExpr(t, tc.expr)}}}
 		start := time.Now()

@@ -16,7 +16,7 @@ func TestUnknownKeysInTheSink(t *testing.T) {
   params:
     at: {from: value.at, cast: epoch_ms, colour: red}
   statements: ["INSERT INTO t VALUES (@at)"]
-`, "sink.params.at.colour: unknown key (sink.params.at has from, required, cast, default) (line 6)"},
+`, "sink.params.at.colour: unknown key (sink.params.at has from, expr, required, cast, default) (line 6)"},
 		{"sql parameter cast", `
   type: sql
   params:
@@ -30,7 +30,7 @@ func TestUnknownKeysInTheSink(t *testing.T) {
       from: value.at
       requird: true
   statements: ["INSERT INTO t VALUES (@at)"]
-`, "sink.params.at.requird: unknown key (sink.params.at has from, required, cast, default); did you mean required? (line 8)"},
+`, "sink.params.at.requird: unknown key (sink.params.at has from, expr, required, cast, default); did you mean required? (line 8)"},
 		{"sql route", `
   type: sql
   statements: ["SELECT 1"]

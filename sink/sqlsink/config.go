@@ -61,9 +61,12 @@ type Route struct {
 
 // Param is one named parameter's source, mapped as the table plugin's columns are (the
 // same code: see package doc, "Casts and defaults"). In a config file it is a string (the
-// source expression) or a map {from: EXPR, required: BOOL, cast: NAME, default: TEXT}.
+// source expression) or a map {from: EXPR, expr: CEL, required: BOOL, cast: NAME, default: TEXT}.
 type Param struct {
 	From string `yaml:"from"`
+	// Expr is a CEL expression whose result is the parameter's value, instead of From, as
+	// for the table plugin's columns (see mapping.Expr). Defaults to "": From gives it.
+	Expr string `yaml:"expr"`
 	// Required makes a missing value (absent field, JSON null, null key or value) poison;
 	// otherwise the parameter is NULL. Not with Default. Defaults to false.
 	Required bool `yaml:"required"`
@@ -91,13 +94,13 @@ func (*Param) ConfigKeys() []string { return mapping.SpecKeys() }
 // together with every other problem of the section.
 func (p *Param) UnmarshalYAML(unmarshal func(any) error) error {
 	s := mapping.DecodeSpec(unmarshal, "a parameter")
-	*p = Param{From: s.From, Required: s.Required, Cast: s.Cast, Default: s.Default, problems: s.Problems}
+	*p = Param{From: s.From, Expr: s.Expr, Required: s.Required, Cast: s.Cast, Default: s.Default, problems: s.Problems}
 	return nil
 }
 
 // spec is p as mapping.Spec.Column checks it.
 func (p Param) spec() mapping.Spec {
-	return mapping.Spec{From: p.From, Required: p.Required, Cast: p.Cast, Default: p.Default, Problems: p.problems}
+	return mapping.Spec{From: p.From, Expr: p.Expr, Required: p.Required, Cast: p.Cast, Default: p.Default, Problems: p.problems}
 }
 
 // The values of Config.OnTombstone.

@@ -7,7 +7,7 @@
 //	  type: sql
 //	  value_format: json            # json|string|bytes|avro|protobuf|json_schema; default json
 //	  key_format: string            # the same; default string
-//	  params:                       # @name: a source expression, or {from, required, cast, default}
+//	  params:                       # @name: a source expression, or {from (or expr), required, cast, default}
 //	    sku: {from: value.sku, required: true}
 //	    qty: value.qty
 //	    at: {from: value.at, cast: rfc3339}   # refuses anything but an RFC 3339 timestamp

@@ -206,7 +206,7 @@ func TestParamsFromYAML(t *testing.T) {
 	raw["params"].(map[string]any)["at"].(map[string]any)["colour"] = "red"
 	_, err = plugin.Build(plugin.Config{Path: "sink", Raw: raw})
 	var ce *sink.ConfigError
-	if !errors.As(err, &ce) || ce.Field != "sink.params.at.colour" || ce.Reason != "unknown key (sink.params.at has from, required, cast, default)" {
+	if !errors.As(err, &ce) || ce.Field != "sink.params.at.colour" || ce.Reason != "unknown key (sink.params.at has from, expr, required, cast, default)" {
 		t.Fatalf("unknown key: %v", err)
 	}
 	raw["params"].(map[string]any)["at"] = map[string]any{"from": "value.at", "cast": "epoch_sec"}
@@ -286,5 +286,33 @@ func TestRoutes(t *testing.T) {
 	}
 	if tg, err := p.target("other"); err != nil || tg.stmts[0].sql != "SELECT 1" {
 		t.Fatalf("other topic: %v %v", tg, err)
+	}
+}
+
+// TestParamsTakeExpressions: a parameter's expr, as a column's, gives its value; a compile
+// error names the parameter's path.
+func TestParamsTakeExpressions(t *testing.T) {
+	p, err := New(Config{Params: map[string]Param{
+		"amount": {Expr: `value.amount.replace(",", ".")`, Required: true},
+		"id":     {Expr: `value.id + ":" + string(offset)`},
+	}, Statements: []string{"SELECT @amount::numeric, @id"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sink.Record{Offset: 7, Value: []byte(`{"amount": "12,30", "id": "p1"}`)}
+	row, err := p.m.Row(&r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]any{}
+	for i, c := range p.m.Columns {
+		byName[c.Name] = row[i]
+	}
+	if byName["amount"] != "12.30" || byName["id"] != "p1:7" {
+		t.Fatalf("row %q", byName)
+	}
+	_, err = New(Config{Params: map[string]Param{"amount": {Expr: `value.amount +`}}, Statements: []string{"SELECT @amount"}})
+	if err == nil || !strings.Contains(err.Error(), "params.amount.expr: 1:") {
+		t.Fatalf("a bad expression: %v, want an error at params.amount.expr", err)
 	}
 }

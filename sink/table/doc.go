@@ -10,7 +10,7 @@
 //	  table: public.events          # [schema.]table; the name is quoted as given
 //	  key_format: string            # json|string|bytes|avro|protobuf|json_schema; default string
 //	  value_format: json            # the same; defaults to json
-//	  columns:                      # column: source expression, or {from, required, cast, default}
+//	  columns:                      # column: source expression, or {from (or expr), required, cast, default}
 //	    id: value.id
 //	    amount: {from: value.amount, required: true}
 //	    at: {from: value.ts, cast: epoch_ms}      # epoch_s|epoch_ms|epoch_us|rfc3339 -> timestamptz

@@ -35,8 +35,8 @@ func TestDecodeSpec(t *testing.T) {
 		{`{from: key, default: null}`, Spec{From: "key", Problems: []Problem{{"default", "null is no default (a missing value is NULL without one); leave it out"}}}},
 		{`{from: key, default: {a: 1}}`, Spec{From: "key", Problems: []Problem{{"default", "want a scalar, the value in its text form"}}}},
 		{`{from: key, cast: rfc3339, colour: red, castt: x}`, Spec{From: "key", Cast: "rfc3339", Problems: []Problem{
-			{"castt", "unknown key (a parameter has from, required, cast, default); did you mean cast?"},
-			{"colour", "unknown key (a parameter has from, required, cast, default)"}}}},
+			{"castt", "unknown key (a parameter has from, expr, required, cast, default); did you mean cast?"},
+			{"colour", "unknown key (a parameter has from, expr, required, cast, default)"}}}},
 		{`[value.at]`, Spec{Problems: []Problem{{"", "a parameter is " + specSyntax}}}},
 	} {
 		var y yamlSpec

@@ -97,8 +97,11 @@ func TestPaymentsExample(t *testing.T) {
 			msgs = append(msgs, testbed.Msg{Partition: -1, Key: []byte(d.id), Value: []byte(d.json())})
 		}
 	}
+	// A decimal comma is not malformed: the pipeline's expression reads "7,50" as 7.50.
+	comma := payment{id: "comma-1", order: "ord-comma", amount: "7.50", currency: "USD", status: "pending", at: start}
+	latest[comma.id], history[comma.id+"/pending"] = comma, true
+	msgs = append(msgs, testbed.Msg{Partition: -1, Key: []byte(comma.id), Value: []byte(strings.Replace(comma.json(), `"7.50"`, `"7,50"`, 1))})
 	malformed := []string{
-		`{"payment_id": "bad-1", "order_id": "o", "amount": "7,50", "currency": "USD", "status": "pending", "at": "2026-12-01T10:00:00Z"}`,
 		`{"payment_id": "bad-2", "order_id": "o", "amount": "5.00", "currency": "USD", "status": "pending", "at": "yesterday"}`,
 		`{"payment_id": "bad-3", "order_id": "o", "amount": "1.00", "currency": "USD", "status": "lost", "at": "2026-12-01T10:00:00Z"}`,
 		`{"order_id": "o", "amount": "1.00", "currency": "USD", "status": "pending", "at": "2026-12-01T10:00:00Z"}`,
@@ -205,5 +208,10 @@ func TestPaymentsExample(t *testing.T) {
 	}
 	if deadN != len(malformed) || failures < 2 {
 		t.Errorf("dead letters: %d rows, each failed at least %d times; want %d rows, each twice", deadN, failures, len(malformed))
+	}
+	// The unknown status is refused by the pipeline's check, with its message.
+	var lost string
+	if err := db.QueryRow(ctx, `SELECT error FROM `+dead+` WHERE pipeline = $1 AND convert_from(value, 'UTF8') LIKE '%"lost"%'`, pipeline).Scan(&lost); err != nil || !strings.Contains(lost, "check failed: unknown payment status") {
+		t.Errorf("the dead letter of the unknown status: %q (%v), want the check's message", lost, err)
 	}
 }

@@ -17,7 +17,8 @@ type Client struct {
 	schema string
 	ops    *offsets.Operator // the statements on the offsets and instances tables
 	kafka  kafka.ConfigMap
-	redact bool // SetRedactErrorValues
+	redact bool          // SetRedactErrorValues
+	group  GroupSettings // what Unowned assumes of the groups (SetGroupSettings)
 }
 
 // New returns a Client on pool for the eosink tables in schema ("" means "eosink", the

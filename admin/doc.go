@@ -43,7 +43,12 @@
 // committed records between the stored next offset and that end: a partition whose remaining
 // offsets hold only transaction markers or aborted records has no lag. Position.Diverged
 // tells when the consumer group's committed offset in Kafka, which a sink writes only as
-// advice (sink.Config.CommitToKafka), differs from the stored position.
+// advice (sink.Config.CommitToKafka), differs from the stored position. LagSeconds is the
+// age of the first committed record at the stored position, from its Kafka timestamp
+// (lagtime.go). Unowned is set on a partition that no running sink instance holds, with
+// why and what to do (unowned.go): its owner was killed and the group waits for its session
+// to time out, or no instance runs; SetGroupSettings tells List the groups' session timeout
+// and whether they use static membership.
 //
 // # Moving positions
 //

@@ -25,6 +25,16 @@ type Position struct {
 	LogEnd     int64     `json:"log_end"`         // last stable offset (read_committed)
 	Lag        int64     `json:"lag"`             // committed records at or after next_offset; 0 when only markers remain
 	Error      string    `json:"error,omitempty"` // the broker's error for the partition; Lag is then 0
+	// LagSeconds is the age of the oldest record not yet applied: now minus the Kafka
+	// timestamp of the first committed record at or after NextOffset (OldestUnapplied); 0
+	// when Lag is 0, -1 when that record could not be read in time or has no timestamp.
+	// With the topic's message.timestamp.type=CreateTime (Kafka's default) the timestamp is
+	// the producer's, with LogAppendTime the broker's.
+	LagSeconds float64 `json:"lag_seconds"`
+	// OldestUnapplied is the timestamp of that record and TimestampType its kind ("create"
+	// or "log_append"); zero and empty when Lag is 0 or it is unknown.
+	OldestUnapplied time.Time `json:"oldest_unapplied,omitzero"`
+	TimestampType   string    `json:"timestamp_type,omitempty"`
 	// KafkaCommitted is the offset the consumer group named like the pipeline has committed
 	// in Kafka (advisory: written with CommitToKafka; the sink reads it only to create a
 	// missing row under the kafka-committed policy); nil if none.
@@ -35,6 +45,10 @@ type Position struct {
 	// Stopped is set while the partition is stopped: why (a sink.Stop* word, the label of
 	// eosink_partition_stopped), since when, by which instance, and what to do.
 	Stopped *Stop `json:"stopped,omitempty"`
+	// Unowned is set when no running sink instance holds the partition: its owner is gone
+	// (or an operator moved it and the instance it names is gone), with why and what to do
+	// (unowned.go).
+	Unowned *Unowned `json:"unowned,omitempty"`
 }
 
 // Stop is why a partition stopped, as the sink that stopped it recorded.
@@ -101,19 +115,14 @@ func (c *Client) List(ctx context.Context, pipeline string) ([]Position, error) 
 		return nil, err
 	}
 	// Offsets between next_offset and the log end may hold only transaction markers or
-	// aborted records: that is no lag. Look for one committed record in each.
+	// aborted records: that is no lag. Read the first committed record of each: none means
+	// no lag, and its timestamp is the lag in seconds (lagtime.go).
 	for _, idx := range behind {
-		found, err := c.anyRecord(ctx, ps, idx)
-		if err != nil {
+		if err := c.oldestUnapplied(ctx, ps, idx); err != nil {
 			return nil, err
 		}
-		for _, i := range idx {
-			if !found[key{ps[i].Topic, ps[i].Partition}] {
-				ps[i].Lag = 0
-			}
-		}
 	}
-	return ps, nil
+	return ps, c.markUnowned(ctx, pipeline, ps)
 }
 
 // kafkaCommitted fills KafkaCommitted from each pipeline's consumer group of the same name.
@@ -199,49 +208,6 @@ func (c *Client) logRanges(ctx context.Context, tps []kafka.TopicPartition) (map
 		}
 	}
 	return out, nil
-}
-
-// anyRecord reports, for the partitions at the given indexes, whether a committed record
-// exists between the stored next offset and the log end.
-func (c *Client) anyRecord(ctx context.Context, ps []Position, idx []int) (map[key]bool, error) {
-	cfg := c.kafkaConfig()
-	for k, v := range map[string]kafka.ConfigValue{"group.id": "eosink-ops", "enable.auto.commit": false,
-		"isolation.level": "read_committed", "enable.partition.eof": true, "auto.offset.reset": "error"} {
-		(*cfg)[k] = v
-	}
-	cons, err := kafka.NewConsumer(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kafka consumer: %w", err)
-	}
-	defer cons.Close()
-	var assign []kafka.TopicPartition
-	for _, i := range idx {
-		assign = append(assign, kafka.TopicPartition{Topic: &ps[i].Topic, Partition: ps[i].Partition, Offset: kafka.Offset(ps[i].NextOffset)})
-	}
-	if err := cons.Assign(assign); err != nil {
-		return nil, err
-	}
-	found := map[key]bool{}
-	done := map[key]bool{}
-	deadline := time.Now().Add(30 * time.Second)
-	for len(done) < len(assign) {
-		if ctx.Err() != nil || time.Now().After(deadline) {
-			break // unknown: keep the offset distance as the lag
-		}
-		switch e := cons.Poll(200).(type) {
-		case *kafka.Message:
-			k := key{*e.TopicPartition.Topic, e.TopicPartition.Partition}
-			found[k], done[k] = true, true
-		case kafka.PartitionEOF:
-			done[key{*e.Topic, e.Partition}] = true
-		}
-	}
-	for _, tp := range assign {
-		if k := (key{*tp.Topic, tp.Partition}); !done[k] {
-			found[k] = true
-		}
-	}
-	return found, nil
 }
 
 // Lease is a set's lease (a cdc replica in consistency: transaction): who holds it, under

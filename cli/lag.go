@@ -44,6 +44,7 @@ func listPositionsAndDead(ctx context.Context, name string, args []string, stder
 		return nil, nil, false, err
 	}
 	defer closeFn()
+	c.SetGroupSettings(o.groupSettings())
 	if ob != nil {
 		if *ob, err = c.Outbox(ctx); err != nil {
 			return nil, nil, o.json, err
@@ -68,9 +69,9 @@ func listPositionsAndDead(ctx context.Context, name string, args []string, stder
 
 var lagHelp = map[string]help{
 	"lag": {usage: "eosink lag [-pipeline P] [-json] [-config FILE | -database-url URL -brokers HOSTS -schema S]",
-		desc: "Print the lag of every stored position: the log end minus the stored next offset."},
+		desc: "Print the lag of every stored position: the log end minus the stored next offset, and in seconds the age of the oldest record not yet applied (its Kafka timestamp)."},
 	"status": {usage: "eosink status [-pipeline P] [-json] [-config FILE | -database-url URL -brokers HOSTS -schema S]",
-		desc: "Print one line per pipeline (partitions, owners alive or gone, lag, dead letters), then each stopped partition with its remedy."},
+		desc: "Print one line per pipeline (partitions, owners alive or gone, unowned partitions, lag in records and seconds, dead letters), then each unowned partition with why and each stopped partition with its remedy."},
 }
 
 // lagCmd: eosink lag.
@@ -88,19 +89,22 @@ func printPositions(w io.Writer, ps []admin.Position, asJSON, lagOnly bool) erro
 	}
 	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
 	if lagOnly {
-		fmt.Fprintln(tw, "PIPELINE\tTOPIC\tPARTITION\tNEXT OFFSET\tLOG END\tLAG")
+		fmt.Fprintln(tw, "PIPELINE\tTOPIC\tPARTITION\tNEXT OFFSET\tLOG END\tLAG\tLAG SECONDS\tOLDEST UNAPPLIED")
 	} else {
 		fmt.Fprintln(tw, "PIPELINE\tTOPIC\tPARTITION\tNEXT OFFSET\tEPOCH\tOWNER\tLAST COMMIT\tLOG START\tLOG END\tLAG\tKAFKA COMMITTED")
 	}
 	var total int64
+	var oldest float64
 	for _, p := range ps {
 		lag := fmt.Sprint(p.Lag)
 		if p.Error != "" {
 			lag = "error: " + term(p.Error)
 		}
 		total += p.Lag
+		oldest = max(oldest, p.LagSeconds)
 		if lagOnly {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", term(p.Pipeline), term(p.Topic), p.Partition, p.NextOffset, p.LogEnd, lag)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", term(p.Pipeline), term(p.Topic), p.Partition, p.NextOffset, p.LogEnd, lag,
+				lagSeconds(p.LagSeconds), oldestUnapplied(p))
 		} else {
 			kc := "-"
 			if p.KafkaCommitted != nil {
@@ -114,7 +118,7 @@ func printPositions(w io.Writer, ps []admin.Position, asJSON, lagOnly bool) erro
 		return err
 	}
 	if lagOnly {
-		fmt.Fprintf(w, "total lag: %d\n", total)
+		fmt.Fprintf(w, "total lag: %d, oldest unapplied record: %s old\n", total, lagSeconds(oldest))
 	}
 	return nil
 }
@@ -131,4 +135,21 @@ func warnDivergence(w io.Writer, ps []admin.Position) {
 		fmt.Fprintf(w, "warning: Kafka's committed offset differs from the stored position for %d partition(s); Kafka's lag tools are off "+
 			"until the sink's next advisory commit (positions come from the database only):\n  %s\n", len(diverged), strings.Join(diverged, "\n  "))
 	}
+}
+
+// lagSeconds formats a LagSeconds: "?" when unknown (-1).
+func lagSeconds(s float64) string {
+	if s < 0 {
+		return "?"
+	}
+	return (time.Duration(s * float64(time.Second))).Round(100 * time.Millisecond).String()
+}
+
+// oldestUnapplied formats the timestamp of p's first unapplied record with its kind, "-"
+// when there is none.
+func oldestUnapplied(p admin.Position) string {
+	if p.OldestUnapplied.IsZero() {
+		return "-"
+	}
+	return p.OldestUnapplied.UTC().Format(time.RFC3339Nano) + " (" + p.TimestampType + ")"
 }

@@ -156,7 +156,8 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 // startProgress logs one line every interval (none when it is 0) until the returned function
 // is called: records applied per second over the interval, the lag summed over the
-// partitions this instance holds, and dead letters. It reads the sink's counters
+// partitions this instance holds and the largest lag in seconds, and dead letters; while
+// the group assigns this instance nothing, for how long it has waited. It reads the sink's counters
 // (Sink.Stats) and the lag gauge from reg, as /metrics does; the engine does no extra work.
 func startProgress(log *slog.Logger, interval time.Duration, s *sink.Sink, reg prometheus.Gatherer) (stop func()) {
 	if interval <= 0 {
@@ -192,14 +193,40 @@ func progressArgs(prev, cur sink.Stats, elapsed time.Duration, reg prometheus.Ga
 		rate = float64(cur.Records-prev.Records) / elapsed.Seconds()
 	}
 	lag, partitions := gaugeSum(reg, "eosink_partition_lag")
-	return []any{
+	args := []any{
 		"records_per_second", math.Round(rate*10) / 10,
 		"records", cur.Records,
 		"lag", lag,
+		"lag_seconds", math.Round(gaugeMax(reg, "eosink_partition_lag_seconds")*10) / 10,
 		"partitions", partitions,
 		"dead_letters", cur.DeadLetters,
 		"dead_letters_in_interval", cur.DeadLetters - prev.DeadLetters,
 	}
+	if cur.Assigned == 0 && !cur.UnassignedSince.IsZero() {
+		waited := time.Since(cur.UnassignedSince).Round(time.Second)
+		args = append(args, "waiting", fmt.Sprintf("for the group to assign partitions, %s (after a kill, up to the group's "+
+			"session.timeout.ms from the old member's last heartbeat; a member beyond the partition count stays idle; "+
+			"`eosink status` shows who holds them)", waited),
+			"waiting_seconds", int64(waited.Seconds()))
+	}
+	return args
+}
+
+// gaugeMax is the largest value of a gauge's series in reg, 0 when it has none.
+func gaugeMax(reg prometheus.Gatherer, name string) float64 {
+	if reg == nil {
+		return 0
+	}
+	mfs, _ := reg.Gather()
+	top := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				top = max(top, m.GetGauge().GetValue())
+			}
+		}
+	}
+	return top
 }
 
 // gaugeSum sums the series of a gauge in reg and counts them.

@@ -12,8 +12,9 @@ import (
 	"github.com/eosink/eosink/admin"
 )
 
-// statusCmd: eosink status, one line per pipeline (owners marked alive or gone), then one
-// line per stopped partition with its reason and remedy.
+// statusCmd: eosink status, one line per pipeline (owners marked alive or gone, unowned
+// partitions, lag in records and seconds), then one line per unowned partition with why
+// (printUnowned) and one per stopped partition with its reason and remedy.
 // After them, for a schema with a transactional outbox, its lines (printOutbox).
 func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var ob *admin.OutboxStatus
@@ -73,6 +74,11 @@ func printStatus(stdout io.Writer, ps []admin.Position, dead map[string]int64, l
 		admin.Stop
 		OwnerAlive bool `json:"owner_alive"`
 	}
+	type unowned struct {
+		Topic     string `json:"topic"`
+		Partition int32  `json:"partition"`
+		admin.Unowned
+	}
 	type summary struct {
 		Pipeline   string        `json:"pipeline"`
 		Partitions int           `json:"partitions"`
@@ -80,11 +86,14 @@ func printStatus(stdout io.Writer, ps []admin.Position, dead map[string]int64, l
 		MaxEpoch   int64         `json:"max_epoch"`
 		LastCommit time.Time     `json:"last_commit"`
 		Lag        int64         `json:"lag"`
+		LagSeconds float64       `json:"lag_seconds"` // the largest of its partitions' known ones
 		Lagging    int           `json:"partitions_lagging"`
+		Unowned    int           `json:"partitions_unowned"`
 		Errors     int           `json:"partitions_in_error"`
 		Dead       int64         `json:"dead_letters"`
 		Alive      []string      `json:"owners_alive"`
 		Stopped    []stopped     `json:"stopped"`
+		UnownedBy  []unowned     `json:"unowned"` // each partition no running instance holds, with why
 		Leases     []admin.Lease `json:"leases,omitempty"`
 	}
 	var out []*summary
@@ -111,6 +120,11 @@ func printStatus(stdout io.Writer, ps []admin.Position, dead map[string]int64, l
 			s.LastCommit = p.UpdatedAt
 		}
 		s.Lag += p.Lag
+		s.LagSeconds = max(s.LagSeconds, p.LagSeconds) // an unknown one (-1) counts as none
+		if p.Unowned != nil {
+			s.Unowned++
+			s.UnownedBy = append(s.UnownedBy, unowned{Topic: p.Topic, Partition: p.Partition, Unowned: *p.Unowned})
+		}
 		if p.Lag > 0 {
 			s.Lagging++
 		}
@@ -130,7 +144,7 @@ func printStatus(stdout io.Writer, ps []admin.Position, dead map[string]int64, l
 		return writeJSON(stdout, out)
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PIPELINE\tPARTITIONS\tOWNERS\tMAX EPOCH\tLAST COMMIT\tLAG\tLAGGING\tIN ERROR\tSTOPPED\tDEAD LETTERS")
+	fmt.Fprintln(tw, "PIPELINE\tPARTITIONS\tOWNERS\tUNOWNED\tMAX EPOCH\tLAST COMMIT\tLAG\tLAG SECONDS\tLAGGING\tIN ERROR\tSTOPPED\tDEAD LETTERS")
 	for _, s := range out {
 		owners := make([]string, len(s.Owners))
 		for i, o := range s.Owners {
@@ -139,13 +153,16 @@ func printStatus(stdout io.Writer, ps []admin.Position, dead map[string]int64, l
 				owners[i] = term(o) + " (alive)"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d\n", term(s.Pipeline), s.Partitions, strings.Join(owners, ","), s.MaxEpoch,
-			s.LastCommit.UTC().Format(time.RFC3339), s.Lag, s.Lagging, s.Errors, len(s.Stopped), s.Dead)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%d\t%s\t%d\t%d\t%d\t%d\n", term(s.Pipeline), s.Partitions, strings.Join(owners, ","), s.Unowned, s.MaxEpoch,
+			s.LastCommit.UTC().Format(time.RFC3339), s.Lag, lagSeconds(s.LagSeconds), s.Lagging, s.Errors, len(s.Stopped), s.Dead)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if err := printLeases(stdout, leases); err != nil {
+		return err
+	}
+	if err := printUnowned(stdout, ps); err != nil {
 		return err
 	}
 	for _, s := range out {

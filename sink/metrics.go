@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,6 +36,7 @@ type metrics struct {
 	batchRecords   prometheus.Histogram
 	commitSeconds  prometheus.Histogram
 	lag, buffered  *prometheus.Desc
+	lagSeconds     *prometheus.Desc
 }
 
 func newMetrics(s *Sink, reg prometheus.Registerer) (*metrics, error) {
@@ -67,6 +69,9 @@ func newMetrics(s *Sink, reg prometheus.Registerer) (*metrics, error) {
 		Help: "Time from BEGIN to the end of COMMIT of a batch.", ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)})
 	m.lag = prometheus.NewDesc("eosink_partition_lag", "High watermark last seen by the consumer minus the stored next offset "+
 		"(includes transaction markers; frozen while the partition is paused; `eosink lag` is exact).", []string{"topic", "partition"}, labels)
+	m.lagSeconds = prometheus.NewDesc("eosink_partition_lag_seconds", "Age of the oldest record fetched and not yet committed: now minus its "+
+		"Kafka timestamp (CreateTime or LogAppendTime, by the topic); 0 when none is held. `eosink lag` reads it from the stored position.",
+		[]string{"topic", "partition"}, labels)
 	m.buffered = prometheus.NewDesc("eosink_partition_buffered_bytes", "Memory of fetched records held, not yet committed (key, value, headers and bookkeeping).",
 		[]string{"topic", "partition"}, labels)
 	stopped := &stopCollector{s, prometheus.NewDesc("eosink_partition_stopped", "1 for each partition stopped on this instance "+
@@ -117,8 +122,9 @@ func (m *metrics) committed(records, bytes int, seconds float64) {
 }
 
 // partitionCollector exports per-partition gauges at scrape time: lag (the broker's high
-// watermark, as last seen by the consumer, minus the stored next offset) and the bytes held
-// in memory for the partition.
+// watermark, as last seen by the consumer, minus the stored next offset), lag in seconds
+// (the age of the oldest record held, lag_seconds.go) and the bytes held in memory for the
+// partition.
 type partitionCollector struct {
 	s *Sink
 	m *metrics
@@ -126,14 +132,17 @@ type partitionCollector struct {
 
 func (c *partitionCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.m.lag
+	ch <- c.m.lagSeconds
 	ch <- c.m.buffered
 }
 
 func (c *partitionCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.s
+	now := time.Now()
 	for _, w := range s.poll.liveWorkers() {
 		p := strconv.Itoa(int(w.partition))
 		ch <- prometheus.MustNewConstMetric(c.m.buffered, prometheus.GaugeValue, float64(w.bufferedBytes()), w.topic, p)
+		ch <- prometheus.MustNewConstMetric(c.m.lagSeconds, prometheus.GaugeValue, w.lagSeconds(now), w.topic, p)
 		s.consumerMu.RLock() // Run closes the consumer only under the write lock
 		if cons := s.scraped; cons != nil {
 			if _, high, err := cons.GetWatermarkOffsets(w.topic, w.partition); err == nil && high >= 0 {

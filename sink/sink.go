@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -37,6 +38,7 @@ type Sink struct {
 	consumerMu sync.RWMutex    // write-held to set scraped; read-held while metrics use it
 	scraped    *kafka.Consumer // the consumer while it is open, for metrics
 	running    atomic.Bool     // Run is consuming
+	assigned   assignment      // the group's assignment here (Stats.Assigned)
 }
 
 type partitionKey struct {
@@ -60,6 +62,15 @@ type Stats struct {
 	// BufferedBytes is the memory of records fetched and not yet committed, over all
 	// partitions, now (what MaxTotalBufferedBytes caps).
 	BufferedBytes int64
+	// Assigned is how many partitions the consumer group assigns to this instance now,
+	// stopped and contested ones included; 0 before Run subscribes and after it returns.
+	Assigned int
+	// UnassignedSince is, while Run is a group member that is assigned no partition, since
+	// when: its subscription, or the rebalance that took its last partition. A member that
+	// restarted after a kill waits here until the group rebalances, up to the session
+	// timeout (session.timeout.ms) from the dead member's last heartbeat. Zero otherwise,
+	// and for a Sequencer's set, which a lease assigns rather than a group.
+	UnassignedSince time.Time
 }
 
 // New validates cfg and returns a Sink. It does no I/O; with Config.Registerer it registers
@@ -97,10 +108,12 @@ func (s *Sink) setScraped(c *kafka.Consumer) {
 // Stats returns the counters. Safe to call from any goroutine.
 func (s *Sink) Stats() Stats {
 	m := s.m
+	n, since := s.assigned.get()
 	return Stats{
 		Records: m.records.load(), Batches: m.batches.load(), Retries: m.retries.load(),
 		Fenced: m.fenced.load(), UnknownCommits: m.unknownCommits.load(), Claims: m.claims.load(),
 		Pauses: m.pauses.load(), CapWaits: m.capWaits.load(), DeadLetters: m.deadLetters.load(), BufferedBytes: s.buffered.Load(),
+		Assigned: n, UnassignedSince: since,
 	}
 }
 
@@ -183,7 +196,9 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 	defer func() { stopPersister(); <-persisted }()
 	bal := rebalance.NewBalancer(s.store, s.cfg.InitialPosition, p, s.log)
 	bal.ClaimTimeout = s.cfg.ClaimTimeout
-	if err := c.SubscribeTopics(s.cfg.Topics, bal.OnRebalance); err != nil {
+	s.assigned.joined(time.Now())
+	defer s.assigned.left()
+	if err := c.SubscribeTopics(s.cfg.Topics, s.assigned.onRebalance(bal.OnRebalance)); err != nil {
 		_ = c.Close()
 		return fmt.Errorf("eosink: subscribe %v: %w", s.cfg.Topics, err)
 	}

@@ -112,6 +112,9 @@ type worker struct {
 	// record (worker goroutine only).
 	inflight   []Record
 	inflightAt *Record
+	// flightTS is the Kafka timestamp of the in-flight batch's first record, zero when none
+	// is in flight: for eosink_partition_lag_seconds (lag_seconds.go).
+	flightTS time.Time
 
 	wake   chan struct{} // a record was pushed (capacity 1)
 	stop   chan struct{} // closed on revoke and shutdown: commit what is queued, then exit
@@ -251,6 +254,9 @@ func (w *worker) settled(batch []Record, size int, ok bool) {
 		w.mu.Unlock()
 	}
 	w.inflight, w.inflightAt = nil, nil
+	w.mu.Lock()
+	w.flightTS = time.Time{}
+	w.mu.Unlock()
 	w.release(size)
 }
 
@@ -433,7 +439,7 @@ func (w *worker) nextBatch() (batch []Record, stopping bool) {
 			// (settled), so that batches at a steady rate cost no allocation (queue.go).
 			var used bool
 			batch, w.inflight, used = w.q.take(n, w.spare)
-			w.inflightAt = &batch[0]
+			w.inflightAt, w.flightTS = &batch[0], batch[0].Timestamp
 			if used {
 				w.spare = nil
 			}

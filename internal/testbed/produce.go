@@ -2,6 +2,7 @@ package testbed
 
 import (
 	"testing"
+	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
@@ -12,6 +13,7 @@ type Msg struct {
 	Key       []byte
 	Value     []byte // nil: a tombstone
 	Headers   []kafka.Header
+	Timestamp time.Time // the record's CreateTime; zero: the producer's now
 }
 
 // Produce writes msgs to topic in order, idempotently, and waits until all are acknowledged.
@@ -30,7 +32,7 @@ func Produce(t testing.TB, e Env, topic string, msgs []Msg) {
 			part = kafka.PartitionAny
 		}
 		if err := pr.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: part},
-			Key: m.Key, Value: m.Value, Headers: m.Headers}, done); err != nil {
+			Key: m.Key, Value: m.Value, Headers: m.Headers, Timestamp: m.Timestamp}, done); err != nil {
 			t.Fatalf("produce: %v", err)
 		}
 	}

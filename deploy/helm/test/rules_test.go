@@ -213,7 +213,7 @@ func TestDashboard(t *testing.T) {
 	if err := checkDashboard(b); err != nil {
 		t.Fatalf("%s: %v", dashboardFile, err)
 	}
-	for _, want := range []string{"eosink_records_applied_total", "eosink_partition_lag", "eosink_partition_stopped",
+	for _, want := range []string{"eosink_records_applied_total", "eosink_partition_lag", "eosink_partition_lag_seconds", "eosink_partition_stopped",
 		"eosink_dead_letters_total", "eosink_dead_letter_breaker_trips_total", "eosink_commit_seconds_bucket",
 		"eosink_batch_retries_by_cause_total", `$pipeline`, `$instance`} {
 		if !strings.Contains(string(b), want) {

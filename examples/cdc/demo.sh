@@ -145,12 +145,12 @@ say "eosink lag -schema $CDC_OFFSETS_SCHEMA -pipeline $CDC_PIPELINE"
 lag_out=''
 for _ in $(seq 1 60); do
   lag_out=$("$eosink" lag -schema "$CDC_OFFSETS_SCHEMA" -pipeline "$CDC_PIPELINE")
-  grep -q '^total lag: 0$' <<<"$lag_out" && break
+  grep -q '^total lag: 0\($\|,\)' <<<"$lag_out" && break
   sleep 0.5
 done
 echo "$lag_out"
-grep -q '^total lag: 0$' <<<"$lag_out" || status=1
-echo "lag: $(sed -n 's/^total lag: //p' <<<"$lag_out")"
+grep -q '^total lag: 0\($\|,\)' <<<"$lag_out" || status=1
+echo "lag: $(sed -n 's/^total lag: \([0-9]*\).*/\1/p' <<<"$lag_out")"
 
 say "refused: the table without a primary key (eosink dlq list -schema $CDC_OFFSETS_SCHEMA -pipeline $CDC_PIPELINE)"
 dlq_out=$("$eosink" dlq list -schema "$CDC_OFFSETS_SCHEMA" -pipeline "$CDC_PIPELINE")

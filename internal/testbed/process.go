@@ -86,14 +86,21 @@ func (c *Process) Signal(sig syscall.Signal) {
 	}
 }
 
-// Wait waits for the process to exit and returns its error (nil for exit status 0).
+// Wait waits for the process to exit and returns its error (nil for exit status 0). A process
+// that does not exit in time gets SIGQUIT, so that a Go program prints its goroutines into the
+// output the test logs (where it hangs), and the test fails.
 func (c *Process) Wait(timeout time.Duration) error {
 	c.t.Helper()
 	select {
 	case <-c.done:
 		return c.err
 	case <-time.After(timeout):
-		c.t.Fatalf("%s did not exit within %s", c.name, timeout)
+		c.Signal(syscall.SIGQUIT)
+		select {
+		case <-c.done:
+		case <-time.After(5 * time.Second):
+		}
+		c.t.Fatalf("%s did not exit within %s (sent SIGQUIT: its goroutines are in its output)", c.name, timeout)
 		return nil
 	}
 }

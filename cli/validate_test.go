@@ -144,12 +144,18 @@ sink:
   type: table
   table: public.payments
   where: value.kind != "test"
+  check:
+    - value.id != ""
+    - {expr: 'value.status in ["paid", "failed"]', message: unknown payment status}
   columns:
     amount: {expr: 'value.amount.replace(",", ".")', required: true}
     id: value.id
 `, []string{
 			"columns:   amount <- expr value.amount.replace(\",\", \".\") (required)\n",
 			"           id     <- value.id\n",
+			"filters:   where value.kind != \"test\"\n",
+			"           check value.id != \"\"\n",
+			"           check value.status in [\"paid\", \"failed\"] (message \"unknown payment status\")\n",
 		}},
 		{"upsert", `
 sink: {type: upsert, table: replica.accounts, key: [id], key_format: json, columns: {id: key.id, balance: value.balance}}

@@ -166,6 +166,9 @@ func mappedOf(key, plugin string, sec map[string]any) []string {
 		}
 		return lines
 	case "table", "upsert":
+		if key == "conditions" {
+			return conditionsOf(sec)
+		}
 		if key != "columns" {
 			return nil
 		}
@@ -237,7 +240,8 @@ func str(v any) string {
 	return fmt.Sprint(v)
 }
 
-// routeLines are the summary's routes (the plugin's RouteSummary), columns and parameters.
+// routeLines are the summary's routes (the plugin's RouteSummary), columns, filters (where
+// and check) and parameters.
 func (p *Pipeline) routeLines() [][2]string {
 	var routes []string
 	if rs, ok := p.Config.Plugin.(RouteSummarizer); ok {
@@ -245,7 +249,31 @@ func (p *Pipeline) routeLines() [][2]string {
 	}
 	lines := labelled("routes", routes)
 	lines = append(lines, labelled("columns", mappedOf("columns", p.PluginType, p.sinkRaw))...)
+	lines = append(lines, labelled("filters", mappedOf("conditions", p.PluginType, p.sinkRaw))...)
 	return append(lines, labelled("params", mappedOf("params", p.PluginType, p.sinkRaw))...)
+}
+
+// conditionsOf lists a table or upsert section's where ("where <CEL>": the records it keeps)
+// and checks ("check <CEL>: message": a record that fails one is poison with the message).
+func conditionsOf(sec map[string]any) []string {
+	var lines []string
+	if w := str(sec["where"]); w != "" {
+		lines = append(lines, "where "+w)
+	}
+	checks, _ := sec["check"].([]any)
+	for _, c := range checks {
+		switch v := c.(type) {
+		case string:
+			lines = append(lines, "check "+v)
+		case map[string]any:
+			line := "check " + str(v["expr"])
+			if m := str(v["message"]); m != "" {
+				line += fmt.Sprintf(" (message %q)", m)
+			}
+			lines = append(lines, line)
+		}
+	}
+	return lines
 }
 
 // labelled gives the first of texts the label.

@@ -40,6 +40,9 @@ sink:
 			t.Errorf("first migrate up lacks %q:\n%s", want, out)
 		}
 	}
+	if want := fmt.Sprintf("migrate eosink (schema %q): ", schema); !strings.Contains(errOut, want) {
+		t.Errorf("the progress of eosink's own migrations lacks %q:\n%s", want, errOut)
+	}
 	_, inboxLine, _ := strings.Cut(out, set("sinks[2] (inbox)", "inbox"))
 	if inboxLine, _, _ = strings.Cut(inboxLine, "\n"); !strings.Contains(inboxLine, " applied (version 0 -> ") {
 		t.Errorf("the inbox's migrations ran, but: %q\n%s", inboxLine, out)

@@ -26,18 +26,19 @@ type Set struct {
 	Table  string // golang-migrate's version table inside Schema
 	// Progress, when set, receives a line per migration as it finishes, for long runs.
 	Progress io.Writer
-	// Name prefixes the progress lines, for example "eosink" or a plugin's name.
+	// Name prefixes the progress lines with the schema, for example "eosink" or a plugin's
+	// name: `migrate eosink (schema "sales"): ...`.
 	Name string
 }
 
 // progress is golang-migrate's Logger writing to a Set's Progress.
 type progress struct {
-	w    io.Writer
-	name string
+	w            io.Writer
+	name, schema string
 }
 
 func (p progress) Printf(format string, v ...any) {
-	fmt.Fprintf(p.w, "migrate %s: %s", p.name, fmt.Sprintf(format, v...))
+	fmt.Fprintf(p.w, "migrate %s (schema %q): %s", p.name, p.schema, fmt.Sprintf(format, v...))
 }
 
 func (p progress) Verbose() bool { return false }
@@ -97,7 +98,7 @@ func Open(ctx context.Context, databaseURL string, set Set) (*Migrator, error) {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
 	if set.Progress != nil {
-		m.Log = progress{set.Progress, set.Name}
+		m.Log = progress{set.Progress, set.Name, set.Schema}
 	}
 	return &Migrator{m: m, db: db}, nil
 }

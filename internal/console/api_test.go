@@ -298,7 +298,7 @@ func TestSecurity(t *testing.T) {
 		}
 	}
 
-	ro := newBed(t, func(c *console.Config) { c.Mutations = false })
+	ro := newBed(t, func(_ *bed, c *console.Config) { c.Mutations = false })
 	for _, path := range []string{"/api/v1/pipelines/pipe/offsets", fmt.Sprintf("/api/v1/dead-letters/%d/replay", ro.dead[0]),
 		fmt.Sprintf("/api/v1/dead-letters/%d/discard", ro.dead[0])} {
 		if r := ro.req(t, "POST", path, `{"to": "earliest", "reason": "r"}`); r.status != 403 || !strings.Contains(r.errorBody(t).Error, "mutations are disabled") {
@@ -309,7 +309,7 @@ func TestSecurity(t *testing.T) {
 	ro.must(t, 200, "GET", fmt.Sprintf("/api/v1/dead-letters/%d", ro.dead[0]), "")
 
 	// Without tokens: reads are open, mutations cannot be enabled.
-	open := newBed(t, func(c *console.Config) { c.Mutations, c.Tokens = false, nil })
+	open := newBed(t, func(_ *bed, c *console.Config) { c.Mutations, c.Tokens = false, nil })
 	open.must(t, 200, "GET", "/api/v1/pipelines", "", "Authorization", "")
 	if _, err := console.New(console.Config{Admin: open.admin, Mutations: true}); err != console.ErrMutationsNeedTokens {
 		t.Fatalf("mutations without tokens: %v", err)

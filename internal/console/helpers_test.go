@@ -69,7 +69,7 @@ func (s *syncBuffer) String() string {
 
 // newBed sets the bed up; adjust changes the console's Config before New (nil: mutations on,
 // with the tokens file).
-func newBed(t *testing.T, adjust func(*console.Config)) *bed {
+func newBed(t *testing.T, adjust func(*bed, *console.Config)) *bed {
 	t.Helper()
 	e := testbed.Require(t)
 	b := &bed{e: e, schema: testbed.Schema(t, e), topic: testbed.Topic(t, e, 1), db: testbed.Pool(t, e), logs: &syncBuffer{}}
@@ -124,7 +124,7 @@ func newBed(t *testing.T, adjust func(*console.Config)) *bed {
 	cfg := console.Config{Admin: b.admin, Pipeline: "pipe", Plugin: pl, Mutations: true, Tokens: tokens,
 		Logger: slog.New(slog.NewTextHandler(b.logs, nil))}
 	if adjust != nil {
-		adjust(&cfg)
+		adjust(b, &cfg)
 	}
 	h, err := console.New(cfg)
 	if err != nil {

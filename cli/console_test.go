@@ -163,7 +163,9 @@ console: {listen: "127.0.0.1:0", mutations: true, tokens_file: %q}
 			[]string{"offsets", "list", "-json", "-config", file}},
 		{"status of the pipeline", func() any { return []any{apiGet(t, base, "/api/v1/pipelines/agree").(map[string]any)["summary"]} },
 			[]string{"status", "-json", "-config", file, "-pipeline", "agree"}},
-		{"dlq list", func() any { return apiGet(t, base, "/api/v1/pipelines/agree/dead-letters").(map[string]any)["dead_letters"] },
+		{"dlq list", func() any {
+			return apiGet(t, base, "/api/v1/pipelines/agree/dead-letters").(map[string]any)["dead_letters"]
+		},
 			[]string{"dlq", "list", "-json", "-config", file}},
 		{"dlq show", func() any { return apiGet(t, base, fmt.Sprintf("/api/v1/dead-letters/%d", id)) },
 			[]string{"dlq", "show", "-json", "-config", file, "-id", fmt.Sprint(id)}},

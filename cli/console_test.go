@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -50,7 +51,7 @@ func startConsole(t *testing.T, file string) (base string, stop func() (int, str
 	var out, errb lockedBuffer
 	done := make(chan int, 1)
 	go func() { done <- Run(ctx, []string{"console", "-config", file}, &out, &errb) }()
-	addr := regexp.MustCompile(`serving (http://127\.0\.0\.1:\d+) \(mutations enabled, pipeline agree\)`)
+	addr := regexp.MustCompile(`serving (https?://127\.0\.0\.1:\d+) \((?:mutations enabled|read-only), pipeline \w+\)`)
 	deadline := time.Now().Add(30 * time.Second)
 	for base == "" {
 		if m := addr.FindStringSubmatch(out.String()); m != nil {
@@ -235,5 +236,52 @@ console: {mutations: true, tokens_file: %q}
 		"sink: {type: table, table: payments, columns: {id: value.id}}\nconsole: {mutations: true}\n")
 	if code, _, errOut := runCLI("console", "-config", file); code != 1 || !strings.Contains(errOut, "console.tokens_file: required with mutations: true") {
 		t.Errorf("mutations without tokens: exit %d: %s", code, errOut)
+	}
+}
+
+// TestConsoleTLS: with console.tls the API is served over HTTPS only, with HSTS, and without
+// tokens it is read-only: reads need no token, a mutation is refused with 403.
+func TestConsoleTLS(t *testing.T) {
+	e, schema, topic := positionsBed(t, "('secure', $1, 0, 10, 1, 'host-t')")
+	cert, key, pool := selfSigned(t)
+	file := writeFile(t, fmt.Sprintf(`
+pipeline: secure
+kafka: {brokers: %q, group: secure, topics: [%s]}
+database: {url: %q, schema: %s}
+sink: {type: table, table: payments, columns: {id: value.id}}
+console: {listen: "127.0.0.1:0", tls: {cert_file: %q, key_file: %q}}
+`, e.Brokers, topic, e.DatabaseURL, schema, cert, key))
+	base, stop := startConsole(t, file)
+	if !strings.HasPrefix(base, "https://") {
+		t.Fatalf("console serves %s, want https", base)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	res, err := client.Get(base + "/api/v1/pipelines/secure")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Partitions []struct {
+			NextOffset int64 `json:"next_offset"`
+		} `json:"partitions"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&d); err != nil || res.StatusCode != 200 || len(d.Partitions) != 1 || d.Partitions[0].NextOffset != 10 ||
+		res.Header.Get("Strict-Transport-Security") == "" {
+		t.Fatalf("GET over TLS: %d %+v %v, HSTS %q", res.StatusCode, d, err, res.Header.Get("Strict-Transport-Security"))
+	}
+	res.Body.Close()
+	rq, _ := http.NewRequest("POST", base+"/api/v1/pipelines/secure/offsets", strings.NewReader(`{"to": "earliest", "reason": "r"}`))
+	rq.Header.Set("X-Eosink-CSRF", "1")
+	rq.Header.Set("Content-Type", "application/json")
+	res, err = client.Do(rq)
+	if err != nil || res.StatusCode != 403 {
+		t.Fatalf("POST to a read-only console: %v %v", res, err)
+	}
+	res.Body.Close()
+	if res, err := http.Get("http" + strings.TrimPrefix(base, "https") + "/api/v1/pipelines"); err == nil && res.StatusCode == 200 {
+		t.Fatal("plain HTTP served on the TLS port")
+	}
+	if code, out := stop(); code != 0 {
+		t.Fatalf("stop: %d %s", code, out)
 	}
 }

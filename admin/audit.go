@@ -7,22 +7,22 @@ import (
 	"github.com/eosink/eosink/internal/offsets"
 )
 
-// AuditEntry is one row of the offsets_audit table: a change of a stored position, with who
+// MoveAuditEntry is one row of the offsets_audit table: a change of a stored position, with who
 // declared it (operator, reason) and what the server recorded (db_user, client_addr, at).
-type AuditEntry = offsets.AuditEntry
+type MoveAuditEntry = offsets.AuditEntry
 
-// AuditFilter selects audit rows: by pipeline, topic and operator, newest first, paged
+// MoveAuditFilter selects audit rows: by pipeline, topic and operator, newest first, paged
 // back with BeforeID and Limit. Zero fields select everything.
-type AuditFilter = offsets.AuditFilter
+type MoveAuditFilter = offsets.AuditFilter
 
-// Audit returns the audit rows of f, newest first; never nil.
-func (c *Client) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {
+// MoveAudit returns the audit rows of f, newest first; never nil.
+func (c *Client) MoveAudit(ctx context.Context, f MoveAuditFilter) ([]MoveAuditEntry, error) {
 	out, err := c.ops.Audit(ctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("read the audit: %w", err)
 	}
 	if out == nil {
-		out = []AuditEntry{}
+		out = []MoveAuditEntry{}
 	}
 	return out, nil
 }

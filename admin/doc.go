@@ -64,7 +64,7 @@
 // Apply, planning again on ErrMoved (a planned row was deleted, or a sink created one while
 // Apply was creating it).
 //
-// Audit returns the rows of offsets_audit, newest first: who declared each move (operator,
+// MoveAudit returns the rows of offsets_audit, newest first: who declared each move (operator,
 // reason), what changed (offsets, epochs) and what the server recorded (role, address,
 // time). Plan, Apply and Reset return an *InputError, naming the argument, for a request
 // that cannot be done as asked (a missing reason, a topic or partition that does not exist,

@@ -10,7 +10,7 @@ import (
 // AuditPage is GET /api/v1/audit: audit rows newest first, and the before_id of the next
 // page (null on the last).
 type AuditPage struct {
-	Entries      []admin.AuditEntry `json:"entries"`
+	Entries      []admin.MoveAuditEntry `json:"entries"`
 	NextBeforeID *int64             `json:"next_before_id"`
 }
 
@@ -28,7 +28,7 @@ func (h *handler) audit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	list, err := h.cfg.Admin.Audit(r.Context(), admin.AuditFilter{Pipeline: q.Get("pipeline"), Topic: q.Get("topic"),
+	list, err := h.cfg.Admin.MoveAudit(r.Context(), admin.MoveAuditFilter{Pipeline: q.Get("pipeline"), Topic: q.Get("topic"),
 		Operator: q.Get("operator"), BeforeID: before, Limit: int(limit) + 1})
 	if err != nil {
 		return err

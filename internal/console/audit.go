@@ -11,7 +11,7 @@ import (
 // page (null on the last).
 type AuditPage struct {
 	Entries      []admin.MoveAuditEntry `json:"entries"`
-	NextBeforeID *int64             `json:"next_before_id"`
+	NextBeforeID *int64                 `json:"next_before_id"`
 }
 
 // audit: GET /api/v1/audit?pipeline=&topic=&operator=&limit=&before_id=.

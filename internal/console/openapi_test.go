@@ -46,7 +46,7 @@ var schemaTypes = map[string]reflect.Type{
 	"MoveResult":       reflect.TypeFor[console.MoveResult](),
 	"Change":           reflect.TypeFor[admin.Change](),
 	"AuditPage":        reflect.TypeFor[console.AuditPage](),
-	"MoveAuditEntry":       reflect.TypeFor[admin.MoveAuditEntry](),
+	"MoveAuditEntry":   reflect.TypeFor[admin.MoveAuditEntry](),
 }
 
 // jsonFields returns the JSON names encoding/json writes for t's fields, with embedded

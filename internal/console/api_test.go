@@ -231,6 +231,18 @@ func TestBadInput(t *testing.T) {
 		{"PUT", "/api/v1/dead-letters/1", "", 405, "method", nil},
 		{"GET", "/api/v1/dead-letters/1/replay", "", 405, "method", nil},
 		{"GET", "/api/v2/pipelines", "", 404, "path", nil},
+		{"GET", "/api/v1/pipelines/pipe/dead-letters?topic=%00", "", 400, "topic", nil},
+		{"GET", "/api/v1/pipelines/pipe/dead-letters?topic=%ff", "", 400, "topic", nil},
+		{"GET", "/api/v1/pipelines/%00", "", 400, "pipeline", nil},
+		{"GET", "/api/v1/pipelines/%ff%fe/dead-letters", "", 400, "pipeline", nil},
+		{"GET", "/api/v1/audit?operator=a%00b", "", 400, "operator", nil},
+		{"GET", "/api/v1/audit?pipeline=%c3%28", "", 400, "pipeline", nil},
+		{"POST", "/api/v1/pipelines/a%00/offsets", `{"to": "earliest", "reason": "r"}`, 400, "pipeline", nil},
+		{"POST", offsets, `{"to": "earliest", "reason": "r\u0000"}`, 400, "reason", nil},
+		{"POST", offsets, `{"to": "earliest", "reason": "r", "topic": "\u0000"}`, 400, "topic", nil},
+		{"POST", offsets, `{"to": "earliest\u0000", "reason": "r"}`, 400, "to", nil},
+		{"POST", offsets, `{"to": "earliest", "reason": "r", "topic": "not a/topic"}`, 400, "topic", nil},
+		{"POST", offsets, `{"to": "earliest", "reason": "r", "topic": "` + strings.Repeat("t", 300) + `"}`, 400, "topic", nil},
 	} {
 		path, body := c.path, strings.ReplaceAll(c.body, "TOPIC", b.topic)
 		r := b.req(t, c.method, path, body, c.headers...)

@@ -44,7 +44,11 @@ func (h *handler) deadLetters(w http.ResponseWriter, r *http.Request) error {
 	if err := query(q, "topic", "partition", "limit", "after_id"); err != nil {
 		return err
 	}
-	f := admin.DeadLetterFilter{Pipeline: r.PathValue("pipeline"), Topic: q.Get("topic")}
+	pipeline, err := pipelineParam(r)
+	if err != nil {
+		return err
+	}
+	f := admin.DeadLetterFilter{Pipeline: pipeline, Topic: q.Get("topic")}
 	if q.Has("partition") {
 		p, err := intParam(q, "partition", 0, math.MaxInt32, 0)
 		if err != nil {

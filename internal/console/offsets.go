@@ -44,7 +44,11 @@ func (h *handler) moveOffsets(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(w, r, &req, false); err != nil {
 		return err
 	}
-	sel, target, err := req.check(r.PathValue("pipeline"))
+	pipeline, err := pipelineParam(r)
+	if err != nil {
+		return err
+	}
+	sel, target, err := req.check(pipeline)
 	if err != nil {
 		return err
 	}
@@ -83,6 +87,11 @@ func (req *MoveRequest) check(pipeline string) (admin.Selector, admin.Target, er
 	target, err := admin.ParseTarget(text)
 	if err != nil {
 		return sel, admin.Target{}, badRequest("to", "to: %v", err)
+	}
+	for _, f := range [][2]string{{"topic", req.Topic}, {"reason", req.Reason}} {
+		if err := checkText(f[0], f[1]); err != nil {
+			return sel, target, err
+		}
 	}
 	switch {
 	case strings.TrimSpace(req.Reason) == "":

@@ -36,7 +36,10 @@ func (h *handler) pipeline(w http.ResponseWriter, r *http.Request) error {
 	if err := query(r.URL.Query()); err != nil {
 		return err
 	}
-	name := r.PathValue("pipeline")
+	name, err := pipelineParam(r)
+	if err != nil {
+		return err
+	}
 	sums, ps, err := h.status(r, name)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // ErrorBody is every error response: what went wrong and, for bad input, the field (a path
@@ -56,7 +57,8 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, http.StatusInternalServerError, ErrorBody{Error: "internal error (the database or the brokers failed); see the console's log"})
 }
 
-// query checks that q holds only the known parameters, each once.
+// query checks that q holds only the known parameters, each once, as text PostgreSQL can
+// hold (checkText).
 func query(q url.Values, known ...string) error {
 	for k, v := range q {
 		if !slices.Contains(known, k) {
@@ -65,8 +67,29 @@ func query(q url.Values, known ...string) error {
 		if len(v) > 1 {
 			return badRequest(k, "query parameter %q given %d times", k, len(v))
 		}
+		if err := checkText(k, v[0]); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// checkText refuses a value that no name or PostgreSQL text can hold: invalid UTF-8 or a
+// NUL byte (the database would refuse it with an error that is not the client's to read).
+func checkText(field, s string) error {
+	switch {
+	case !utf8.ValidString(s):
+		return badRequest(field, "%s is not valid UTF-8", field)
+	case strings.ContainsRune(s, 0):
+		return badRequest(field, "%s holds a NUL byte", field)
+	}
+	return nil
+}
+
+// pipelineParam is the path parameter pipeline, checked with checkText.
+func pipelineParam(r *http.Request) (string, error) {
+	p := r.PathValue("pipeline")
+	return p, checkText("pipeline", p)
 }
 
 func orNone(list []string) string {

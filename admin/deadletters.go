@@ -41,15 +41,16 @@ type DeadLetterFilter struct {
 	Partition *int32  // nil: every partition
 	IDs       []int64 // empty: every id
 	Limit     int     // 0: no limit
+	AfterID   int64   // > 0: only ids above it (paging: the last id of the previous page)
 }
 
 func (f DeadLetterFilter) where() (string, []any) {
-	sql := "WHERE ($1 = '' OR pipeline = $1) AND ($2 = '' OR topic = $2) AND ($3::int IS NULL OR partition = $3) AND (cardinality($4::bigint[]) = 0 OR id = ANY($4))"
+	sql := "WHERE ($1 = '' OR pipeline = $1) AND ($2 = '' OR topic = $2) AND ($3::int IS NULL OR partition = $3) AND (cardinality($4::bigint[]) = 0 OR id = ANY($4)) AND ($5::bigint <= 0 OR id > $5)"
 	ids := f.IDs
 	if ids == nil {
 		ids = []int64{}
 	}
-	return sql, []any{f.Pipeline, f.Topic, f.Partition, ids}
+	return sql, []any{f.Pipeline, f.Topic, f.Partition, ids, f.AfterID}
 }
 
 const dlColumns = `id, pipeline, topic, partition, "offset", error, failures, first_failed_at, last_failed_at, coalesce(length(key), 0), coalesce(length(value), 0)`
@@ -119,7 +120,7 @@ const dlRecordColumns = dlColumns + `, key, value, header_keys, header_values, "
 func (c *Client) ShowDeadLetter(ctx context.Context, id int64) (DeadLetter, error) {
 	d, err := scanRecord(c.pool.QueryRow(ctx, "SELECT "+dlRecordColumns+" FROM "+c.table("dead_letters")+" WHERE id = $1", id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return d, fmt.Errorf("no dead letter with id %d", id)
+		return d, &notFound{fmt.Sprintf("no dead letter with id %d", id)}
 	}
 	return d, err
 }

@@ -64,6 +64,12 @@
 // Apply, planning again on ErrMoved (a planned row was deleted, or a sink created one while
 // Apply was creating it).
 //
+// MoveAudit returns the rows of offsets_audit, newest first: who declared each move (operator,
+// reason), what changed (offsets, epochs) and what the server recorded (role, address,
+// time). Plan, Apply and Reset return an *InputError, naming the argument, for a request
+// that cannot be done as asked (a missing reason, a topic or partition that does not exist,
+// a target outside the log); ShowDeadLetter an error matching ErrNotFound.
+//
 // # Dead letters
 //
 // A sink whose poison policy is sink.DeadLetter writes each record it refuses to the
@@ -72,5 +78,6 @@
 // in the transaction that deletes its dead letter, so a record is applied at most once
 // however many replays run at the same time; DiscardDeadLetters deletes them.
 //
-// docs/operations.md describes the same operations from the command line.
+// docs/operations.md describes the same operations from the command line, docs/console.md
+// as the JSON API of `eosink console` (package internal/console).
 package admin

@@ -90,7 +90,7 @@ var ErrMoved = errors.New("a position moved while it was being changed")
 // a partition's log is refused.
 func (c *Client) Plan(ctx context.Context, sel Selector, target Target) ([]Change, error) {
 	if sel.Pipeline == "" {
-		return nil, errors.New("a pipeline is required")
+		return nil, &InputError{Field: "pipeline", Msg: "a pipeline is required"}
 	}
 	partition := int32(-1) // every partition
 	if sel.Partition != nil {
@@ -116,7 +116,7 @@ func (c *Client) Plan(ctx context.Context, sel Selector, target Target) ([]Chang
 			}
 		}
 		if len(tps) == 0 {
-			return nil, fmt.Errorf("topic %q has no partition %d", sel.Topic, partition)
+			return nil, &InputError{Field: "partition", Msg: fmt.Sprintf("topic %q has no partition %d", sel.Topic, partition)}
 		}
 	} else {
 		for k := range current {
@@ -124,7 +124,7 @@ func (c *Client) Plan(ctx context.Context, sel Selector, target Target) ([]Chang
 			tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: k.partition})
 		}
 		if len(tps) == 0 {
-			return nil, fmt.Errorf("pipeline %q has no stored positions; name a -topic to create them", sel.Pipeline)
+			return nil, &InputError{Field: "topic", Msg: fmt.Sprintf("pipeline %q has no stored positions; name a -topic to create them", sel.Pipeline)}
 		}
 	}
 	ranges, err := c.logRanges(ctx, tps)
@@ -167,7 +167,7 @@ func (c *Client) Plan(ctx context.Context, sel Selector, target Target) ([]Chang
 			return nil, fmt.Errorf("unknown target %q", target.kind)
 		}
 		if ch.To < rg.start || ch.To > rg.end {
-			return nil, fmt.Errorf("refusing to move %s[%d] to %d: outside the log, which holds %d..%d", k.topic, k.partition, ch.To, rg.start, rg.end)
+			return nil, &InputError{Field: "to", Msg: fmt.Sprintf("refusing to move %s[%d] to %d: outside the log, which holds %d..%d", k.topic, k.partition, ch.To, rg.start, rg.end)}
 		}
 		out = append(out, ch)
 	}
@@ -188,7 +188,11 @@ func (c *Client) Plan(ctx context.Context, sel Selector, target Target) ([]Chang
 // created by a sink between Apply's read and its insert.
 func (c *Client) Apply(ctx context.Context, changes []Change, operator, reason string) ([]Change, error) {
 	if strings.TrimSpace(operator) == "" || strings.TrimSpace(reason) == "" {
-		return nil, errors.New("an operator and a reason are required: they go to the audit table")
+		field := "reason"
+		if strings.TrimSpace(operator) == "" {
+			field = "operator"
+		}
+		return nil, &InputError{Field: field, Msg: "an operator and a reason are required: they go to the audit table"}
 	}
 	out := make([]Change, len(changes))
 	copy(out, changes)
@@ -251,7 +255,7 @@ func (c *Client) partitions(topic string) ([]int32, error) {
 	}
 	tm, ok := md.Topics[topic]
 	if !ok || tm.Error.Code() != kafka.ErrNoError {
-		return nil, fmt.Errorf("topic %q does not exist on %s", topic, c.brokers())
+		return nil, &InputError{Field: "topic", Msg: fmt.Sprintf("topic %q does not exist on %s", topic, c.brokers())}
 	}
 	var out []int32
 	for _, p := range tm.Partitions {

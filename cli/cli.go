@@ -12,6 +12,7 @@
 //	eosink lag [-json]                    lag per partition
 //	eosink status [-json]                 one line per pipeline
 //	eosink dlq list|show|replay|discard   dead letters (see eosink dlq -h)
+//	eosink console -config FILE           the management API: pipelines, dead letters, moves, audit (docs/console.md)
 //	eosink relay -config FILE [-migrate|-validate]  the transactional outbox to Kafka, exactly once
 //	eosink cdc verify -config FILE -source URL [-table T]  compare cdc replicas with their source
 //	eosink produce -topic T [-key-field F | -tab-key] [-create-topic [-partitions N]]  JSON lines to records
@@ -79,6 +80,7 @@ commands:
   lag                                     lag per partition (-json for JSON)
   status                                  one line per pipeline: partitions, owners (alive or gone), epochs, last commit, lag, stopped partitions (reason, remedy), dead letters
   dlq list|show|replay|discard            dead letters: inspect, apply again through the sink, or delete
+  console -config FILE                    serve the management API (JSON over HTTP) on the file's console section (docs/console.md)
   relay -config FILE [-migrate|-validate] publish the transactional outbox to Kafka exactly once (docs/outbox.md)
   cdc verify -config FILE -source URL     compare cdc replica tables with their source while both run; exit 1 on differences
   produce -topic T [-create-topic]        produce JSON lines from standard input (or -file) as records, to try a pipeline
@@ -134,6 +136,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = dlqCmd(ctx, args[1:], stdout, flagOut)
 	case "relay":
 		err = relayCmd(ctx, args[1:], stdout, flagOut)
+	case "console":
+		err = consoleCmd(ctx, args[1:], stdout, flagOut)
 	case "cdc":
 		err = cdcCmd(ctx, args[1:], stdout, flagOut)
 	case "produce":

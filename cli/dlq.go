@@ -17,6 +17,7 @@ import (
 
 	"github.com/eosink/eosink/admin"
 	"github.com/eosink/eosink/cli/internal/pipeline"
+	"github.com/eosink/eosink/internal/opsview"
 )
 
 const dlqUsage = `usage: eosink dlq <command> [flags]
@@ -300,21 +301,7 @@ func printableKey(k string) string {
 func printDeadLetter(w io.Writer, d admin.DeadLetter, asJSON bool) error {
 	r := d.Record
 	if asJSON {
-		type header struct {
-			Key   string `json:"key"`
-			Value string `json:"value"`
-		}
-		out := struct {
-			admin.DeadLetter
-			Key       string    `json:"key"`
-			Value     string    `json:"value"`
-			Headers   []header  `json:"headers"`
-			Timestamp time.Time `json:"timestamp"`
-		}{DeadLetter: d, Key: printable(r.Key), Value: printable(r.Value), Headers: []header{}, Timestamp: r.Timestamp}
-		for _, h := range r.Headers {
-			out.Headers = append(out.Headers, header{printable([]byte(h.Key)), printable(h.Value)})
-		}
-		return writeJSON(w, out)
+		return writeJSON(w, opsview.DeadLetterOf(d))
 	}
 	fmt.Fprintf(w, "id:            %d\npipeline:      %s\nrecord:        %s[%d]@%d\ntimestamp:     %s\nfailures:      %d (first %s, last %s)\nerror:         %s\nkey:           %s\nvalue:         %s\n",
 		d.ID, term(d.Pipeline), term(d.Topic), d.Partition, d.Offset, r.Timestamp.UTC().Format(time.RFC3339Nano), d.Failures,

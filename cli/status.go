@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/eosink/eosink/admin"
+	"github.com/eosink/eosink/internal/opsview"
 )
 
 // statusCmd: eosink status, one line per pipeline (owners marked alive or gone, unowned
@@ -68,78 +69,7 @@ func printOutbox(w io.Writer, ob *admin.OutboxStatus) error {
 
 // printStatus prints status's summary of ps with the dead letters per pipeline.
 func printStatus(stdout io.Writer, ps []admin.Position, dead map[string]int64, leases []admin.Lease, asJSON bool) error {
-	type stopped struct {
-		Topic     string `json:"topic"`
-		Partition int32  `json:"partition"`
-		admin.Stop
-		OwnerAlive bool `json:"owner_alive"`
-	}
-	type unowned struct {
-		Topic     string `json:"topic"`
-		Partition int32  `json:"partition"`
-		admin.Unowned
-	}
-	type summary struct {
-		Pipeline   string        `json:"pipeline"`
-		Partitions int           `json:"partitions"`
-		Owners     []string      `json:"owners"`
-		MaxEpoch   int64         `json:"max_epoch"`
-		LastCommit time.Time     `json:"last_commit"`
-		Lag        int64         `json:"lag"`
-		LagSeconds float64       `json:"lag_seconds"` // the largest of its partitions' known ones
-		Lagging    int           `json:"partitions_lagging"`
-		Unowned    int           `json:"partitions_unowned"`
-		Errors     int           `json:"partitions_in_error"`
-		Dead       int64         `json:"dead_letters"`
-		Alive      []string      `json:"owners_alive"`
-		Stopped    []stopped     `json:"stopped"`
-		UnownedBy  []unowned     `json:"unowned"` // each partition no running instance holds, with why
-		Leases     []admin.Lease `json:"leases,omitempty"`
-	}
-	var out []*summary
-	by := map[string]*summary{}
-	for _, p := range ps {
-		s := by[p.Pipeline]
-		if s == nil {
-			s = &summary{Pipeline: p.Pipeline}
-			by[p.Pipeline] = s
-			out = append(out, s)
-		}
-		s.Partitions++
-		if !slices.Contains(s.Owners, p.Owner) {
-			s.Owners = append(s.Owners, p.Owner)
-		}
-		if p.OwnerAlive && !slices.Contains(s.Alive, p.Owner) {
-			s.Alive = append(s.Alive, p.Owner)
-		}
-		if p.Stopped != nil {
-			s.Stopped = append(s.Stopped, stopped{Topic: p.Topic, Partition: p.Partition, Stop: *p.Stopped, OwnerAlive: p.OwnerAlive})
-		}
-		s.MaxEpoch = max(s.MaxEpoch, p.Epoch)
-		if p.UpdatedAt.After(s.LastCommit) {
-			s.LastCommit = p.UpdatedAt
-		}
-		s.Lag += p.Lag
-		s.LagSeconds = max(s.LagSeconds, p.LagSeconds) // an unknown one (-1) counts as none
-		if p.Unowned != nil {
-			s.Unowned++
-			s.UnownedBy = append(s.UnownedBy, unowned{Topic: p.Topic, Partition: p.Partition, Unowned: *p.Unowned})
-		}
-		if p.Lag > 0 {
-			s.Lagging++
-		}
-		if p.Error != "" {
-			s.Errors++
-		}
-	}
-	for _, s := range out {
-		s.Dead = dead[s.Pipeline]
-		for _, l := range leases {
-			if l.Pipeline == s.Pipeline {
-				s.Leases = append(s.Leases, l)
-			}
-		}
-	}
+	out := opsview.Summaries(ps, dead, leases)
 	if asJSON {
 		return writeJSON(stdout, out)
 	}

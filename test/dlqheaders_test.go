@@ -134,8 +134,12 @@ func TestDeadLetterNonUTF8HeaderKey(t *testing.T) {
 			args = append(args, "-json")
 		}
 		out, _ := run(t, nil, false, eosinkBin, args...)
-		if !utf8.ValidString(out) || !strings.Contains(out, "base64:"+base64.StdEncoding.EncodeToString([]byte("\xff\xfe-key"))) ||
-			!strings.Contains(out, "base64:"+base64.StdEncoding.EncodeToString([]byte("caf\xe9"))) || !strings.Contains(out, "plain") {
+		prefix := "base64:" // -json: key_base64 holds every key in base64, without a prefix
+		if asJSON {
+			prefix = `"key_base64": "`
+		}
+		if !utf8.ValidString(out) || !strings.Contains(out, prefix+base64.StdEncoding.EncodeToString([]byte("\xff\xfe-key"))) ||
+			!strings.Contains(out, prefix+base64.StdEncoding.EncodeToString([]byte("caf\xe9"))) || !strings.Contains(out, "plain") {
 			t.Errorf("eosink %s: want the header keys, those not UTF-8 in base64:\n%s", strings.Join(args, " "), out)
 		}
 	}

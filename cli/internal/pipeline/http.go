@@ -45,6 +45,8 @@ var sectionKeys = map[string][]string{
 	"http.limits": {"read_header_timeout", "read_timeout", "write_timeout", "idle_timeout", "max_concurrent_requests", "max_header_bytes"},
 	"http.tls":    {"cert_file", "key_file"},
 	"http.auth":   {"username", "password", "bearer_token"},
+	"console":     {"listen", "tls", "mutations", "tokens_file"},
+	"console.tls": {"cert_file", "key_file"},
 }
 
 // http reads the http section: a listen address ("127.0.0.1:9464"), or a mapping with
@@ -63,23 +65,7 @@ func (l *loader) http(n *yaml.Node) (string, HTTPOptions) {
 	if listen == "" && !l.unknown("http.listen") {
 		l.fail("http.listen", n.Line, "required: the address to serve on (host:port, for example 127.0.0.1:9464)")
 	}
-	tls := l.keys("http.tls", keys["tls"])
-	o.TLSCertFile = l.str("http.tls.cert_file", tls["cert_file"])
-	o.TLSKeyFile = l.str("http.tls.key_file", tls["key_file"])
-	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
-		missing := "http.tls.key_file"
-		if o.TLSCertFile == "" {
-			missing = "http.tls.cert_file"
-		}
-		l.fail(missing, l.lines["http.tls"], "tls.cert_file and tls.key_file go together (the server's certificate and its key)")
-	}
-	for _, f := range [][2]string{{"http.tls.cert_file", o.TLSCertFile}, {"http.tls.key_file", o.TLSKeyFile}} {
-		if f[1] != "" {
-			if _, err := os.Stat(f[1]); err != nil {
-				l.fail(f[0], l.lines[f[0]], "cannot read %q: %v", f[1], strings.TrimPrefix(err.Error(), "stat "+f[1]+": "))
-			}
-		}
-	}
+	o.TLSCertFile, o.TLSKeyFile = l.tls("http.tls", keys["tls"])
 	auth := l.keys("http.auth", keys["auth"])
 	user, hasUser := l.value("http.auth.username", auth["username"])
 	o.Username = user.val
@@ -109,6 +95,34 @@ func (l *loader) http(n *yaml.Node) (string, HTTPOptions) {
 	o.MaxConcurrentRequests = l.count("http.limits.max_concurrent_requests", lim["max_concurrent_requests"])
 	o.MaxHeaderBytes = l.size("http.limits.max_header_bytes", lim["max_header_bytes"])
 	return listen, o
+}
+
+// tls reads a tls section (path: http.tls, console.tls): cert_file and key_file, both or
+// neither, each a file that can be read.
+func (l *loader) tls(path string, n *yaml.Node) (cert, key string) {
+	keys := l.keys(path, n)
+	cert = l.str(path+".cert_file", keys["cert_file"])
+	key = l.str(path+".key_file", keys["key_file"])
+	if (cert == "") != (key == "") {
+		missing := path + ".key_file"
+		if cert == "" {
+			missing = path + ".cert_file"
+		}
+		l.fail(missing, l.lines[path], "tls.cert_file and tls.key_file go together (the server's certificate and its key)")
+	}
+	l.readable(path+".cert_file", cert)
+	l.readable(path+".key_file", key)
+	return cert, key
+}
+
+// readable reports a file named at path that cannot be read ("": nothing to check).
+func (l *loader) readable(path, file string) {
+	if file == "" {
+		return
+	}
+	if _, err := os.Stat(file); err != nil {
+		l.fail(path, l.lines[path], "cannot read %q: %v", file, strings.TrimPrefix(err.Error(), "stat "+file+": "))
+	}
 }
 
 // listen checks a listen address.

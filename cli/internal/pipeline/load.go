@@ -128,6 +128,7 @@ func (l *loader) load(data []byte, logOut io.Writer) *Pipeline {
 	// http
 	p := &Pipeline{File: l.file}
 	p.HTTP, p.HTTPOptions = l.http(&raw.HTTP)
+	p.Console = l.console(&raw.Console)
 
 	// log
 	p.Logger = l.logSection(&raw.Log.Format, &raw.Log.Level, logOut)

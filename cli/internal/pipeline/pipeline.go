@@ -52,6 +52,8 @@ type Pipeline struct {
 	HTTP string
 	// HTTPOptions are the http section's TLS and /metrics authentication.
 	HTTPOptions HTTPOptions
+	// Console is the console section, for `eosink console`; its defaults when absent.
+	Console ConsoleOptions
 	// SchemaRegistry is the schema_registry section, handed to the plugin; nil for none.
 	SchemaRegistry *plugin.SchemaRegistry
 	// Logger writes to Options.LogOutput in the file's log format and level.

@@ -34,6 +34,7 @@ type rawFile struct {
 	Sink       yaml.Node     `yaml:"sink" config:"Plugin"`
 	Registry   rawRegistry   `yaml:"schema_registry"`
 	HTTP       yaml.Node     `yaml:"http"`
+	Console    yaml.Node     `yaml:"console"` // eosink console's settings (console.go)
 	Log        rawLog        `yaml:"log" config:"Logger"`
 	// unhealthy_on_stopped_partition: /healthz fails while a partition is stopped.
 	UnhealthyOnStopped yaml.Node `yaml:"unhealthy_on_stopped_partition" config:"UnhealthyOnStoppedPartition,bool"`

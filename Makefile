@@ -72,7 +72,7 @@ chromium: ## Install Debian's chromium for the console's browser tests, when mis
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
 		echo "installing Debian's chromium (the console's browser tests)"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
 .PHONY: console-test
 console-test: chromium ## The console's API and browser tests (a real headless Chromium over a running pipeline); installs chromium when missing. DOCS=1 writes the screenshots into docs/console/

@@ -66,8 +66,20 @@ helm-test: ## Check the Helm chart (deploy/helm/eosink): helm lint, helm templat
 	$(GO) build -o bin/eosink ./cmd/eosink
 	cd deploy/helm/test && $(GO) vet ./... && HELM=$(HELM) PROMTOOL=$(PROMTOOL) EOSINK=$(CURDIR)/bin/eosink $(GO) test -count=1 ./...
 
+# The console's browser tests drive Debian's Chromium (internal/console, chromedp).
+.PHONY: chromium
+chromium: ## Install Debian's chromium for the console's browser tests, when missing (apt-get; needs root or sudo)
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+		echo "installing Debian's chromium (the console's browser tests)"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+.PHONY: console-test
+console-test: chromium ## The console's API and browser tests (a real headless Chromium over a running pipeline); installs chromium when missing. DOCS=1 writes the screenshots into docs/console/
+	. test/services/use.sh && $(GO) test $(TEST_TAGS) -race -count=1 -v -run 'Test' ./internal/console
+
 .PHONY: test
-test: lint helm-test ## Check the Helm chart, start the services if needed, then run every test with -race against the real broker and database
+test: lint helm-test chromium ## Check the Helm chart, start the services if needed, install chromium if needed, then run every test with -race against the real broker and database (the console's browser tests among them)
 	. test/services/use.sh && $(GO) test $(TEST_TAGS) -race -count=1 -parallel $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: test-unit

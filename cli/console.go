@@ -60,8 +60,12 @@ func consoleCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	defer closeDB()
 	c.SetGroupSettings(o.groupSettings())
 	c.SetRedactErrorValues(p.Config.RedactErrorValues)
+	hist := console.NewHistory(c, 0, 0, p.Logger) // the page's lag and throughput chart, kept for a day
+	hctx, stopHistory := context.WithCancel(ctx)
+	defer stopHistory()
+	go hist.Run(hctx)
 	h, err := console.New(console.Config{Admin: c, Pipeline: p.Config.Pipeline, Plugin: p.Config.Plugin,
-		Mutations: co.Mutations, Tokens: tokens, Logger: p.Logger})
+		Mutations: co.Mutations, Tokens: tokens, Logger: p.Logger, History: hist})
 	if err != nil {
 		return err
 	}

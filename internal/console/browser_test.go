@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5"
@@ -93,8 +94,8 @@ func TestConsoleInTheBrowser(t *testing.T) {
 	}
 	msgs = append(msgs,
 		testbed.Msg{Partition: 0, Key: []byte("refund"), Value: []byte(`{"amount": -5}`)}, // breaks the check: dead-lettered
-		testbed.Msg{Partition: 1, Key: []byte("xss"), Value: []byte(script)},             // not JSON
-		testbed.Msg{Partition: 1, Key: []byte("tty"), Value: []byte(escapes)})            // not JSON
+		testbed.Msg{Partition: 1, Key: []byte("xss"), Value: []byte(script)},              // not JSON
+		testbed.Msg{Partition: 1, Key: []byte("tty"), Value: []byte(escapes)})             // not JSON
 	testbed.Produce(t, e, payTopic, msgs)
 	testbed.Produce(t, e, ledgerTopic, []testbed.Msg{
 		{Key: []byte("a"), Value: []byte(`{"amount": 1}`)}, {Key: []byte("b"), Value: []byte(`not json`)}, {Key: []byte("c"), Value: []byte(`{"amount": 3}`)}})
@@ -135,8 +136,12 @@ func TestConsoleInTheBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hist := console.NewHistory(cl, 500*time.Millisecond, 0, logger)
+	hctx, stopHistory := context.WithCancel(ctx)
+	t.Cleanup(stopHistory)
+	go hist.Run(hctx)
 	h, err := console.New(console.Config{Admin: cl, Pipeline: "payments", Plugin: plugin("payments"), Mutations: true, Tokens: tk,
-		HistoryInterval: 500 * time.Millisecond, Logger: logger})
+		History: hist, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,25 +156,47 @@ func TestConsoleInTheBrowser(t *testing.T) {
 	defer cancelB()
 	var dialogs atomic.Int32
 	var dialogText atomic.Value
+	var pageErrors atomic.Int32
 	if err := chromedp.Listen(bctx, func(ev any) {
-		if d, ok := ev.(*page.EventJavascriptDialogOpening); ok {
+		switch e := ev.(type) {
+		case *page.EventJavascriptDialogOpening:
 			dialogs.Add(1)
-			dialogText.Store(d.Message)
+			dialogText.Store(e.Message)
+		case *runtime.EventExceptionThrown:
+			pageErrors.Add(1)
+			t.Logf("page exception: %s %v", e.ExceptionDetails.Text, e.ExceptionDetails.Exception)
+		case *runtime.EventConsoleAPICalled:
+			for _, a := range e.Args {
+				t.Logf("page console.%s: %s", e.Type, a.Value)
+			}
 		}
 	}); err != nil {
 		t.Fatal(err)
 	}
-	tctx, cancelT := context.WithTimeout(bctx, 3*time.Minute)
-	defer cancelT()
+	// The browser starts with the first action, on bctx itself (a deadline there would end it).
+	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start Chromium (%s): %v", bin, err)
+	}
+	// within runs one query with a deadline (an element that never appears fails the test).
+	within := func() context.Context {
+		c, cancel := context.WithTimeout(bctx, 30*time.Second)
+		t.Cleanup(cancel)
+		return c
+	}
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		if err := chromedp.Do(tctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
+		sctx, cancel := context.WithTimeout(bctx, 45*time.Second)
+		defer cancel()
+		if err := chromedp.Do(sctx, steps...); err != nil {
+			dctx, cancel := context.WithTimeout(bctx, 5*time.Second)
+			defer cancel()
+			page, _ := chromedp.Run(dctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
+			t.Fatalf("%s: %v\nthe page:\n%s", what, err, page)
 		}
 	}
 	text := func(sel string) string {
 		t.Helper()
-		s, err := chromedp.Run(tctx, chromedp.TextContent(chromedp.CSS(sel)))
+		s, err := chromedp.Run(within(), chromedp.TextContent(chromedp.CSS(sel)))
 		if err != nil {
 			t.Fatalf("text of %s: %v", sel, err)
 		}
@@ -184,7 +211,7 @@ func TestConsoleInTheBrowser(t *testing.T) {
 	}
 	shot := func(name string) {
 		t.Helper()
-		b, err := chromedp.Run(tctx, chromedp.FullScreenshot(100))
+		b, err := chromedp.Run(within(), chromedp.FullScreenshot(100))
 		if err != nil {
 			t.Fatalf("screenshot %s: %v", name, err)
 		}
@@ -195,7 +222,7 @@ func TestConsoleInTheBrowser(t *testing.T) {
 
 	// The overview, with the token.
 	do("open the console", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),
-		chromedp.SendKeys(chromedp.CSS("#token"), aliceToken), chromedp.Submit(chromedp.CSS("#login")),
+		chromedp.SendKeys(chromedp.CSS("#token"), aliceToken), chromedp.Click(chromedp.CSS("#login button")),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-pipeline="ledger"]`)))
 	if got := text(`tr[data-pipeline="payments"] [data-testid="dead"]`); got != "3" {
 		t.Fatalf("payments' dead letters on the overview: %q, want 3", got)
@@ -238,7 +265,7 @@ func TestConsoleInTheBrowser(t *testing.T) {
 		t.Fatalf("the replayed row: amount %d, %v; want -5", amount, err)
 	}
 	do("back to payments", chromedp.Navigate(srv.URL+"/#/p/payments"), chromedp.WaitVisible(chromedp.CSS(`#dead-letters`)))
-	if n, err := chromedp.Run(tctx, chromedp.Evaluate[int](`document.querySelectorAll("#dead-letters tbody tr").length`)); err != nil || n != 2 {
+	if n, err := chromedp.Run(within(), chromedp.Evaluate[int](`document.querySelectorAll("#dead-letters tbody tr").length`)); err != nil || n != 2 {
 		t.Fatalf("payments lists %d dead letters after the replay (%v), want 2", n, err)
 	}
 
@@ -248,11 +275,12 @@ func TestConsoleInTheBrowser(t *testing.T) {
 		if err := db.QueryRow(ctx, "SELECT id FROM "+pgx.Identifier{schema, "dead_letters"}.Sanitize()+" WHERE key = $1", c.key).Scan(&id); err != nil {
 			t.Fatal(err)
 		}
-		do("open "+c.key, chromedp.Navigate(fmt.Sprintf("%s/#/dl/%d", srv.URL, id)), chromedp.WaitVisible(chromedp.CSS(`[data-testid="value"]`)))
+		do("open "+c.key, chromedp.Navigate(fmt.Sprintf("%s/#/dl/%d", srv.URL, id)),
+			chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`h1[data-dead-letter-page="%d"]`, id)))) // this one's page, not the last
 		if v := text(`[data-testid="value"]`); v != c.want {
 			t.Fatalf("dead letter %s shows %q, want %q as text", c.key, v, c.want)
 		}
-		n, err := chromedp.Run(tctx, chromedp.Evaluate[int](`document.querySelectorAll("script").length + document.querySelectorAll("#main img").length`))
+		n, err := chromedp.Run(within(), chromedp.Evaluate[int](`document.querySelectorAll("script").length + document.querySelectorAll("#main img").length`))
 		if err != nil || n != 1 {
 			t.Fatalf("dead letter %s: %d script and img elements (%v), want only the console's own script", c.key, n, err)
 		}
@@ -261,6 +289,9 @@ func TestConsoleInTheBrowser(t *testing.T) {
 		}
 	}
 	time.Sleep(500 * time.Millisecond)
+	if n := pageErrors.Load(); n != 0 {
+		t.Fatalf("%d exceptions in the page", n)
+	}
 	if n := dialogs.Load(); n != 0 {
 		t.Fatalf("%d dialogs opened (last: %v)", n, dialogText.Load())
 	}
@@ -270,7 +301,7 @@ func TestConsoleInTheBrowser(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS(`#offsets-form input[name="partition"]`), "0"),
 		chromedp.SendKeys(chromedp.CSS(`#offsets-form input[name="to"]`), "2"),
 		chromedp.SendKeys(chromedp.CSS(`#offsets-form input[name="reason"]`), "skip the poison record (browser test)"),
-		chromedp.Submit(chromedp.CSS(`#offsets-form`)), chromedp.WaitVisible(chromedp.CSS(`[data-testid="plan"]`)))
+		chromedp.Click(chromedp.CSS(`#offsets-form button[type="submit"]`)), chromedp.WaitVisible(chromedp.CSS(`[data-testid="plan"]`)))
 	if p := text(`[data-testid="plan"] tbody`); !strings.Contains(p, "2") {
 		t.Fatalf("the dry run shows %q", p)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/eosink/eosink/admin"
+	"github.com/eosink/eosink/internal/console/ui"
 	"github.com/eosink/eosink/sink"
 )
 
@@ -32,6 +33,13 @@ type Config struct {
 	// Logger receives a line per mutation (operator, what, result) and the detail of
 	// internal errors. Defaults to a logger that discards.
 	Logger *slog.Logger
+	// History, when set, serves each pipeline's samples of lag, position and dead letters
+	// (GET /api/v1/pipelines/{pipeline}/history; the page's chart); the caller runs it.
+	// Defaults to nil: the endpoint answers with no samples.
+	History *History
+	// NoUI leaves the web page out: only /api/v1 is served. Defaults to false: the page is
+	// served at / and its files under /ui/.
+	NoUI bool
 }
 
 // ErrMutationsNeedTokens is New's error for Config.Mutations without Config.Tokens.
@@ -62,6 +70,7 @@ var routes = []route{
 	{"GET", "/api/v1/dead-letters/{id}", false, (*handler).deadLetter},
 	{"POST", "/api/v1/dead-letters/{id}/replay", true, (*handler).replay},
 	{"POST", "/api/v1/dead-letters/{id}/discard", true, (*handler).discard},
+	{"GET", "/api/v1/pipelines/{pipeline}/history", false, (*handler).history},
 	{"GET", "/api/v1/audit", false, (*handler).audit},
 }
 
@@ -93,6 +102,10 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	for path, methods := range allowed {
 		h.mux.Handle(path, methodNotAllowed(methods))
+	}
+	if !cfg.NoUI {
+		h.mux.Handle("GET /{$}", ui.Page())
+		h.mux.Handle("GET /ui/", ui.Files())
 	}
 	h.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, ErrorBody{Error: "no such path: see docs/openapi.yaml", Field: "path"})

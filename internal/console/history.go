@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -132,4 +133,17 @@ func (h *History) Page(pipeline string) HistoryPage {
 		}
 	}
 	return page
+}
+
+func (h *handler) history(w http.ResponseWriter, r *http.Request) error {
+	if err := query(r.URL.Query()); err != nil {
+		return err
+	}
+	name := r.PathValue("pipeline")
+	page := HistoryPage{Pipeline: name, Samples: []Sample{}}
+	if h.cfg.History != nil {
+		page = h.cfg.History.Page(name)
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
 }

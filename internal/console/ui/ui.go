@@ -18,28 +18,28 @@ var assets embed.FS
 const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
 	"frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
 
-// Handler serves the page at / and its files under /ui/ (GET and HEAD only), each with
-// ContentSecurityPolicy. Any other path is next's.
-func Handler(next http.Handler) http.Handler {
-	sub, err := fs.Sub(assets, "assets")
+// Page serves the page (index.html) with ContentSecurityPolicy, which replaces the API's.
+func Page() http.Handler {
+	page, err := fs.ReadFile(assets, "assets/index.html")
 	if err != nil {
 		panic(err) // the embedded tree is fixed at build time
 	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", ContentSecurityPolicy)
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write(page)
+	})
+}
+
+// Files serves the page's script and style sheet under /ui/, with ContentSecurityPolicy.
+func Files() http.Handler {
+	sub, err := fs.Sub(assets, "assets")
+	if err != nil {
+		panic(err)
+	}
 	files := http.StripPrefix("/ui/", http.FileServer(http.FS(sub)))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		page := r.URL.Path == "/" || r.URL.Path == "/index.html"
-		asset := len(r.URL.Path) > len("/ui/") && r.URL.Path[:len("/ui/")] == "/ui/"
-		if (!page && !asset) || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
-			next.ServeHTTP(w, r)
-			return
-		}
 		w.Header().Set("Content-Security-Policy", ContentSecurityPolicy)
-		if page {
-			w.Header().Set("Content-Type", "text/html; charset=utf-8")
-			b, _ := fs.ReadFile(sub, "index.html")
-			_, _ = w.Write(b)
-			return
-		}
 		files.ServeHTTP(w, r)
 	})
 }

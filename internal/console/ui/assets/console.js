@@ -303,7 +303,7 @@ async function deadLetterPage(id) {
       out.replaceChildren(el("p", { class: "good", "data-testid": "result" }, `${verb}: ${what} (as ${r.operator || "no operator"}).`));
     } catch (e) { out.replaceChildren(showError(e)); }
   }));
-  main(el("h1", {}, `Dead letter ${d.id}`),
+  main(el("h1", { "data-dead-letter-page": d.id }, `Dead letter ${d.id}`),
     el("p", {}, el("a", { href: route("p", d.pipeline) }, d.pipeline), ` · ${d.topic}[${d.partition}]@${d.offset} · failures ${d.failures} · first ${when(d.first_failed_at)} · last ${when(d.last_failed_at)}`),
     el("h2", {}, "Error"), el("pre", { class: "record", "data-testid": "error-text" }, cut(printable(d.error))),
     recordBlock("key", d.key, d.key_base64), recordBlock("value", d.value, d.value_base64),

@@ -29,7 +29,7 @@ type workerConfig struct {
 	schema            string // of the dead_letters table
 	pipeline          string
 	instance          string // resolved_by of the dead letters a batch applies (resolve.go)
-	redactErrorValues bool // for the dead letters' and spans' error texts
+	redactErrorValues bool   // for the dead letters' and spans' error texts
 	// subscription names the pattern that matched a topic, for a *NoRouteError.
 	subscription subscription
 

@@ -159,6 +159,12 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if sub == "replay" {
 		return dlqReplay(ctx, &d, f, stdout, stderr)
 	}
+	var edit admin.DeadLetterEdit
+	if sub == "edit" {
+		if edit, err = editFlags(fs, &d, f); err != nil {
+			return err
+		}
+	}
 	url := d.dbURL
 	if d.config != "" {
 		if err := d.load(fs, stderr, &d.pipeline); err != nil {
@@ -198,7 +204,7 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		return printDeadLetter(stdout, dl, audit, d.json)
 	case "edit":
-		return dlqEdit(ctx, c, fs, &d, f, stdout)
+		return dlqEdit(ctx, c, f.IDs[0], edit, d.json, stdout)
 	case "discard":
 		if d.pipeline == "" {
 			return usageError{errors.New("dlq discard: -pipeline is required")}

@@ -11,39 +11,45 @@ import (
 	"github.com/eosink/eosink/admin"
 )
 
-// dlqEdit: eosink dlq edit -id N (-value-file F | -value S) [-key-file F | -key S]
-// -operator NAME -reason TEXT. The value (and key) are stored beside the original ones,
-// which stay, and the edit is audited.
-func dlqEdit(ctx context.Context, c *admin.Client, fs *flag.FlagSet, d *dlqFlags, f admin.DeadLetterFilter, stdout io.Writer) error {
+// editFlags checks the flags of eosink dlq edit -id N (-value-file F | -value S)
+// [-key-file F | -key S] -operator NAME -reason TEXT, before any connection, and returns
+// the edit.
+func editFlags(fs *flag.FlagSet, d *dlqFlags, f admin.DeadLetterFilter) (admin.DeadLetterEdit, error) {
+	var e admin.DeadLetterEdit
 	if len(f.IDs) != 1 {
-		return usageError{errors.New("dlq edit: -id N is required (one id)")}
+		return e, usageError{errors.New("dlq edit: -id N is required (one id)")}
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	value, err := textOrFile("value", d.value, set["value"], d.valueFile, set["value-file"])
 	if err != nil {
-		return err
+		return e, err
 	}
 	key, err := textOrFile("key", d.key, set["key"], d.keyFile, set["key-file"])
 	if err != nil {
-		return err
+		return e, err
 	}
 	switch {
 	case value == nil && key == nil:
-		return usageError{errors.New("dlq edit: give the corrected value with -value-file F or -value S (and the key with -key-file or -key)")}
+		return e, usageError{errors.New("dlq edit: give the corrected value with -value-file F or -value S (and the key with -key-file or -key)")}
 	case d.operator == "":
-		return usageError{errors.New("dlq edit: -operator NAME is required: who edits, for the audit")}
+		return e, usageError{errors.New("dlq edit: -operator NAME is required: who edits, for the audit")}
 	case d.reason == "":
-		return usageError{errors.New("dlq edit: -reason TEXT is required: why, for the audit")}
+		return e, usageError{errors.New("dlq edit: -reason TEXT is required: why, for the audit")}
 	}
-	if err := c.EditDeadLetter(ctx, f.IDs[0], admin.DeadLetterEdit{Key: key, Value: value,
-		Action: admin.Action{Operator: d.operator, Reason: d.reason}}); err != nil {
+	return admin.DeadLetterEdit{Key: key, Value: value, Action: admin.Action{Operator: d.operator, Reason: d.reason}}, nil
+}
+
+// dlqEdit stores the edit beside the dead letter's original key and value, which stay, and
+// audits it (admin.Client.EditDeadLetter).
+func dlqEdit(ctx context.Context, c *admin.Client, id int64, e admin.DeadLetterEdit, asJSON bool, stdout io.Writer) error {
+	if err := c.EditDeadLetter(ctx, id, e); err != nil {
 		return err
 	}
-	if d.json {
-		return writeJSON(stdout, map[string]any{"edited": f.IDs[0]})
+	if asJSON {
+		return writeJSON(stdout, map[string]any{"edited": id})
 	}
-	fmt.Fprintf(stdout, "edited dead letter %d (the original is kept; eosink dlq replay applies the edit)\n", f.IDs[0])
+	fmt.Fprintf(stdout, "edited dead letter %d (the original is kept; eosink dlq replay applies the edit)\n", id)
 	return nil
 }
 

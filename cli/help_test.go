@@ -114,6 +114,10 @@ func TestUsageErrorsStayErrors(t *testing.T) {
 		{[]string{"offsets", "list", "-to", "5"}, "eosink offsets list does not take -to"},
 		{[]string{"dlq", "list", "-yes"}, "eosink dlq list does not take -yes"},
 		{[]string{"dlq", "replay", "-database-url", "x"}, "the database and pipeline come from -config"},
+		{[]string{"dlq", "replay"}, "admin.Client.ReplayHandler"}, // a Go handler has no config file
+		{[]string{"dlq", "edit", "-id", "1", "-value", "v", "-value-file", "f", "-operator", "o", "-reason", "r", "-database-url", "x"}, "-value and -value-file exclude each other"},
+		{[]string{"dlq", "edit", "-id", "1", "-value", "v", "-reason", "r", "-database-url", "x"}, "-operator NAME is required"},
+		{[]string{"dlq", "edit", "-id", "1", "-operator", "o", "-reason", "r", "-database-url", "x"}, "give the corrected value"},
 		{[]string{"migrate", "up", "-yes"}, "eosink migrate up does not take -yes"},
 		{[]string{"dlq", "frob"}, `unknown command "frob"`},
 		{[]string{"run", "-config", "x.yaml", "-progress", "soon"}, `"soon" is not a duration`},

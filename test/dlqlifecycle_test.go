@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -217,5 +218,70 @@ func TestDeadLetterLifecycle(t *testing.T) {
 	}
 	if out := strings.TrimSpace(eosink("dlq", "list", "-pipeline", p.Group, "-json")); out != "[]" {
 		t.Errorf("dlq list -json after every dead letter was applied: %s, want []", out)
+	}
+}
+
+// TestReplayHandler: the dead letters of a pipeline whose handler is Go code (no config file
+// for `dlq replay`) are replayed with admin.Client.ReplayHandler through the fixed handler:
+// applied once, resolved as replayed, audited; a second replay finds nothing open.
+func TestReplayHandler(t *testing.T) {
+	t.Parallel()
+	p := newPipeline(t, 1)
+	ctx := context.Background()
+	db := testbed.Pool(t, p.Env)
+	tbl := pgx.Identifier{p.Schema, "notes"}.Sanitize()
+	if _, err := db.Exec(ctx, "CREATE TABLE "+tbl+" (k text NOT NULL, v text NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	var fixed atomic.Bool
+	handler := func(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
+		for i := range b.Records {
+			r := &b.Records[i]
+			if string(r.Value) == "bad" && !fixed.Load() {
+				return sink.Poison(r, errors.New("bad is refused until the fix"))
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO "+tbl+" (k, v) VALUES ($1, $2)", string(r.Key), string(r.Value)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	testbed.Produce(t, p.Env, p.Topic, []testbed.Msg{{Key: []byte("a"), Value: []byte("good")}, {Key: []byte("b"), Value: []byte("bad")},
+		{Key: []byte("c"), Value: []byte("good")}})
+	cfg := p.config(t, handler)
+	cfg.OnPoison = sink.DeadLetter
+	r := startSink(t, cfg)
+	testbed.Eventually(t, 60*time.Second, "the log end", func() (bool, string) {
+		next, _ := p.storedOrZero(t, 0)
+		return next == 3, fmt.Sprintf("%d/3 %v", next, r.s.PartitionErrors())
+	})
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	c := p.admin(db)
+	f := admin.DeadLetterFilter{Pipeline: p.Group}
+	list, err := c.DeadLetters(ctx, f)
+	if err != nil || len(list) != 1 || list[0].Offset != 1 {
+		t.Fatalf("dead letters %+v (%v), want the one at offset 1", list, err)
+	}
+	fixed.Store(true)
+	opts := admin.ReplayOptions{Action: admin.Action{Operator: "dana", Reason: "handler fixed"}}
+	res, err := c.ReplayHandler(ctx, f, handler, opts)
+	if err != nil || res.Replayed != 1 {
+		t.Fatalf("ReplayHandler: %+v, %v; want one replayed", res, err)
+	}
+	if res, err := c.ReplayHandler(ctx, f, handler, opts); err != nil || res.Replayed+res.FailedAgain+res.Gone != 0 {
+		t.Fatalf("a second ReplayHandler: %+v, %v; want nothing open", res, err)
+	}
+	var n int
+	if err := db.QueryRow(ctx, "SELECT count(*) FROM "+tbl+" WHERE k = 'b' AND v = 'bad'").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("b applied %d times (%v), want once", n, err)
+	}
+	d, err := c.ShowDeadLetter(ctx, list[0].ID)
+	if err != nil || d.State != admin.StateReplayed || d.ResolvedBy != "dana" {
+		t.Fatalf("the dead letter after ReplayHandler: %+v (%v), want replayed by dana", d, err)
+	}
+	if audit, err := c.DeadLetterAudit(ctx, d.ID); err != nil || len(audit) != 1 || audit[0].Action != "replay" || audit[0].Reason != "handler fixed" {
+		t.Fatalf("audit: %+v (%v), want the replay", audit, err)
 	}
 }

@@ -11,7 +11,7 @@
 //	eosink offsets set -pipeline P -to earliest|latest|OFFSET|TIME -reason TEXT -operator NAME [-dry-run]
 //	eosink lag [-json]                    lag per partition
 //	eosink status [-json]                 one line per pipeline
-//	eosink dlq list|show|replay|discard   dead letters (see eosink dlq -h)
+//	eosink dlq list|show|edit|replay|discard   dead letters (see eosink dlq -h)
 //	eosink relay -config FILE [-migrate|-validate]  the transactional outbox to Kafka, exactly once
 //	eosink cdc verify -config FILE -source URL [-table T]  compare cdc replicas with their source
 //	eosink produce -topic T [-key-field F | -tab-key] [-create-topic [-partitions N]]  JSON lines to records
@@ -78,7 +78,7 @@ commands:
   offsets set|reset                       move positions (earliest, latest, offset, time); audited
   lag                                     lag per partition (-json for JSON)
   status                                  one line per pipeline: partitions, owners (alive or gone), epochs, last commit, lag, stopped partitions (reason, remedy), dead letters
-  dlq list|show|replay|discard            dead letters: inspect, apply again through the sink, or delete
+  dlq list|show|edit|replay|discard       dead letters: inspect, correct, apply again through the sink, or discard
   relay -config FILE [-migrate|-validate] publish the transactional outbox to Kafka exactly once (docs/outbox.md)
   cdc verify -config FILE -source URL     compare cdc replica tables with their source while both run; exit 1 on differences
   produce -topic T [-create-topic]        produce JSON lines from standard input (or -file) as records, to try a pipeline

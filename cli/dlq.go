@@ -102,7 +102,7 @@ func dbClient(ctx context.Context, url, schema string) (*admin.Client, func(), e
 	return admin.New(pool, schema, nil), pool.Close, nil
 }
 
-// dlqCmd: eosink dlq list|show|replay|discard.
+// dlqCmd: eosink dlq list|show|edit|replay|discard.
 func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && wantsHelp(args[:1]) {
 		fmt.Fprint(stderr, dlqUsage) // stderr is standard output when help is asked for

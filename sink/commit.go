@@ -93,7 +93,7 @@ func (w *worker) commit(batch []Record, t *tries) (err error) {
 	if err != nil {
 		return err // the breaker tripped: roll back, nothing dead-lettered
 	}
-	if err := w.resolveApplied(ctx, tx, start, end, res.DeadLettered); err != nil {
+	if err := w.resolveApplied(ctx, tx, batch, res.DeadLettered); err != nil {
 		return err
 	}
 	failpoint.Eval(failpoint.InHandler)

@@ -16,10 +16,13 @@ import (
 // A dead letter stays open until an operator replays or discards it (eosink dlq), or until
 // a batch applies the record at its coordinates: after a fix, an operator moves the stored
 // offset back (`eosink offsets set`) and the records go through the pipeline again. Such a
-// batch marks the open dead letters of its offsets resolved (resolved_how 'applied',
-// resolved_by the instance id) in its own transaction, with one UPDATE per partition, so the
-// dead letter is resolved exactly when the record's write commits. Offsets dead-lettered
-// again in the same batch stay open (insertDeadLetters reopened them).
+// batch marks the open dead letters of the records it applied resolved (resolved_how
+// 'applied', resolved_by the instance id) in its own transaction, with one UPDATE per
+// partition, so the dead letter is resolved exactly when the record's write commits. Records
+// dead-lettered again in the same batch stay open (insertDeadLetters reopened them). A
+// record the plugin reported skipped (an inbox duplicate, a where: that is false) counts as
+// applied: the pipeline dealt with it. A set's commit resolves every offset its units moved
+// past (its units do not dead-letter).
 //
 // The hot path does not pay for it: when a partition is claimed, its worker (or the set's
 // ownership) reads the highest offset of its open dead letters at or above the claimed
@@ -75,16 +78,14 @@ type resolveConfig struct {
 }
 
 // resolveApplied marks resolved, as applied by instance, the open dead letters of the
-// partition at offsets first..last but those in except (dead-lettered again by the same
-// batch), in tx.
-func resolveApplied(ctx context.Context, tx pgx.Tx, cfg resolveConfig, topic string, partition int32, first, last int64, except []int64) error {
-	if except == nil {
-		except = []int64{}
-	}
+// partition at offsets first..last, in tx: all of them when only is nil, else those whose
+// offset only lists (the records a batch applied, without the offsets it dead-lettered
+// again or that held no record).
+func resolveApplied(ctx context.Context, tx pgx.Tx, cfg resolveConfig, topic string, partition int32, first, last int64, only []int64) error {
 	_, err := tx.Exec(ctx, `UPDATE `+pgx.Identifier{cfg.schema, "dead_letters"}.Sanitize()+
 		` SET resolved_at = now(), resolved_how = 'applied', resolved_by = $6
  WHERE pipeline = $1 AND topic = $2 AND partition = $3 AND "offset" BETWEEN $4 AND $5 AND resolved_at IS NULL
-   AND NOT ("offset" = ANY($7::bigint[]))`, cfg.pipeline, topic, partition, first, last, cfg.instance, except)
+   AND ($7::bigint[] IS NULL OR "offset" = ANY($7))`, cfg.pipeline, topic, partition, first, last, cfg.instance, only)
 	if err != nil {
 		return fmt.Errorf("resolve the applied dead letters of %s[%d]: %w", topic, partition, err)
 	}
@@ -105,18 +106,27 @@ func (w *worker) loadOpenDeadLetters() {
 	}
 }
 
-// resolveApplied resolves, in tx, the open dead letters among the batch's offsets start..end-1
-// that the batch applied (all but those in dead), when the partition's open dead letters
-// reach that far.
-func (w *worker) resolveApplied(ctx context.Context, tx pgx.Tx, start, end int64, dead []Poisoned) error {
-	if w.openDead < start {
+// resolveApplied resolves, in tx, the open dead letters of the batch's records that it
+// applied (all but those in dead), when the partition's open dead letters reach that far.
+func (w *worker) resolveApplied(ctx context.Context, tx pgx.Tx, batch []Record, dead []Poisoned) error {
+	first, last := batch[0].Offset, batch[len(batch)-1].Offset
+	if w.openDead < first {
 		return nil
 	}
-	except := make([]int64, len(dead))
-	for i, d := range dead {
-		except[i] = d.Record.Offset
+	again := make(map[int64]bool, len(dead))
+	for _, d := range dead {
+		again[d.Record.Offset] = true
 	}
-	return resolveApplied(ctx, tx, w.cfg.resolve(), w.topic, w.partition, start, end-1, except)
+	applied := make([]int64, 0, len(batch)-len(dead))
+	for i := range batch {
+		if o := batch[i].Offset; !again[o] {
+			applied = append(applied, o)
+		}
+	}
+	if len(applied) == 0 {
+		return nil
+	}
+	return resolveApplied(ctx, tx, w.cfg.resolve(), w.topic, w.partition, first, last, applied)
 }
 
 // committedTo notes a commit up to end: once past the highest open dead letter, no later

@@ -73,10 +73,16 @@
 // # Dead letters
 //
 // A sink whose poison policy is sink.DeadLetter writes each record it refuses to the
-// dead_letters table. DeadLetters lists them and CountDeadLetters counts them per pipeline;
-// ShowDeadLetter returns one with its record. Replay sends them through a plugin again, each
-// in the transaction that deletes its dead letter, so a record is applied at most once
-// however many replays run at the same time; DiscardDeadLetters deletes them.
+// dead_letters table, one row per record coordinates, open until it is resolved (replayed,
+// discarded, or applied by a later batch of the sink). DeadLetters lists the open ones (and
+// with DeadLetterFilter.Resolved the others) and CountDeadLetters counts the open ones per
+// pipeline; ShowDeadLetter returns one with its record and its edit. EditDeadLetter stores a
+// corrected key or value beside the original. Replay (ReplayWith) sends open ones through a
+// plugin again, their edited key and value when edited, each in the transaction that
+// resolves its dead letter, so a record is applied at most once however many replays run at
+// the same time; ReplayHandler does the same through the Handler of a pipeline written in
+// Go, which `eosink dlq replay` cannot build. DiscardDeadLetters resolves them as discarded.
+// Edits, replays and discards are audited (DeadLetterAudit).
 //
 // docs/operations.md describes the same operations from the command line, docs/console.md
 // as the JSON API of `eosink console` (package internal/console).

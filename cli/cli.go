@@ -11,8 +11,8 @@
 //	eosink offsets set -pipeline P -to earliest|latest|OFFSET|TIME -reason TEXT -operator NAME [-dry-run]
 //	eosink lag [-json]                    lag per partition
 //	eosink status [-json]                 one line per pipeline
-//	eosink dlq list|show|replay|discard   dead letters (see eosink dlq -h)
-//	eosink console -config FILE           the management API: pipelines, dead letters, moves, audit (docs/console.md)
+//	eosink dlq list|show|edit|replay|discard   dead letters (see eosink dlq -h)
+//	eosink console -config FILE           the management API and the web console (docs/console.md)
 //	eosink relay -config FILE [-migrate|-validate]  the transactional outbox to Kafka, exactly once
 //	eosink cdc verify -config FILE -source URL [-table T]  compare cdc replicas with their source
 //	eosink produce -topic T [-key-field F | -tab-key] [-create-topic [-partitions N]]  JSON lines to records
@@ -79,8 +79,8 @@ commands:
   offsets set|reset                       move positions (earliest, latest, offset, time); audited
   lag                                     lag per partition (-json for JSON)
   status                                  one line per pipeline: partitions, owners (alive or gone), epochs, last commit, lag, stopped partitions (reason, remedy), dead letters
-  dlq list|show|replay|discard            dead letters: inspect, apply again through the sink, or delete
-  console -config FILE                    serve the management API (JSON over HTTP) on the file's console section (docs/console.md)
+  dlq list|show|edit|replay|discard       dead letters: inspect, correct, apply again through the sink, or discard
+  console -config FILE                    serve the management API and the web console on the file's console section (docs/console.md)
   relay -config FILE [-migrate|-validate] publish the transactional outbox to Kafka exactly once (docs/outbox.md)
   cdc verify -config FILE -source URL     compare cdc replica tables with their source while both run; exit 1 on differences
   produce -topic T [-create-topic]        produce JSON lines from standard input (or -file) as records, to try a pipeline

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,43 +10,55 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	"github.com/eosink/eosink/admin"
 	"github.com/eosink/eosink/cli/internal/pipeline"
-	"github.com/eosink/eosink/internal/opsview"
 )
 
 const dlqUsage = `usage: eosink dlq <command> [flags]
 
 commands:
-  list     [-pipeline P] [-topic T] [-partition N] [-limit N] [-json]   dead letters, oldest first
-  show     -id N [-json]                                                one dead letter with its key, value and headers
-  replay   -config FILE [-id N,...] [-topic T] [-partition N]          apply dead letters again through the pipeline's sink;
-                                                                        each one's removal commits with its write
-  discard  -pipeline P (-id N,... | -all) [-topic T] [-partition N] -yes   delete dead letters
+  list     [-pipeline P] [-topic T] [-partition N] [-limit N] [-all] [-json]   open dead letters, oldest first
+                                                                       (-all: resolved ones too, with their state)
+  show     -id N [-json]                                                one dead letter with its key, value, headers,
+                                                                        edited key and value, state and audit
+  edit     -id N (-value-file F | -value S) [-key-file F | -key S] -operator NAME -reason TEXT
+                                                                        store a corrected value beside the original
+                                                                        (replay applies it), audited
+  replay   -config FILE [-id N,...] [-topic T] [-partition N] [-operator NAME] [-reason TEXT]
+                                                                        apply open dead letters again through the
+                                                                        pipeline's sink; each one is resolved as replayed
+                                                                        in the transaction of its write
+  discard  -pipeline P (-id N,... | -all) [-topic T] [-partition N] [-operator NAME] [-reason TEXT] -yes
+                                                                        resolve open dead letters as discarded
 
 The database comes from -database-url or DATABASE_URL, the schema from -schema (default
 "eosink"); or both from a pipeline config file (-config; required for replay), whose pipeline
-is then the default -pipeline. Run 'eosink dlq <command> -h' for its flags.
+is then the default -pipeline. A pipeline whose handler is Go code has no config file to
+replay through: replay its dead letters with admin.Client.ReplayHandler (docs/operations.md).
+Run 'eosink dlq <command> -h' for its flags.
 `
 
 // dlq's commands, for their -h.
 var dlqHelp = map[string]help{
-	"list": {usage: "eosink dlq list [-pipeline P] [-topic T] [-partition N] [-limit N] [-json] [-config FILE | -database-url URL -schema S]",
-		desc:  "List dead letters, oldest first.",
-		flags: []string{"database-url", "schema", "config", "json", "pipeline", "topic", "partition", "limit"}},
+	"list": {usage: "eosink dlq list [-pipeline P] [-topic T] [-partition N] [-limit N] [-all] [-json] [-config FILE | -database-url URL -schema S]",
+		desc:  "List open dead letters, oldest first; with -all, the resolved ones too, with a STATE column (open, applied, replayed, discarded).",
+		flags: []string{"database-url", "schema", "config", "json", "pipeline", "topic", "partition", "limit", "all"}},
 	"show": {usage: "eosink dlq show -id N [-json] [-config FILE | -database-url URL -schema S]",
-		desc:  "Print one dead letter with its key, value, headers and error.",
+		desc:  "Print one dead letter with its key, value, headers and error, its edited key and value, its state and its audit.",
 		flags: []string{"database-url", "schema", "config", "json", "id"}},
-	"replay": {usage: "eosink dlq replay -config FILE [-id N,...] [-topic T] [-partition N] [-dry-run] [-json]",
-		desc:  "Apply dead letters again through the pipeline's sink, each removal committing with its write; exit 1 if any failed again.",
-		flags: []string{"config", "json", "id", "topic", "partition", "dry-run"}},
-	"discard": {usage: "eosink dlq discard -pipeline P (-id N,... | -all) [-topic T] [-partition N] -yes [-dry-run] [-config FILE | -database-url URL -schema S]",
-		desc:  "Delete dead letters for good (without -yes: list what would be deleted).",
-		flags: []string{"database-url", "schema", "config", "json", "pipeline", "id", "all", "topic", "partition", "yes", "dry-run"}},
+	"edit": {usage: "eosink dlq edit -id N (-value-file F | -value S) [-key-file F | -key S] -operator NAME -reason TEXT [-config FILE | -database-url URL -schema S]",
+		desc:  "Store a corrected value (and key) beside the open dead letter's original, which stays; replay applies the edit. The edit, who made it and why are audited.",
+		flags: []string{"database-url", "schema", "config", "json", "id", "value", "value-file", "key", "key-file", "operator", "reason"}},
+	"replay": {usage: "eosink dlq replay -config FILE [-id N,...] [-topic T] [-partition N] [-operator NAME] [-reason TEXT] [-dry-run] [-json]",
+		desc: "Apply open dead letters again through the pipeline's sink (their edited value when edited), each resolved as replayed and audited " +
+			"in the transaction of its write; exit 1 if any failed again.",
+		flags: []string{"config", "json", "id", "topic", "partition", "dry-run", "operator", "reason"}},
+	"discard": {usage: "eosink dlq discard -pipeline P (-id N,... | -all) [-topic T] [-partition N] [-operator NAME] [-reason TEXT] -yes [-dry-run] [-config FILE | -database-url URL -schema S]",
+		desc: "Resolve open dead letters as discarded, audited (without -yes: list what would be discarded). The rows stay: " +
+			"the same record failing again reopens its row.",
+		flags: []string{"database-url", "schema", "config", "json", "pipeline", "id", "all", "topic", "partition", "yes", "dry-run", "operator", "reason"}},
 }
 
 // dlqFlags are the selection flags of the dlq commands.
@@ -57,10 +68,14 @@ type dlqFlags struct {
 	partition            int
 	limit                int
 	all, yes, dryRun     bool
+	operator, reason     string
+	listing              bool // the list command: -all selects the resolved dead letters too
+	// edit's new value and key: text, or a file to read.
+	value, valueFile, key, keyFile string
 }
 
 func (d *dlqFlags) filter() (admin.DeadLetterFilter, error) {
-	f := admin.DeadLetterFilter{Pipeline: d.pipeline, Topic: d.topic, Limit: d.limit}
+	f := admin.DeadLetterFilter{Pipeline: d.pipeline, Topic: d.topic, Limit: d.limit, Resolved: d.all && d.listing}
 	if d.partition >= 0 {
 		p := int32(d.partition)
 		f.Partition = &p
@@ -87,7 +102,7 @@ func dbClient(ctx context.Context, url, schema string) (*admin.Client, func(), e
 	return admin.New(pool, schema, nil), pool.Close, nil
 }
 
-// dlqCmd: eosink dlq list|show|replay|discard.
+// dlqCmd: eosink dlq list|show|edit|replay|discard.
 func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && wantsHelp(args[:1]) {
 		fmt.Fprint(stderr, dlqUsage) // stderr is standard output when help is asked for
@@ -114,7 +129,13 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	intVar(fs, &d.partition, "partition", -1, -1, math.MaxInt32, "a partition number (0 to 2147483647; -1: every partition)", "only partition `N`")
 	fs.StringVar(&d.ids, "id", "", "dead letter ids, comma-separated")
 	intVar(fs, &d.limit, "limit", 0, 0, math.MaxInt32, "a count (0 to 2147483647; 0: all)", "list: at most `N` dead letters (0: all)")
-	fs.BoolVar(&d.all, "all", false, "discard: every dead letter of the pipeline (with the other filters)")
+	fs.BoolVar(&d.all, "all", false, "list: the resolved dead letters too, with their state; discard: every open dead letter of the pipeline (with the other filters)")
+	fs.StringVar(&d.operator, "operator", "", "edit (required), replay, discard: who acts, for the audit (default: the database role)")
+	fs.StringVar(&d.reason, "reason", "", "edit (required), replay, discard: why, for the audit")
+	fs.StringVar(&d.value, "value", "", "edit: the corrected value, as text")
+	fs.StringVar(&d.valueFile, "value-file", "", "edit: a file holding the corrected value, as bytes")
+	fs.StringVar(&d.key, "key", "", "edit: the corrected key, as text")
+	fs.StringVar(&d.keyFile, "key-file", "", "edit: a file holding the corrected key, as bytes")
 	fs.BoolVar(&d.yes, "yes", false, "discard: confirm")
 	fs.BoolVar(&d.dryRun, "dry-run", false, "replay, discard: list what would be done, change nothing")
 	fs.StringVar(&d.config, "config", "", "the pipeline's config file: its database, schema and pipeline (replay: and its sink)")
@@ -130,12 +151,19 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := h.check(fs, "eosink dlq "+sub); err != nil {
 		return err
 	}
+	d.listing = sub == "list"
 	f, err := d.filter()
 	if err != nil {
 		return err
 	}
 	if sub == "replay" {
 		return dlqReplay(ctx, &d, f, stdout, stderr)
+	}
+	var edit admin.DeadLetterEdit
+	if sub == "edit" {
+		if edit, err = editFlags(fs, &d, f); err != nil {
+			return err
+		}
 	}
 	url := d.dbURL
 	if d.config != "" {
@@ -161,7 +189,7 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return err
 		}
-		return printDeadLetters(stdout, list, d.json)
+		return printDeadLetters(stdout, list, d.json, f.Resolved)
 	case "show":
 		if len(f.IDs) != 1 {
 			return usageError{errors.New("dlq show: -id N is required (one id)")}
@@ -170,7 +198,13 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return err
 		}
-		return printDeadLetter(stdout, dl, d.json)
+		audit, err := c.DeadLetterAudit(ctx, dl.ID)
+		if err != nil {
+			return err
+		}
+		return printDeadLetter(stdout, dl, audit, d.json)
+	case "edit":
+		return dlqEdit(ctx, c, f.IDs[0], edit, d.json, stdout)
 	case "discard":
 		if d.pipeline == "" {
 			return usageError{errors.New("dlq discard: -pipeline is required")}
@@ -186,15 +220,15 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			if err != nil {
 				return err
 			}
-			if err := printDeadLetters(stdout, list, d.json); err != nil {
+			if err := printDeadLetters(stdout, list, d.json, false); err != nil {
 				return err
 			}
 			if !d.dryRun {
-				return usageError{fmt.Errorf("dlq discard: %d dead letters would be deleted for good; add -yes to confirm", len(list))}
+				return usageError{fmt.Errorf("dlq discard: %d dead letters would be discarded; add -yes to confirm", len(list))}
 			}
 			return nil
 		}
-		n, err := c.DiscardDeadLetters(ctx, f)
+		n, err := c.DiscardDeadLetters(ctx, f, admin.Action{Operator: d.operator, Reason: d.reason})
 		if err != nil {
 			return err
 		}
@@ -210,7 +244,9 @@ var errFailedAgain = errors.New("dlq replay: some dead letters failed again; the
 // dlqReplay builds the pipeline's plugin from its config file and replays.
 func dlqReplay(ctx context.Context, d *dlqFlags, f admin.DeadLetterFilter, stdout, stderr io.Writer) error {
 	if d.config == "" {
-		return usageError{errors.New("dlq replay: -config is required: the records go back through the pipeline's sink")}
+		return usageError{errors.New("dlq replay: -config is required: the records go back through the pipeline's sink, " +
+			"built from its config file; a pipeline whose handler is Go code has none: replay its dead letters from Go with " +
+			"admin.Client.ReplayHandler (docs/operations.md, \"Dead letters of a Go handler\")")}
 	}
 	p, err := pipeline.Load(d.config, pipeline.Options{LogOutput: stderr})
 	if err != nil {
@@ -228,15 +264,16 @@ func dlqReplay(ctx context.Context, d *dlqFlags, f admin.DeadLetterFilter, stdou
 		if err != nil {
 			return err
 		}
-		return printDeadLetters(stdout, list, d.json)
+		return printDeadLetters(stdout, list, d.json, f.Resolved)
 	}
 	last := time.Now()
-	res, err := c.Replay(ctx, f, p.Config.Plugin, func(done, total int, r admin.ReplayResult) {
-		if done == total || time.Since(last) >= 2*time.Second {
-			last = time.Now()
-			fmt.Fprintf(stderr, "replay: %d/%d done, %d applied, %d failed again, %d gone\n", done, total, r.Replayed, r.FailedAgain, r.Gone)
-		}
-	})
+	res, err := c.ReplayWith(ctx, f, p.Config.Plugin, admin.ReplayOptions{Action: admin.Action{Operator: d.operator, Reason: d.reason},
+		Progress: func(done, total int, r admin.ReplayResult) {
+			if done == total || time.Since(last) >= 2*time.Second {
+				last = time.Now()
+				fmt.Fprintf(stderr, "replay: %d/%d done, %d applied, %d failed again, %d gone\n", done, total, r.Replayed, r.FailedAgain, r.Gone)
+			}
+		}})
 	if d.json {
 		if jerr := writeJSON(stdout, res); jerr != nil && err == nil {
 			err = jerr
@@ -251,63 +288,4 @@ func dlqReplay(ctx context.Context, d *dlqFlags, f admin.DeadLetterFilter, stdou
 		err = errFailedAgain
 	}
 	return err
-}
-
-func printDeadLetters(w io.Writer, list []admin.DeadLetter, asJSON bool) error {
-	if asJSON {
-		if list == nil {
-			list = []admin.DeadLetter{}
-		}
-		return writeJSON(w, list)
-	}
-	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tPIPELINE\tTOPIC\tPARTITION\tOFFSET\tFAILURES\tLAST FAILED\tVALUE BYTES\tERROR")
-	for _, d := range list {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n", d.ID, term(d.Pipeline), term(d.Topic), d.Partition, d.Offset, d.Failures,
-			d.LastFailedAt.UTC().Format(time.RFC3339), d.ValueBytes, term(firstLine(d.Error, 100)))
-	}
-	return tw.Flush()
-}
-
-func firstLine(s string, n int) string {
-	s, _, _ = strings.Cut(s, "\n")
-	if len(s) > n {
-		s = s[:n] + "…"
-	}
-	return s
-}
-
-// printable returns b as text if it is valid UTF-8, else as base64 with a prefix. Human
-// output passes it through term.
-func printable(b []byte) string {
-	if b == nil {
-		return "(null)"
-	}
-	if utf8.Valid(b) {
-		return string(b)
-	}
-	return "base64:" + base64.StdEncoding.EncodeToString(b)
-}
-
-// printableKey shows a header key: as text if it is valid UTF-8 without NUL or "=", else as
-// base64 with a prefix.
-func printableKey(k string) string {
-	if utf8.ValidString(k) && !strings.ContainsAny(k, "\x00=") && !strings.HasPrefix(k, "base64:") {
-		return k
-	}
-	return "base64:" + base64.StdEncoding.EncodeToString([]byte(k))
-}
-
-func printDeadLetter(w io.Writer, d admin.DeadLetter, asJSON bool) error {
-	r := d.Record
-	if asJSON {
-		return writeJSON(w, opsview.DeadLetterOf(d))
-	}
-	fmt.Fprintf(w, "id:            %d\npipeline:      %s\nrecord:        %s[%d]@%d\ntimestamp:     %s\nfailures:      %d (first %s, last %s)\nerror:         %s\nkey:           %s\nvalue:         %s\n",
-		d.ID, term(d.Pipeline), term(d.Topic), d.Partition, d.Offset, r.Timestamp.UTC().Format(time.RFC3339Nano), d.Failures,
-		d.FirstFailedAt.UTC().Format(time.RFC3339), d.LastFailedAt.UTC().Format(time.RFC3339), term(d.Error), term(printable(r.Key)), term(printable(r.Value)))
-	for _, h := range r.Headers {
-		fmt.Fprintf(w, "header:        %s=%s\n", term(printableKey(h.Key)), term(printable(h.Value)))
-	}
-	return nil
 }

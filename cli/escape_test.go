@@ -36,19 +36,33 @@ func TestHumanOutputEscapesControlCharacters(t *testing.T) {
 	dl := admin.DeadLetter{ID: 1, Pipeline: "p" + hostile, Topic: "t" + hostile, Error: "bad value " + hostile,
 		Record: &sink.Record{Key: []byte(hostile), Value: []byte(hostile), Timestamp: time.Unix(0, 0),
 			Headers: []sink.Header{{Key: hk, Value: []byte(hostile)}}}}
+	// An edited, resolved dead letter with an audit: the operator's words are data too.
+	at := time.Unix(0, 0)
+	dl.State, dl.ResolvedBy, dl.ResolvedAt = admin.StateReplayed, "op"+hostile, &at
+	dl.Edited, dl.EditedBy, dl.EditedAt = true, "op"+hostile, &at
+	edited := *dl.Record
+	edited.Value = []byte("edited" + hostile)
+	dl.Replayed = &edited
+	audit := []admin.AuditEntry{{Action: "edit", Operator: "op" + hostile, Reason: "why" + hostile, DBUser: "u" + hostile, At: at}}
 	var b bytes.Buffer
-	if err := printDeadLetter(&b, dl, false); err != nil {
+	if err := printDeadLetter(&b, dl, audit, false); err != nil {
 		t.Fatal(err)
 	}
 	noControls(t, "dlq show", b.String())
-	if !strings.Contains(b.String(), `ok\x1b[2J`) {
-		t.Fatalf("dlq show does not show the escape visibly:\n%s", b.String())
+	if !strings.Contains(b.String(), `ok\x1b[2J`) || !strings.Contains(b.String(), `edited value:  editedok\x1b[2J`) ||
+		!strings.Contains(b.String(), `edit by opok\x1b[2J`) {
+		t.Fatalf("dlq show does not show the escapes of the record, the edit and the audit visibly:\n%s", b.String())
 	}
-	b.Reset()
-	if err := printDeadLetters(&b, []admin.DeadLetter{dl}, false); err != nil {
-		t.Fatal(err)
+	for _, withState := range []bool{false, true} {
+		b.Reset()
+		if err := printDeadLetters(&b, []admin.DeadLetter{dl}, false, withState); err != nil {
+			t.Fatal(err)
+		}
+		noControls(t, "dlq list", b.String())
+		if got := strings.Contains(b.String(), "replayed, edited"); got != withState {
+			t.Fatalf("dlq list (state column %v) shows the state: %v, want %v:\n%s", withState, got, withState, b.String())
+		}
 	}
-	noControls(t, "dlq list", b.String())
 
 	ps := []admin.Position{{Pipeline: "p" + hostile, Topic: "t" + hostile, Owner: "o" + hostile, Error: "e" + hostile,
 		Stopped: &admin.Stop{Reason: "handler error", Error: "value " + hostile, By: "o" + hostile, Remedy: "fix"}}}

@@ -21,8 +21,8 @@ import (
 // last Config.DeadLetterWindow offsets below the claimed next offset, in one range read of the
 // table's (pipeline, topic, partition, offset) unique index. Offsets that held no record (a
 // transaction marker, a compacted record) count as records that were not dead-lettered, and
-// dead letters an operator replayed or discarded (eosink dlq) are gone from the table, so they
-// no longer count either.
+// resolved dead letters (replayed or discarded by an operator, eosink dlq, or applied by a
+// later batch) do not count either: only open ones do.
 
 // ErrTooManyDeadLetters matches every *TooManyDeadLettersError.
 var ErrTooManyDeadLetters = errors.New("eosink: too many dead letters")
@@ -178,7 +178,7 @@ func (w *worker) restoreDeadLetters() error {
 	}
 }
 
-// loadDeadLetterOffsets returns the offsets of the partition's dead letters in
+// loadDeadLetterOffsets returns the offsets of the partition's open dead letters in
 // [next-DeadLetterWindow, next).
 func (w *worker) loadDeadLetterOffsets(next int64) ([]int64, error) {
 	ctx, cancel := context.WithTimeout(w.ctx, w.cfg.claimTimeout)
@@ -189,7 +189,7 @@ func (w *worker) loadDeadLetterOffsets(next int64) ([]int64, error) {
 	}
 	defer func() { _ = tx.Rollback(context.Background()) }()
 	rows, err := tx.Query(ctx, `SELECT "offset" FROM `+pgx.Identifier{w.cfg.schema, "dead_letters"}.Sanitize()+
-		` WHERE pipeline = $1 AND topic = $2 AND partition = $3 AND "offset" >= $4 AND "offset" < $5`,
+		` WHERE pipeline = $1 AND topic = $2 AND partition = $3 AND "offset" >= $4 AND "offset" < $5 AND resolved_at IS NULL`,
 		w.cfg.pipeline, w.topic, w.partition, next-int64(len(w.deadLetters.ring)), next)
 	if err != nil {
 		return nil, err

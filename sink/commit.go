@@ -37,7 +37,8 @@ func isRetryable(err error) bool {
 //  1. the conditional offset update (epoch and expected next offset), which takes the row lock,
 //     sent with BEGIN in one round trip;
 //  2. the plugin's writes through the same transaction; with t.isolate, in savepoints around
-//     poison records, which go to the dead-letter table (see deadletter.go);
+//     poison records, which go to the dead-letter table (see deadletter.go); then the open
+//     dead letters of the offsets the batch applied are resolved (resolve.go);
 //  3. COMMIT. Only after it does the in-memory position advance.
 //
 // A COMMIT that fails on the connection has an unknown outcome and is settled by reading
@@ -92,6 +93,9 @@ func (w *worker) commit(batch []Record, t *tries) (err error) {
 	if err != nil {
 		return err // the breaker tripped: roll back, nothing dead-lettered
 	}
+	if err := w.resolveApplied(ctx, tx, batch, res.DeadLettered); err != nil {
+		return err
+	}
 	failpoint.Eval(failpoint.InHandler)
 	if st := tx.Conn().PgConn().TxStatus(); st != 'T' {
 		return &HandlerError{Topic: w.topic, Partition: w.partition, FirstOffset: batch[0].Offset, LastOffset: end - 1,
@@ -122,6 +126,7 @@ func (w *worker) commit(batch []Record, t *tries) (err error) {
 	}
 	failpoint.Eval(failpoint.AfterCommit)
 	w.next.Store(end)
+	w.committedTo(end)
 	w.deadLetters.add(outcomes)
 	bytes := 0
 	for i := range batch {

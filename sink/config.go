@@ -105,8 +105,8 @@ type Config struct {
 	// DeadLetterWindow is how many of a partition's last records MaxDeadLetterRatio applies
 	// to. A claim (a start, a restart, a rebalance) rebuilds the window from the partition's
 	// dead_letters rows among its last DeadLetterWindow offsets below the stored offset, so
-	// restarts do not reset it; dead letters replayed or discarded no longer count. Defaults
-	// to 1000 (DefaultDeadLetterWindow).
+	// restarts do not reset it; only open dead letters count (not those replayed, discarded
+	// or applied later). Defaults to 1000 (DefaultDeadLetterWindow).
 	DeadLetterWindow int
 
 	// RedactErrorValues keeps record data out of the error texts the sink writes: to

@@ -17,14 +17,17 @@ type Poisoned struct {
 }
 
 // insertDeadLetters writes dead letters. A record dead-lettered again (after an operator
-// replays its range) updates its row: the latest error and one more failure. Header keys are
+// replays its range) updates its row: the latest error and one more failure, and the row is
+// open again if it was resolved (replayed, discarded or applied since); an edit an operator
+// stored beside it stays (eosink dlq edit), and so do its id and first failure. Header keys are
 // stored as bytes, exactly; the error text as ErrorText writes it (opts.RedactErrorValues),
 // with its invalid UTF-8 and NULs escaped (pgerr.SafeText), since text refuses them.
 func insertDeadLetters(ctx context.Context, tx pgx.Tx, opts writeOptions, dead []Poisoned) error {
 	q := fmt.Sprintf(`INSERT INTO %s AS d (pipeline, topic, partition, "offset", key, value, header_keys, header_values, "timestamp", error)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (pipeline, topic, partition, "offset") DO UPDATE
-SET error = EXCLUDED.error, failures = d.failures + 1, last_failed_at = now()`, pgx.Identifier{opts.Schema, "dead_letters"}.Sanitize())
+SET error = EXCLUDED.error, failures = d.failures + 1, last_failed_at = now(),
+    resolved_at = NULL, resolved_how = NULL, resolved_by = NULL`, pgx.Identifier{opts.Schema, "dead_letters"}.Sanitize())
 	b := &pgx.Batch{}
 	for _, d := range dead {
 		r := &d.Record

@@ -15,7 +15,8 @@ import (
 )
 
 // A set's commits. Each group of units commits in one transaction: the lease check, every
-// moved offset, the units' writes (commitOnce). A group whose last unit is Continued (a
+// moved offset, the units' writes and the resolution of the open dead letters at the moved
+// offsets (resolve.go) (commitOnce). A group whose last unit is Continued (a
 // piece of a source transaction too large to hold) leaves its transaction open, and the
 // groups after it write into the same one until a group ends with a unit that is not
 // continued (commitOpen): then the lease check, the offsets of every unit since BEGIN and
@@ -92,6 +93,9 @@ func (w *ownership) commitOnce(ctx context.Context, group []Unit) ([]rebalance.R
 	if err := w.seq.Apply(ctx, ownedTx{tx}, group); err != nil {
 		return nil, err
 	}
+	if err := w.resolveApplied(ctx, tx, ranges); err != nil {
+		return nil, err
+	}
 	finished = true
 	return ranges, w.finish(ctx, o)
 }
@@ -125,6 +129,9 @@ func (w *ownership) commitOpen(ctx context.Context, group []Unit) (ranges []reba
 		return nil, w.abandon(err)
 	}
 	if ranges, err = w.advance(ctx, o); err != nil {
+		return nil, w.abandon(err)
+	}
+	if err := w.resolveApplied(ctx, o.tx, ranges); err != nil {
 		return nil, w.abandon(err)
 	}
 	failpoint.Eval(failpoint.AfterOffsetUpdate)

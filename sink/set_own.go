@@ -23,9 +23,12 @@ const setCheckEvery = 15 * time.Second
 // stops (docs/cdc.md, "Transaction consistency").
 var ErrSetIncomplete = errors.New("eosink: a unit cannot be completed from the log")
 
-// owned is one partition of an ownership: the epoch claimed and the stored next offset.
+// owned is one partition of an ownership: the epoch claimed and the stored next offset;
+// openDead is the highest offset of its open dead letters at or above the claimed position,
+// noOpenDeadLetter for none (resolve.go). The loop changes next and openDead once a
+// commit's outcome is in; the committer reads them.
 type owned struct {
-	epoch, next int64
+	epoch, next, openDead int64
 }
 
 // ownership is one holding of a set's lease.
@@ -134,7 +137,8 @@ func (w *ownership) claim(ctx context.Context) ([]kafka.TopicPartition, error) {
 			if err != nil {
 				return nil, err
 			}
-			w.parts[partitionKey{t, p}] = &owned{epoch: cl.Epoch, next: cl.NextOffset}
+			dead := openDeadLetterLimit(ctx, w.s.pool, w.s.resolve(), t, p, cl.NextOffset)
+			w.parts[partitionKey{t, p}] = &owned{epoch: cl.Epoch, next: cl.NextOffset, openDead: dead}
 			tps = append(tps, kafka.TopicPartition{Topic: &t, Partition: p, Offset: kafka.Offset(cl.NextOffset)})
 		}
 	}
@@ -210,7 +214,11 @@ func (w *ownership) run(ctx context.Context) (err error) {
 			return w.failed(c.err)
 		}
 		for _, r := range c.ranges {
-			w.parts[partitionKey{r.Topic, r.Partition}].next = r.End
+			p := w.parts[partitionKey{r.Topic, r.Partition}]
+			p.next = r.End
+			if r.End > p.openDead {
+				p.openDead = noOpenDeadLetter
+			}
 		}
 		return nil
 	}

@@ -249,7 +249,7 @@ func (s *Sink) workerConfig() *workerConfig {
 		plugin:       s.plugin, db: s.pool, store: s.store,
 		limits: batchLimits{maxBatchRecords: c.MaxBatchRecords, maxBatchBytes: c.MaxBatchBytes, maxBatchWait: c.MaxBatchWait,
 			maxBufferedBytes: c.MaxBufferedBytes, maxTotalBufferedBytes: c.MaxTotalBufferedBytes},
-		isolationLevel: c.IsolationLevel, onPoison: c.OnPoison, schema: c.Schema, pipeline: c.Pipeline,
+		isolationLevel: c.IsolationLevel, onPoison: c.OnPoison, schema: c.Schema, pipeline: c.Pipeline, instance: c.InstanceID,
 		redactErrorValues: c.RedactErrorValues, maxDeadLetterRatio: c.MaxDeadLetterRatio, deadLetterWindow: c.DeadLetterWindow,
 		retryBackoff: c.RetryBackoff, maxRetryBackoff: c.MaxRetryBackoff, claimTimeout: c.ClaimTimeout,
 		m: s.m, tracer: s.tracer, log: s.log, total: &s.buffered,

@@ -28,7 +28,8 @@ type workerConfig struct {
 	onPoison          PoisonPolicy
 	schema            string // of the dead_letters table
 	pipeline          string
-	redactErrorValues bool // for the dead letters' and spans' error texts
+	instance          string // resolved_by of the dead letters a batch applies (resolve.go)
+	redactErrorValues bool   // for the dead letters' and spans' error texts
 	// subscription names the pattern that matched a topic, for a *NoRouteError.
 	subscription subscription
 
@@ -127,6 +128,9 @@ type worker struct {
 	// circuit breaker (nil: off).
 	deadLetters *deadLetterWindow
 	panicLogged int64 // first offset + 1 of the batch whose panic's stack was logged (logPanic)
+	// openDead is the highest offset of the partition's open dead letters at or above the
+	// claimed position, noOpenDeadLetter for none (resolve.go).
+	openDead int64
 
 	// commitBatch runs one try of a batch: the commit method, or a stand-in in unit tests.
 	commitBatch func(batch []Record, t *tries) error
@@ -305,6 +309,7 @@ func (w *worker) run() {
 		}
 		return
 	}
+	w.loadOpenDeadLetters()
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -214,4 +214,59 @@ func TestPaymentsExample(t *testing.T) {
 	if err := db.QueryRow(ctx, `SELECT error FROM `+dead+` WHERE pipeline = $1 AND convert_from(value, 'UTF8') LIKE '%"lost"%'`, pipeline).Scan(&lost); err != nil || !strings.Contains(lost, "check failed: unknown payment status") {
 		t.Errorf("the dead letter of the unknown status: %q (%v), want the check's message", lost, err)
 	}
+
+	// Fixing a dead letter (the README's section): the event whose at is "yesterday" is
+	// edited to a valid time and replayed; the edit and the replay are audited, the original
+	// value is kept. The others are discarded, and dlq list shows none open.
+	var yesterday int64
+	var original string
+	if err := db.QueryRow(ctx, `SELECT id, convert_from(value, 'UTF8') FROM `+dead+` WHERE pipeline = $1 AND convert_from(value, 'UTF8') LIKE '%"yesterday"%'`,
+		pipeline).Scan(&yesterday, &original); err != nil {
+		t.Fatalf("the dead letter of at \"yesterday\": %v", err)
+	}
+	fixedAt := "2026-12-01T09:00:00Z"
+	file := t.TempDir() + "/fixed.json"
+	if err := os.WriteFile(file, []byte(strings.Replace(original, `"yesterday"`, `"`+fixedAt+`"`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprint(yesterday)
+	if out, _ := run(t, env, false, eosinkBin, "dlq", "edit", "-config", config, "-id", id, "-value-file", file,
+		"-operator", "payments-test", "-reason", "the producer wrote yesterday for the day before"); !strings.Contains(out, "edited dead letter "+id) {
+		t.Errorf("dlq edit: %s", out)
+	}
+	if out, _ := run(t, env, false, eosinkBin, "dlq", "show", "-config", config, "-id", id); !strings.Contains(out, `"at": "yesterday"`) || !strings.Contains(out, `"at": "`+fixedAt+`"`) {
+		t.Errorf("dlq show after the edit: want the original and the edited value:\n%s", out)
+	}
+	if out, _ := run(t, env, false, eosinkBin, "dlq", "replay", "-config", config, "-id", id, "-operator", "payments-test", "-reason", "at fixed"); !strings.Contains(out, "replayed 1, failed again 0") {
+		t.Errorf("dlq replay of the edited dead letter: %s", out)
+	}
+	var status string
+	var at time.Time
+	if err := db.QueryRow(ctx, "SELECT status, at FROM "+pays+" WHERE payment_id = 'bad-2'").Scan(&status, &at); err != nil || status != "pending" || !at.Equal(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)) {
+		t.Errorf("bad-2 after the replay of its edit: %s at %s (%v), want pending at %s", status, at, err, fixedAt)
+	}
+	var histN int
+	if err := db.QueryRow(ctx, "SELECT count(*) FROM "+hist+" WHERE payment_id = 'bad-2'").Scan(&histN); err != nil || histN != 1 {
+		t.Errorf("bad-2's history rows after the replay: %d (%v), want 1", histN, err)
+	}
+	rows, err = db.Query(ctx, `SELECT action || ' by ' || operator FROM `+pgx.Identifier{offsets, "dead_letters_audit"}.Sanitize()+` WHERE dead_letter_id = $1 ORDER BY id`, yesterday)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if audit, err := pgx.CollectRows(rows, pgx.RowTo[string]); err != nil || strings.Join(audit, ", ") != "edit by payments-test, replay by payments-test" {
+		t.Errorf("audit of the fixed dead letter: %v (%v), want the edit and the replay by payments-test", audit, err)
+	}
+	var how, kept string
+	if err := db.QueryRow(ctx, `SELECT resolved_how, convert_from(value, 'UTF8') FROM `+dead+` WHERE id = $1`, yesterday).Scan(&how, &kept); err != nil || how != "replayed" || kept != original {
+		t.Errorf("the fixed dead letter: resolved %q, value %q (%v); want replayed, the original value kept", how, kept, err)
+	}
+	if out, _ := run(t, env, false, eosinkBin, "dlq", "discard", "-config", config, "-all", "-yes", "-operator", "payments-test", "-reason", "malformed upstream"); !strings.Contains(out, fmt.Sprintf("discarded %d dead letters", len(malformed)-1)) {
+		t.Errorf("dlq discard -all: %s, want the %d others discarded", out, len(malformed)-1)
+	}
+	if out, _ := run(t, env, false, eosinkBin, "dlq", "list", "-config", config, "-json"); strings.TrimSpace(out) != "[]" {
+		t.Errorf("dlq list -json after the fix and the discard: %s, want []", out)
+	}
+	if out, _ := run(t, env, false, eosinkBin, "dlq", "list", "-config", config, "-all"); strings.Count(out, "discarded") != len(malformed)-1 || strings.Count(out, "replayed, edited") != 1 {
+		t.Errorf("dlq list -all: want %d discarded and one replayed, edited:\n%s", len(malformed)-1, out)
+	}
 }

@@ -21,17 +21,20 @@
 -- pipeline_roles (migration 7) is readable by every role, each its own mappings: no grant.
 GRANT USAGE ON SCHEMA :"schema" TO :"console_role";
 GRANT SELECT ON :"schema".eosink_schema_migrations, :"schema".offsets, :"schema".instances,
-    :"schema".leases, :"schema".offsets_audit, :"schema".dead_letters TO :"console_role";
+    :"schema".leases, :"schema".offsets_audit, :"schema".dead_letters, :"schema".dead_letters_audit TO :"console_role";
 
 \if :mutations
 -- Moving positions: lock the row (SELECT ... FOR UPDATE, which needs UPDATE), move it and
 -- bump its epoch (UPDATE), or create it (INSERT). offsets_audit is written by the offsets
 -- table's trigger as its owner (migration 7): no grant, and the console cannot forge it.
 GRANT INSERT, UPDATE ON :"schema".offsets TO :"console_role";
--- Dead letters: a replay that fails again records the new error (UPDATE). Replay and discard
--- remove the dead letter (DELETE; a replay in the transaction of its write): the only DELETE
--- the console holds, on today's dead_letters table.
-GRANT UPDATE, DELETE ON :"schema".dead_letters TO :"console_role";
+-- Dead letters: a replay resolves the dead letter in the transaction of its write, a
+-- discard resolves it, a replay that fails again records the new error (UPDATE; rows are
+-- never deleted, migration 9), and each is a row of the dead letters' audit (INSERT). The
+-- console holds no DELETE anywhere.
+GRANT UPDATE ON :"schema".dead_letters TO :"console_role";
+GRANT INSERT ON :"schema".dead_letters_audit TO :"console_role";
+GRANT USAGE ON SEQUENCE :"schema".dead_letters_audit_id_seq TO :"console_role";
 -- A replay writes through the pipeline's sink plugin: grant the console role the plugin's
 -- privileges on its target tables too (the target part of docs/sql/grants.sql, with
 -- run_role=<the console role>), or replays fail with a permission error.

@@ -18,6 +18,15 @@ GRANT SELECT, INSERT, UPDATE ON :"schema".instances TO :"run_role";
 -- dead letters, in the batch's transaction (INSERT ... ON CONFLICT DO UPDATE)
 GRANT SELECT, INSERT, UPDATE ON :"schema".dead_letters TO :"run_role";
 GRANT USAGE ON SEQUENCE :"schema".dead_letters_id_seq TO :"run_role";
+-- the dead letters' audit (migration 9): `eosink dlq edit|replay|discard`, run with the
+-- pipeline's config file (and so its role), write a row per action; db_user and at are set
+-- by the server. The sink itself never writes it.
+SELECT format('GRANT SELECT, INSERT ON %I.dead_letters_audit TO %I', :'schema', :'run_role')
+ WHERE to_regclass(format('%I.dead_letters_audit', :'schema')) IS NOT NULL
+\gexec
+SELECT format('GRANT USAGE ON SEQUENCE %I.dead_letters_audit_id_seq TO %I', :'schema', :'run_role')
+ WHERE to_regclass(format('%I.dead_letters_audit', :'schema')) IS NOT NULL
+\gexec
 -- leases (migration 8): the set of partitions a cdc replica in consistency: transaction
 -- owns together (take, renew, release, and the epoch check of every commit)
 GRANT SELECT, INSERT, UPDATE ON :"schema".leases TO :"run_role";

@@ -5,7 +5,8 @@
 --   psql -v pipeline=orders -v run_role=eosink_run_orders -v schema=eosink -f docs/sql/pipeline_role.sql
 --
 -- From then on run_role sees and changes only the rows of `orders` (and of any other pipeline
--- mapped to it) in offsets, offsets_audit, dead_letters and instances, and in the plugins'
+-- mapped to it) in offsets, offsets_audit, dead_letters, dead_letters_audit (migration 9)
+-- and instances, and in the plugins'
 -- tables below; it cannot insert rows for another pipeline. Rerun it for each pipeline of
 -- the role, and after a plugin's migration made one of those tables. Undo it with
 --   DELETE FROM eosink.pipeline_roles WHERE role = 'eosink_run_orders' AND pipeline = 'orders';

@@ -89,13 +89,14 @@ func TestDeadLetters(t *testing.T) {
 }
 
 // TestReplayAndDiscard: replay applies a dead letter through the console's pipeline's
-// plugin and removes it in the same transaction; one of another pipeline is refused (409);
-// discard deletes one; each is logged with the token's operator.
+// plugin and resolves it (replayed, audited with the token's operator and the reason) in the
+// same transaction; one of another pipeline is refused (409); discard resolves one; a
+// resolved one is refused (409); each is logged with the token's operator.
 func TestReplayAndDiscard(t *testing.T) {
 	b := newBed(t, nil)
 	ctx := context.Background()
 	var res console.ReplayResponse
-	b.must(t, 200, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/replay", b.dead[0]), "").decode(t, &res)
+	b.must(t, 200, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/replay", b.dead[0]), `{"reason": "the table was fixed"}`).decode(t, &res)
 	if res.Replayed != 1 || res.FailedAgain != 0 || res.Operator != alice {
 		t.Fatalf("replay: %+v", res)
 	}
@@ -103,7 +104,15 @@ func TestReplayAndDiscard(t *testing.T) {
 	if err := b.db.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{b.schema, "payments"}.Sanitize()+" WHERE k = 'k1' AND amount = 1").Scan(&n); err != nil || n != 1 {
 		t.Fatalf("replayed row: %d %v", n, err)
 	}
-	b.must(t, 404, "GET", fmt.Sprintf("/api/v1/dead-letters/%d", b.dead[0]), "")
+	var got opsview.DeadLetter
+	b.must(t, 200, "GET", fmt.Sprintf("/api/v1/dead-letters/%d", b.dead[0]), "").decode(t, &got)
+	if got.State != admin.StateReplayed || got.ResolvedBy != alice || len(got.Audit) != 1 ||
+		got.Audit[0].Action != "replay" || got.Audit[0].Operator != alice || got.Audit[0].Reason != "the table was fixed" {
+		t.Fatalf("the replayed dead letter: state %q by %q, audit %+v", got.State, got.ResolvedBy, got.Audit)
+	}
+	if e := b.must(t, 409, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/replay", b.dead[0]), "").errorBody(t); e.Field != "id" || !strings.Contains(e.Error, "resolved already") {
+		t.Fatalf("replay of a replayed one: %+v", e)
+	}
 	// The value that is not JSON fails again: it stays, with one more failure.
 	b.must(t, 200, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/replay", b.dead[1]), "{}").decode(t, &res)
 	if res.Replayed != 0 || res.FailedAgain != 1 {
@@ -117,7 +126,9 @@ func TestReplayAndDiscard(t *testing.T) {
 	if dr.Discarded != 1 || dr.Operator != alice {
 		t.Fatalf("discard: %+v", dr)
 	}
-	b.must(t, 404, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/discard", b.dead[3]), "")
+	if e := b.must(t, 409, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/discard", b.dead[3]), "").errorBody(t); !strings.Contains(e.Error, "discarded by") {
+		t.Fatalf("discard of a discarded one: %+v", e)
+	}
 	for _, want := range []string{`operator="Alice Operator" action="dead-letter replay"`, `action="dead-letter discard"`} {
 		if !strings.Contains(b.logs.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, b.logs.String())

@@ -264,6 +264,13 @@ func TestConsoleInTheBrowser(t *testing.T) {
 	if err := db.QueryRow(ctx, "SELECT amount FROM "+payTable+" WHERE k = 'refund'").Scan(&amount); err != nil || amount != -5 {
 		t.Fatalf("the replayed row: amount %d, %v; want -5", amount, err)
 	}
+	do("the replayed dead letter", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`[data-testid="dl-state"]`)))
+	if st := text(`[data-testid="dl-state"]`); !strings.Contains(st, "replayed by "+alice) {
+		t.Fatalf("the replayed dead letter's state shows %q", st)
+	}
+	if a := text(`#dl-audit`); !strings.Contains(a, "replay") || !strings.Contains(a, alice) {
+		t.Fatalf("the replayed dead letter's audit shows %q", a)
+	}
 	do("back to payments", chromedp.Navigate(srv.URL+"/#/p/payments"), chromedp.WaitVisible(chromedp.CSS(`#dead-letters`)))
 	if n, err := chromedp.Run(within(), chromedp.Evaluate[int](`document.querySelectorAll("#dead-letters tbody tr").length`)); err != nil || n != 2 {
 		t.Fatalf("payments lists %d dead letters after the replay (%v), want 2", n, err)

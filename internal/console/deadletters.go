@@ -104,32 +104,57 @@ func (h *handler) deadLetter(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, opsview.DeadLetterOf(d))
+	audit, err := h.cfg.Admin.DeadLetterAudit(r.Context(), d.ID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, opsview.DeadLetterOf(d, audit))
 	return nil
 }
 
+// open refuses a mutation of a resolved dead letter (409): it was applied, replayed or
+// discarded already.
+func open(d admin.DeadLetter) error {
+	if d.State != admin.StateOpen {
+		return &apiError{status: http.StatusConflict, field: "id", msg: fmt.Sprintf("dead letter %d is resolved already (%s by %s)", d.ID, d.State, quote(d.ResolvedBy))}
+	}
+	return nil
+}
+
+// ActionRequest is the optional body of a replay or a discard: the reason that goes to the
+// dead letters' audit with the token's operator.
+type ActionRequest struct {
+	Reason string `json:"reason"`
+}
+
 // replay: POST /api/v1/dead-letters/{id}/replay, through the console's pipeline's plugin as
-// `eosink dlq replay -config` does: the dead letter's removal commits with the write. 409
-// for a dead letter of another pipeline, or without a plugin.
+// `eosink dlq replay -config` does: the dead letter is resolved (replayed, audited with the
+// operator) in the write's transaction; an edited value is the one applied. 409 for a dead
+// letter of another pipeline, or without a plugin.
 func (h *handler) replay(w http.ResponseWriter, r *http.Request) error {
 	if err := query(r.URL.Query()); err != nil {
 		return err
 	}
-	if err := decodeBody(w, r, &struct{}{}, true); err != nil {
+	var req ActionRequest
+	if err := decodeBody(w, r, &req, true); err != nil {
 		return err
 	}
 	d, err := h.find(r)
 	if err != nil {
 		return err
 	}
+	if err := open(d); err != nil {
+		return err
+	}
 	if h.cfg.Plugin == nil || d.Pipeline != h.cfg.Pipeline {
 		return &apiError{status: http.StatusConflict, field: "id", msg: fmt.Sprintf("dead letter %d is pipeline %s's; this console replays through the sink of its config file's pipeline (%s) only",
 			d.ID, quote(d.Pipeline), quote(h.cfg.Pipeline))}
 	}
-	h.replayMu.Lock()
-	res, err := h.cfg.Admin.Replay(r.Context(), admin.DeadLetterFilter{Pipeline: d.Pipeline, IDs: []int64{d.ID}}, h.cfg.Plugin, nil)
-	h.replayMu.Unlock()
 	op := operatorOf(r.Context())
+	h.replayMu.Lock()
+	res, err := h.cfg.Admin.ReplayWith(r.Context(), admin.DeadLetterFilter{Pipeline: d.Pipeline, IDs: []int64{d.ID}}, h.cfg.Plugin,
+		admin.ReplayOptions{Action: admin.Action{Operator: op, Reason: req.Reason}})
+	h.replayMu.Unlock()
 	h.log.Info("console: mutation", "operator", op, "action", "dead-letter replay", "id", d.ID, "pipeline", d.Pipeline,
 		"replayed", res.Replayed, "failed_again", res.FailedAgain, "gone", res.Gone, "ok", err == nil)
 	if err != nil {
@@ -139,20 +164,25 @@ func (h *handler) replay(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// discard: POST /api/v1/dead-letters/{id}/discard, deleting it for good.
+// discard: POST /api/v1/dead-letters/{id}/discard: resolved as discarded (the row stays),
+// audited with the operator.
 func (h *handler) discard(w http.ResponseWriter, r *http.Request) error {
 	if err := query(r.URL.Query()); err != nil {
 		return err
 	}
-	if err := decodeBody(w, r, &struct{}{}, true); err != nil {
+	var req ActionRequest
+	if err := decodeBody(w, r, &req, true); err != nil {
 		return err
 	}
 	d, err := h.find(r)
 	if err != nil {
 		return err
 	}
-	n, err := h.cfg.Admin.DiscardDeadLetters(r.Context(), admin.DeadLetterFilter{Pipeline: d.Pipeline, IDs: []int64{d.ID}})
+	if err := open(d); err != nil {
+		return err
+	}
 	op := operatorOf(r.Context())
+	n, err := h.cfg.Admin.DiscardDeadLetters(r.Context(), admin.DeadLetterFilter{Pipeline: d.Pipeline, IDs: []int64{d.ID}}, admin.Action{Operator: op, Reason: req.Reason})
 	h.log.Info("console: mutation", "operator", op, "action", "dead-letter discard", "id", d.ID, "pipeline", d.Pipeline, "discarded", n, "ok", err == nil)
 	if err != nil {
 		return err

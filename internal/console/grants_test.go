@@ -75,7 +75,7 @@ func rolePool(t *testing.T, b *bed, role string) *pgxpool.Pool {
 
 // TestConsoleRoleGrants: a role with docs/sql/console_grants.sql's privileges only serves
 // every read endpoint and, with mutations, an audited move and a discard; it holds no DELETE
-// but on dead_letters, and without mutations no write privilege at all.
+// at all, and without mutations no write privilege at all.
 func TestConsoleRoleGrants(t *testing.T) {
 	var role string
 	b := newBed(t, func(b *bed, c *console.Config) {
@@ -98,16 +98,16 @@ func TestConsoleRoleGrants(t *testing.T) {
 
 	readOnly := newBed(t, func(b *bed, c *console.Config) { role = consoleRole(t, b, false) })
 	// Without mutations only SELECT; with them writes only where a mutation needs them, and
-	// no DELETE but on dead_letters.
+	// no DELETE.
 	for _, c := range []struct {
 		b    *bed
 		role string
 		want map[string]string
 	}{
 		{readOnly, role, map[string]string{}},
-		{b, mutRole, map[string]string{"offsets": "INSERT UPDATE", "dead_letters": "UPDATE DELETE"}},
+		{b, mutRole, map[string]string{"offsets": "INSERT UPDATE", "dead_letters": "UPDATE", "dead_letters_audit": "INSERT"}},
 	} {
-		for _, tbl := range []string{"offsets", "instances", "leases", "offsets_audit", "dead_letters", "eosink_schema_migrations"} {
+		for _, tbl := range []string{"offsets", "instances", "leases", "offsets_audit", "dead_letters", "dead_letters_audit", "eosink_schema_migrations"} {
 			for _, priv := range []string{"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE"} {
 				var has bool
 				if err := c.b.db.QueryRow(context.Background(), "SELECT has_table_privilege($1, $2, $3)", c.role, c.b.schema+"."+tbl, priv).Scan(&has); err != nil {

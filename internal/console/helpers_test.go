@@ -208,7 +208,7 @@ func (b *bed) must(t *testing.T, status int, method, path, body string, headers 
 	t.Helper()
 	r := b.req(t, method, path, body, headers...)
 	if r.status != status {
-		t.Fatalf("%s %s %s: status %d, want %d: %s", method, path, body, r.status, status, r.body)
+		t.Fatalf("%s %s %s: status %d, want %d: %s\nthe console's log:\n%s", method, path, body, r.status, status, r.body, b.logs.String())
 	}
 	return r
 }

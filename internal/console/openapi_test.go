@@ -47,6 +47,10 @@ var schemaTypes = map[string]reflect.Type{
 	"Change":           reflect.TypeFor[admin.Change](),
 	"AuditPage":        reflect.TypeFor[console.AuditPage](),
 	"MoveAuditEntry":   reflect.TypeFor[admin.MoveAuditEntry](),
+	"DeadLetterAudit":  reflect.TypeFor[opsview.AuditEntry](),
+	"ActionRequest":    reflect.TypeFor[console.ActionRequest](),
+	"HistoryPage":      reflect.TypeFor[console.HistoryPage](),
+	"Sample":           reflect.TypeFor[console.Sample](),
 }
 
 // jsonFields returns the JSON names encoding/json writes for t's fields, with embedded

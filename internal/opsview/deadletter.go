@@ -1,6 +1,7 @@
 package opsview
 
 import (
+	"bytes"
 	"encoding/base64"
 	"time"
 	"unicode/utf8"
@@ -49,14 +50,51 @@ type DeadLetter struct {
 	ValueBase64 *string   `json:"value_base64"`
 	Headers     []Header  `json:"headers"`
 	Timestamp   time.Time `json:"timestamp"`
+	// The edit an operator stored (admin.Client.EditDeadLetter), which a replay applies:
+	// null when none, or for the part it left alone.
+	EditedKey         *string `json:"edited_key"`
+	EditedKeyBase64   *string `json:"edited_key_base64"`
+	EditedValue       *string `json:"edited_value"`
+	EditedValueBase64 *string `json:"edited_value_base64"`
+	// Audit lists its edits, replays and discards, oldest first.
+	Audit []AuditEntry `json:"audit"`
 }
 
-// DeadLetterOf returns the view of d, which has its record (admin.Client.ShowDeadLetter).
-func DeadLetterOf(d admin.DeadLetter) DeadLetter {
-	out := DeadLetter{DeadLetter: d, Headers: []Header{}}
+// AuditEntry is one row of the dead letters' audit, with an edit's keys and values as Bytes.
+type AuditEntry struct {
+	admin.AuditEntry
+	OldKey         *string `json:"old_key"`
+	OldKeyBase64   *string `json:"old_key_base64"`
+	NewKey         *string `json:"new_key"`
+	NewKeyBase64   *string `json:"new_key_base64"`
+	OldValue       *string `json:"old_value"`
+	OldValueBase64 *string `json:"old_value_base64"`
+	NewValue       *string `json:"new_value"`
+	NewValueBase64 *string `json:"new_value_base64"`
+}
+
+// DeadLetterOf returns the view of d, which has its record (admin.Client.ShowDeadLetter),
+// with its audit (admin.Client.DeadLetterAudit).
+func DeadLetterOf(d admin.DeadLetter, audit []admin.AuditEntry) DeadLetter {
+	out := DeadLetter{DeadLetter: d, Headers: []Header{}, Audit: []AuditEntry{}}
+	for _, a := range audit {
+		ok, nk, ov, nv := bytesOf(a.OldKey), bytesOf(a.NewKey), bytesOf(a.OldValue), bytesOf(a.NewValue)
+		out.Audit = append(out.Audit, AuditEntry{AuditEntry: a, OldKey: ok.Text, OldKeyBase64: ok.Base64, NewKey: nk.Text, NewKeyBase64: nk.Base64,
+			OldValue: ov.Text, OldValueBase64: ov.Base64, NewValue: nv.Text, NewValueBase64: nv.Base64})
+	}
 	r := d.Record
 	if r == nil {
 		return out
+	}
+	if e := d.Replayed; e != nil && d.Edited {
+		if !bytes.Equal(e.Key, r.Key) {
+			k := bytesOf(e.Key)
+			out.EditedKey, out.EditedKeyBase64 = k.Text, k.Base64
+		}
+		if !bytes.Equal(e.Value, r.Value) {
+			v := bytesOf(e.Value)
+			out.EditedValue, out.EditedValueBase64 = v.Text, v.Base64
+		}
 	}
 	k, v := bytesOf(r.Key), bytesOf(r.Value)
 	out.Key, out.KeyBase64, out.Value, out.ValueBase64, out.Timestamp = k.Text, k.Base64, v.Text, v.Base64, r.Timestamp

@@ -303,16 +303,25 @@ async function deadLetterPage(id) {
       out.replaceChildren(el("p", { class: "good", "data-testid": "result" }, `${verb}: ${what} (as ${r.operator || "no operator"}).`));
     } catch (e) { out.replaceChildren(showError(e)); }
   }));
+  const isOpen = d.state === "open";
   main(el("h1", { "data-dead-letter-page": d.id }, `Dead letter ${d.id}`),
     el("p", {}, el("a", { href: route("p", d.pipeline) }, d.pipeline), ` · ${d.topic}[${d.partition}]@${d.offset} · failures ${d.failures} · first ${when(d.first_failed_at)} · last ${when(d.last_failed_at)}`),
+    el("p", { "data-testid": "dl-state", class: isOpen ? "bad" : "good" }, isOpen ? "open" : `${d.state} by ${d.resolved_by} ${when(d.resolved_at)}`),
     el("h2", {}, "Error"), el("pre", { class: "record", "data-testid": "error-text" }, cut(printable(d.error))),
     recordBlock("key", d.key, d.key_base64), recordBlock("value", d.value, d.value_base64),
+    d.edited ? [el("p", { class: "warn" }, `Edited by ${d.edited_by} ${when(d.edited_at)}: a replay applies the edit.`),
+      d.edited_key_base64 !== null ? recordBlock("edited key", d.edited_key, d.edited_key_base64) : null,
+      d.edited_value_base64 !== null ? recordBlock("edited value", d.edited_value, d.edited_value_base64) : null] : null,
     el("h2", {}, "Headers"),
     (d.headers || []).length === 0 ? el("p", { class: "muted" }, "none") :
       el("table", {}, el("tbody", {}, d.headers.map(h => el("tr", {}, el("td", {}, h.key === null ? `(base64) ${h.key_base64}` : printable(h.key)),
         el("td", {}, h.value === null ? (h.value_base64 === null ? "(null)" : `(base64) ${h.value_base64}`) : cut(printable(h.value))))))),
-    el("p", {}, el("button", { type: "button", class: "primary", onclick: act("Replay") }, "Replay"), " ",
-      el("button", { type: "button", onclick: act("Discard") }, "Discard")), out);
+    el("h2", {}, "Audit"),
+    (d.audit || []).length === 0 ? el("p", { class: "muted" }, "No edit, replay or discard yet.") :
+      el("table", { id: "dl-audit" }, el("tbody", {}, d.audit.map(a => el("tr", {}, el("td", {}, when(a.at)), el("td", {}, a.action),
+        el("td", {}, a.operator), el("td", {}, printable(a.reason)))))),
+    isOpen ? el("p", {}, el("button", { type: "button", class: "primary", onclick: act("Replay") }, "Replay"), " ",
+      el("button", { type: "button", onclick: act("Discard") }, "Discard")) : null, out);
 }
 
 function auditTable(entries) {

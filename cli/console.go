@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/eosink/eosink/admin"
 	"github.com/eosink/eosink/cli/internal/pipeline"
 	"github.com/eosink/eosink/internal/console"
 )
@@ -45,13 +46,9 @@ func consoleCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	p := o.file
 	co := p.Console
-	var tokens *console.Tokens
-	if co.TokensFile != "" {
-		t, err := console.LoadTokens(co.TokensFile)
-		if err != nil {
-			return fmt.Errorf("%s: console.tokens_file: %w", p.File, err)
-		}
-		tokens = t
+	tokens, err := consoleTokens(p) // before connecting: a bad file is the operator's to fix first
+	if err != nil {
+		return err
 	}
 	c, closeDB, err := o.client(ctx)
 	if err != nil {
@@ -60,12 +57,7 @@ func consoleCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	defer closeDB()
 	c.SetGroupSettings(o.groupSettings())
 	c.SetRedactErrorValues(p.Config.RedactErrorValues)
-	hist := console.NewHistory(c, 0, 0, p.Logger) // the page's lag and throughput chart, kept for a day
-	hctx, stopHistory := context.WithCancel(ctx)
-	defer stopHistory()
-	go hist.Run(hctx)
-	h, err := console.New(console.Config{Admin: c, Pipeline: p.Config.Pipeline, Plugin: p.Config.Plugin,
-		Mutations: co.Mutations, Tokens: tokens, Logger: p.Logger, History: hist})
+	h, err := consoleHandler(ctx, p, c, tokens)
 	if err != nil {
 		return err
 	}
@@ -120,4 +112,26 @@ func consoleCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	fmt.Fprintln(stdout, "eosink console: stopped")
 	return nil
+}
+
+// consoleTokens loads the console section's tokens_file (nil without one).
+func consoleTokens(p *pipeline.Pipeline) (*console.Tokens, error) {
+	if p.Console.TokensFile == "" {
+		return nil, nil
+	}
+	t, err := console.LoadTokens(p.Console.TokensFile)
+	if err != nil {
+		return nil, fmt.Errorf("%s: console.tokens_file: %w", p.File, err)
+	}
+	return t, nil
+}
+
+// consoleHandler builds the console's handler (pages and API) for the file's pipeline and
+// console section over c, with the history of the pipelines sampled until ctx ends.
+// `eosink console` serves it alone; `eosink run` beside /metrics with http.console.
+func consoleHandler(ctx context.Context, p *pipeline.Pipeline, c *admin.Client, tokens *console.Tokens) (http.Handler, error) {
+	hist := console.NewHistory(c, 0, 0, p.Logger) // the page's lag and throughput chart, kept for a day
+	go hist.Run(ctx)
+	return console.New(console.Config{Admin: c, Pipeline: p.Config.Pipeline, Plugin: p.Config.Plugin,
+		Mutations: p.Console.Mutations, Tokens: tokens, Logger: p.Logger, History: hist})
 }

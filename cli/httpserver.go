@@ -110,7 +110,9 @@ func authenticate(o pipeline.HTTPOptions, h http.Handler) http.Handler {
 		challenge = `Bearer realm="eosink"`
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if isProbe(r.URL.Path) {
+		// The probes are never authenticated; with http.console, the console's paths are
+		// the console's to authenticate (its tokens), and these credentials guard /metrics.
+		if isProbe(r.URL.Path) || (o.Console && r.URL.Path != "/metrics") {
 			h.ServeHTTP(w, r)
 			return
 		}

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -301,6 +302,90 @@ http:
 		t.Fatalf("run: exit %d: %s", code, errb.String())
 	}
 	if strings.Contains(out.String()+errb.String(), "t0ken-s3cret") || !strings.Contains(errb.String(), "metrics_auth=\"bearer token\"") {
+		t.Fatalf("run's logs: %s", errb.String())
+	}
+}
+
+// TestRunServesTheConsole: with http.console, eosink run serves the console's page and API
+// beside /metrics on the http section's address, with the console section's tokens: the API
+// needs a token (401 without), answers with the running pipeline's own position, the page is
+// served with its Content-Security-Policy, /healthz stays open, and http.auth guards
+// /metrics only.
+func TestRunServesTheConsole(t *testing.T) {
+	e := testbed.Require(t)
+	topic := testbed.Topic(t, e, 1)
+	schema := testbed.Schema(t, e)
+	group := testbed.Name(t, "g")
+	addr := freeAddr(t)
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokens, []byte("run-console-token-0123 Run Operator\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := writeFile(t, fmt.Sprintf(`
+kafka: {brokers: %q, group: %s, topics: [%s]}
+database: {url: %q, schema: %s}
+sink: {type: clitest}
+http:
+  listen: %s
+  console: true
+  auth: {bearer_token: metrics-token-4567}
+console:
+  tokens_file: %s
+`, e.Brokers, group, topic, e.DatabaseURL, schema, addr, tokens))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if code, out, errs := runCLI("migrate", "up", "-config", file); code != 0 {
+		t.Fatalf("migrate up: %d %s %s", code, out, errs)
+	}
+	testbed.Produce(t, e, topic, []testbed.Msg{{Value: []byte(`{"id": 1}`)}, {Value: []byte(`{"id": 2}`)}})
+	var out, errb syncBuffer
+	exit := make(chan int, 1)
+	go func() { exit <- Run(ctx, []string{"run", "-config", file}, &out, &errb) }()
+	c := &http.Client{Timeout: 10 * time.Second}
+	auth := func(r *http.Request) { r.Header.Set("Authorization", "Bearer run-console-token-0123") }
+	testbed.Eventually(t, 60*time.Second, "the console's API with the pipeline's position", func() (bool, string) {
+		req, _ := http.NewRequest("GET", "http://"+addr+"/api/v1/pipelines/"+group, nil)
+		auth(req)
+		resp, err := c.Do(req)
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		var d struct {
+			Partitions []struct {
+				NextOffset int64 `json:"next_offset"`
+			} `json:"partitions"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&d)
+		return resp.StatusCode == 200 && err == nil && len(d.Partitions) == 1 && d.Partitions[0].NextOffset == 2, fmt.Sprintf("%s %+v %v", resp.Status, d, err)
+	})
+	if got := request(t, c, "http://"+addr+"/api/v1/pipelines", nil); got != 401 {
+		t.Fatalf("the API without a token: %d, want 401", got)
+	}
+	if got := request(t, c, "http://"+addr+"/healthz", nil); got != 200 {
+		t.Fatalf("/healthz: %d", got)
+	}
+	// http.auth guards /metrics alone; the console's token is not the metrics token.
+	if got := request(t, c, "http://"+addr+"/metrics", auth); got != 401 {
+		t.Fatalf("/metrics with the console's token: %d, want 401", got)
+	}
+	if got := request(t, c, "http://"+addr+"/metrics", func(r *http.Request) { r.Header.Set("Authorization", "Bearer metrics-token-4567") }); got != 200 {
+		t.Fatalf("/metrics with its token: %d", got)
+	}
+	resp, err := c.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if csp := resp.Header.Get("Content-Security-Policy"); resp.StatusCode != 200 || !strings.Contains(csp, "script-src 'self'") {
+		t.Fatalf("the page: %s, CSP %q", resp.Status, csp)
+	}
+	cancel()
+	if code := <-exit; code != 0 {
+		t.Fatalf("run: exit %d: %s", code, errb.String())
+	}
+	if strings.Contains(out.String()+errb.String(), "run-console-token-0123") || !strings.Contains(errb.String(), "console=true") {
 		t.Fatalf("run's logs: %s", errb.String())
 	}
 }

@@ -20,7 +20,6 @@ import (
 
 	"github.com/eosink/eosink/cli/internal/pipeline"
 	"github.com/eosink/eosink/sink"
-	"github.com/eosink/eosink/sink/sinkhttp"
 )
 
 // runCmd: eosink run -config FILE [-validate] [-progress DURATION].
@@ -93,7 +92,13 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return fmt.Errorf("%s: http: %w", p.File, err)
 		}
-		srv, err := newHTTPServer(p.HTTPOptions, defaultHTTPLimits.with(p.HTTPOptions), sinkhttp.Handler(s, reg))
+		handler, closeHandler, err := runHTTPHandler(ctx, p, s, reg)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer closeHandler()
+		srv, err := newHTTPServer(p.HTTPOptions, defaultHTTPLimits.with(p.HTTPOptions), handler)
 		if err != nil {
 			ln.Close()
 			return fmt.Errorf("%s: %w", p.File, err)
@@ -119,7 +124,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		case o.Username != "":
 			auth = "basic"
 		}
-		log.Info("serving /metrics, /healthz and /readyz", "addr", ln.Addr().String(), "tls", o.TLSCertFile != "", "metrics_auth", auth)
+		log.Info("serving /metrics, /healthz and /readyz", "addr", ln.Addr().String(), "tls", o.TLSCertFile != "", "metrics_auth", auth, "console", o.Console)
 		if auth != "none" && o.TLSCertFile == "" {
 			log.Warn("http: /metrics credentials travel in clear without http.tls")
 		}

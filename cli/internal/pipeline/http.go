@@ -35,13 +35,18 @@ type HTTPOptions struct {
 	MaxConcurrentRequests int
 	// MaxHeaderBytes bounds a request's headers (16 KiB).
 	MaxHeaderBytes int
+	// Console (http.console) serves the console's pages and management API at / and
+	// /api/v1 beside /metrics, with the console section's mutations and tokens_file (its
+	// listen and tls are the console command's own: here the http section's apply).
+	// eosink run only. Defaults to false.
+	Console bool
 }
 
 // sectionKeys are the keys of the sections that keys reads: the http section in its mapping
 // form, and the log section of the eosink command's other config files (LogSection).
 var sectionKeys = map[string][]string{
 	"log":         {"format", "level"},
-	"http":        {"listen", "tls", "auth", "limits"},
+	"http":        {"listen", "tls", "auth", "limits", "console"},
 	"http.limits": {"read_header_timeout", "read_timeout", "write_timeout", "idle_timeout", "max_concurrent_requests", "max_header_bytes"},
 	"http.tls":    {"cert_file", "key_file"},
 	"http.auth":   {"username", "password", "bearer_token"},
@@ -94,6 +99,7 @@ func (l *loader) http(n *yaml.Node) (string, HTTPOptions) {
 	}
 	o.MaxConcurrentRequests = l.count("http.limits.max_concurrent_requests", lim["max_concurrent_requests"])
 	o.MaxHeaderBytes = l.size("http.limits.max_header_bytes", lim["max_header_bytes"])
+	o.Console = l.boolean("http.console", keys["console"])
 	return listen, o
 }
 

@@ -55,7 +55,7 @@ func TestHTTPSection(t *testing.T) {
 		"http: {listen: ':1', auth: {username: u}}\n":                                             "http.auth.password: required",
 		"http: {listen: ':1', auth: {password: '${file:pw}'}}\n":                                  "http.auth.password: a password needs a username",
 		"http: {listen: ':1', auth: {username: u, password: p, bearer_token: '${file:token}'}}\n": "not both",
-		"http: {listn: ':1'}\n":                                                                   "http.listn: unknown key (http has listen, tls, auth, limits); did you mean listen?",
+		"http: {listn: ':1'}\n":                                                                   "http.listn: unknown key (http has listen, tls, auth, limits, console); did you mean listen?",
 		"http: {listen: ':1', tls: [a]}\n":                                                        "http.tls: must be a mapping",
 		"http: {listen: ':1', auth: {token: x}}\n":                                                "http.auth.token: unknown key",
 	} {

@@ -54,6 +54,13 @@ func (p *Pipeline) Summary(w io.Writer) error {
 		case o.Username != "":
 			http += ", basic auth on /metrics"
 		}
+		if o.Console {
+			mode := "read-only"
+			if p.Console.Mutations {
+				mode = "mutations enabled"
+			}
+			http += ", the console at / (" + mode + ")"
+		}
 	}
 	lines := [][2]string{
 		{"pipeline", c.Pipeline},

@@ -271,7 +271,7 @@ func TestConsoleInTheBrowser(t *testing.T) {
 	if a := text(`#dl-audit`); !strings.Contains(a, "replay") || !strings.Contains(a, alice) {
 		t.Fatalf("the replayed dead letter's audit shows %q", a)
 	}
-	do("back to payments", chromedp.Navigate(srv.URL+"/#/p/payments"), chromedp.WaitVisible(chromedp.CSS(`#dead-letters`)))
+	do("back to payments", chromedp.Navigate(srv.URL+"/#/p/payments"), chromedp.WaitVisible(chromedp.CSS(`h1[data-pipeline-page="payments"]`)))
 	if n, err := chromedp.Run(within(), chromedp.Evaluate[int](`document.querySelectorAll("#dead-letters tbody tr").length`)); err != nil || n != 2 {
 		t.Fatalf("payments lists %d dead letters after the replay (%v), want 2", n, err)
 	}
@@ -303,8 +303,21 @@ func TestConsoleInTheBrowser(t *testing.T) {
 		t.Fatalf("%d dialogs opened (last: %v)", n, dialogText.Load())
 	}
 
+	// A selection: the two hostile ones discarded at once, with a confirmation.
+	do("discard the selection", chromedp.Navigate(srv.URL+"/#/p/payments"), chromedp.WaitVisible(chromedp.CSS(`h1[data-pipeline-page="payments"]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid="select-all"]`)), chromedp.Click(chromedp.CSS(`.actions button:nth-of-type(2)`)),
+		chromedp.WaitVisible(chromedp.CSS(`.actions [data-testid="confirm-yes"]`)), chromedp.Click(chromedp.CSS(`.actions [data-testid="confirm-yes"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`tr[data-dead-letter]`)))
+	if n, err := cl.CountDeadLetters(ctx); err != nil || n["payments"] != 0 {
+		t.Fatalf("open dead letters of payments after discarding the selection: %v (%v), want 0", n, err)
+	}
+	var discarded int
+	if err := db.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{schema, "dead_letters_audit"}.Sanitize()+" WHERE action = 'discard' AND operator = $1", alice).Scan(&discarded); err != nil || discarded != 2 {
+		t.Fatalf("discards audited as %s: %d (%v), want 2", alice, discarded, err)
+	}
+
 	// A move with a reason: dry run, apply, the audit entry.
-	do("open ledger's move form", chromedp.Navigate(srv.URL+"/#/p/ledger"), chromedp.WaitVisible(chromedp.CSS(`#offsets-form`)),
+	do("open ledger's move form", chromedp.Navigate(srv.URL+"/#/p/ledger"), chromedp.WaitVisible(chromedp.CSS(`h1[data-pipeline-page="ledger"]`)),
 		chromedp.SendKeys(chromedp.CSS(`#offsets-form input[name="partition"]`), "0"),
 		chromedp.SendKeys(chromedp.CSS(`#offsets-form input[name="to"]`), "2"),
 		chromedp.SendKeys(chromedp.CSS(`#offsets-form input[name="reason"]`), "skip the poison record (browser test)"),

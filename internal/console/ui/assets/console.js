@@ -218,8 +218,17 @@ function deadLetterRows(page, pipeline, reload) {
   };
   actions.append(el("button", { type: "button", onclick: act("Replay") }, "Replay selected"), " ",
     el("button", { type: "button", onclick: act("Discard") }, "Discard selected"));
+  // Select all: the listed page of dead letters (a range: filter by topic and partition in the
+  // API, or page on) in one action.
+  const all = el("input", { type: "checkbox", "aria-label": "select all listed", "data-testid": "select-all", onchange: e => {
+    for (const box of rows.map(r => r.querySelector("input"))) {
+      box.checked = e.target.checked;
+      const id = Number(box.closest("tr").dataset.deadLetter);
+      if (e.target.checked) selected.add(id); else selected.delete(id);
+    }
+  } });
   return [el("table", { id: "dead-letters" },
-    el("thead", {}, el("tr", {}, ["", "id", "record", "error", "failures", "last failed"].map(h => el("th", {}, h)))),
+    el("thead", {}, el("tr", {}, el("th", {}, all), ["id", "record", "error", "failures", "last failed"].map(h => el("th", {}, h)))),
     el("tbody", {}, rows)), page.dead_letters.length ? actions : el("p", { class: "muted" }, "No dead letters.")];
 }
 
@@ -271,7 +280,7 @@ async function pipelinePage(name) {
   const s = d.summary;
   const card = (k, v, cls) => el("div", { class: "card" }, el("div", { class: "v " + (cls || "") }, v), el("div", { class: "k" }, k));
   const stopped = (s.stopped || []).length;
-  main(el("h1", {}, "Pipeline ", name),
+  main(el("h1", { "data-pipeline-page": name }, "Pipeline ", name),
     el("div", { class: "cards" }, card("partitions", s.partitions), card("stopped", stopped, stopped ? "bad" : ""),
       card("unowned", s.partitions_unowned, s.partitions_unowned ? "warn" : ""), card("lag (records)", s.lag), card("lag (age)", secs(s.lag_seconds)),
       card("open dead letters", s.dead_letters, s.dead_letters ? "bad" : ""), card("max epoch", s.max_epoch)),

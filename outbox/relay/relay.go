@@ -285,7 +285,7 @@ func (r *Relay) session(ctx context.Context, shard int, epoch int64) error {
 	if err := r.retry(ctx, log, "read position", func() error {
 		c, cancel := context.WithTimeout(kctx, 2*r.c.TransactionTimeout)
 		defer cancel()
-		pos, genName, found, err = readPosition(c, r.c.Kafka, r.c.PositionTopic, tid)
+		pos, genName, found, err = readPosition(c, log, r.c.Kafka, r.c.PositionTopic, tid)
 		return err
 	}); err != nil {
 		return err

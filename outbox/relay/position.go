@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"strconv"
 	"time"
@@ -91,17 +92,22 @@ func clientConfig(kcfg kafka.ConfigMap) *kafka.ConfigMap {
 // transactional.id and ends its open transaction, so no older transaction of ours can
 // commit after the read. found is false when the topic holds none.
 //
-// The end is the high watermark read after that, not the partition's EOF: under
-// read_committed EOF comes at the last stable offset, which another relay's open
-// transaction holds back, and a committed position of ours may lie past it.
-func readPosition(ctx context.Context, kcfg kafka.ConfigMap, topic, key string) (pos position, gen string, found bool, err error) {
+// The end is the high watermark read after that (highWatermarks), not the last stable
+// offset: every shard of every relay writes its positions into this one partition, so
+// another shard's open transaction holds the last stable offset back, and a committed
+// position of ours may lie past it. Reading only to the last stable offset would return an
+// older position of ours and publish its events again. So the read waits, with
+// read_committed, until every transaction with a record below the high watermark has
+// ended (at most the transaction timeout of its producer); log gets one INFO line when it
+// does.
+func readPosition(ctx context.Context, log *slog.Logger, kcfg kafka.ConfigMap, topic, key string) (pos position, gen string, found bool, err error) {
 	cc := clientConfig(kcfg)
 	for k, v := range map[string]kafka.ConfigValue{"group.id": "eosink-relay-position-reader", "enable.auto.commit": false,
 		"isolation.level": "read_committed", "enable.partition.eof": true, "auto.offset.reset": "earliest"} {
 		(*cc)[k] = v
 	}
-	for _, k := range []string{"linger.ms", "acks", "compression.type", "transaction.timeout.ms", "batch.size", "message.timeout.ms"} {
-		delete(*cc, k) // producer properties: librdkafka would warn
+	for _, k := range producerOnly {
+		delete(*cc, k)
 	}
 	c, err := kafka.NewConsumer(cc)
 	if err != nil {
@@ -116,14 +122,14 @@ func readPosition(ctx context.Context, kcfg kafka.ConfigMap, topic, key string) 
 	if !ok || tm.Error.Code() != kafka.ErrNoError {
 		return pos, "", false, fmt.Errorf("relay: position topic %s: %v", topic, tm.Error)
 	}
+	highs, err := highWatermarks(kcfg, topic, tm.Partitions)
+	if err != nil {
+		return pos, "", false, fmt.Errorf("relay: position topic %w", err)
+	}
 	ends := map[int32]int64{}
 	var tps []kafka.TopicPartition
 	for _, p := range tm.Partitions {
-		_, high, err := c.QueryWatermarkOffsets(topic, p.ID, 10000)
-		if err != nil {
-			return pos, "", false, fmt.Errorf("relay: position topic %s[%d] watermarks: %w", topic, p.ID, err)
-		}
-		if high > 0 {
+		if high := highs[p.ID]; high > 0 {
 			ends[p.ID] = high
 			tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: p.ID, Offset: kafka.OffsetBeginning})
 		}
@@ -134,6 +140,7 @@ func readPosition(ctx context.Context, kcfg kafka.ConfigMap, topic, key string) 
 	if err := c.Assign(tps); err != nil {
 		return pos, "", false, fmt.Errorf("relay: position topic %s: assign: %w", topic, err)
 	}
+	waiting := false
 	for len(ends) > 0 {
 		if err := ctx.Err(); err != nil {
 			return pos, "", false, fmt.Errorf("relay: reading position topic %s (a transaction still open on it holds read_committed back): %w", topic, err)
@@ -151,8 +158,14 @@ func readPosition(ctx context.Context, kcfg kafka.ConfigMap, topic, key string) 
 				delete(ends, p)
 			}
 		case kafka.PartitionEOF:
-			if end, ok := ends[e.Partition]; ok && int64(e.Offset) >= end {
+			end, ok := ends[e.Partition]
+			switch {
+			case ok && int64(e.Offset) >= end:
 				delete(ends, e.Partition)
+			case ok && !waiting:
+				waiting = true
+				log.Info("reading the position waits for a transaction still open on the position topic: committed positions may lie past it",
+					"position_topic", topic, "partition", e.Partition, "last_stable_offset", int64(e.Offset), "high_watermark", end)
 			}
 		case kafka.Error:
 			if e.IsFatal() {
@@ -162,6 +175,43 @@ func readPosition(ctx context.Context, kcfg kafka.ConfigMap, topic, key string) 
 	}
 	return pos, gen, found, nil
 }
+
+// highWatermarks returns the high watermark of each of topic's partitions: the offset after
+// the last record written, whether its transaction committed, aborted or is still open.
+//
+// It asks through a client of its own with isolation.level=read_uncommitted: librdkafka's
+// QueryWatermarkOffsets sends the client's isolation level in its ListOffsets request, and
+// for a read_committed client the broker answers with the last stable offset instead (the
+// first offset of the oldest open transaction). A reader that stops there misses the
+// records committed after an open transaction began.
+func highWatermarks(kcfg kafka.ConfigMap, topic string, partitions []kafka.PartitionMetadata) (map[int32]int64, error) {
+	cc := clientConfig(kcfg)
+	for k, v := range map[string]kafka.ConfigValue{"group.id": "eosink-relay-watermarks", "enable.auto.commit": false,
+		"isolation.level": "read_uncommitted"} {
+		(*cc)[k] = v
+	}
+	for _, k := range producerOnly {
+		delete(*cc, k)
+	}
+	c, err := kafka.NewConsumer(cc)
+	if err != nil {
+		return nil, fmt.Errorf("%s: watermark reader: %w", topic, err)
+	}
+	defer c.Close()
+	highs := make(map[int32]int64, len(partitions))
+	for _, p := range partitions {
+		_, high, err := c.QueryWatermarkOffsets(topic, p.ID, 10000)
+		if err != nil {
+			return nil, fmt.Errorf("%s[%d] watermarks: %w", topic, p.ID, err)
+		}
+		highs[p.ID] = high
+	}
+	return highs, nil
+}
+
+// producerOnly are the producer properties deleted from the relay's Kafka settings before
+// they configure a consumer (librdkafka would warn about them).
+var producerOnly = []string{"linger.ms", "acks", "compression.type", "transaction.timeout.ms", "batch.size", "message.timeout.ms"}
 
 // isFenced reports whether err says a newer producer took our transactional.id.
 func isFenced(err error) bool {

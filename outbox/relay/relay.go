@@ -16,7 +16,10 @@
 // Each shard has a transactional producer whose transactional.id is Config.Name + "-" +
 // shard. On start it initialises its transactions, which fences any older relay with the
 // same id and ends its open transaction, then reads its position from the compacted
-// position topic with read_committed: never from the database. Each Kafka transaction holds
+// position topic with read_committed, up to the high watermark (every shard writes its
+// positions into that topic's one partition, so another shard's open transaction may lie
+// below a committed position of ours; the read waits for it to end), never from the
+// database. Each Kafka transaction holds
 // up to BatchSize events and the new position; a crash before the commit aborts both, a
 // crash after it leaves both. A transaction that fails (a broker restart, a timeout) ends the
 // producer's session: a new producer initialises again and reads the position again, so a
@@ -285,7 +288,7 @@ func (r *Relay) session(ctx context.Context, shard int, epoch int64) error {
 	if err := r.retry(ctx, log, "read position", func() error {
 		c, cancel := context.WithTimeout(kctx, 2*r.c.TransactionTimeout)
 		defer cancel()
-		pos, genName, found, err = readPosition(c, r.c.Kafka, r.c.PositionTopic, tid)
+		pos, genName, found, err = readPosition(c, log, r.c.Kafka, r.c.PositionTopic, tid)
 		return err
 	}); err != nil {
 		return err

@@ -122,14 +122,21 @@ func (b *bed) start(c relay.Config) (stop func() error, done <-chan error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan error, 1)
-	go func() { ch <- r.Run(ctx) }()
+	finished := make(chan struct{}) // closed when Run returned: stop does not take Run's error from ch
+	var runErr error
+	go func() {
+		runErr = r.Run(ctx)
+		ch <- runErr
+		close(finished)
+	}()
 	var once sync.Once
 	var res error
 	stop = func() error {
 		once.Do(func() {
 			cancel()
 			select {
-			case res = <-ch:
+			case <-finished:
+				res = runErr
 			case <-time.After(60 * time.Second):
 				res = errors.New("relay did not stop within 60s")
 			}

@@ -109,7 +109,7 @@ func (r *Relay) resyncShard(ctx context.Context, shard int) (ResyncReport, error
 	if err := r.checkClaim(ctx, shard, epoch); err != nil {
 		return rep, err
 	}
-	pos, genName, found, err := readPosition(kctx, r.c.Kafka, r.c.PositionTopic, tid)
+	pos, genName, found, err := readPosition(kctx, r.c.Logger.With("shard", shard), r.c.Kafka, r.c.PositionTopic, tid)
 	if err != nil {
 		return rep, err
 	}
@@ -260,8 +260,9 @@ type kafkaEvent struct {
 }
 
 // eventIDsSince reads topics with read_committed from the offsets of since (the start when
-// zero) to their high watermarks as they are now, and returns the event ids of the records
-// that carry one.
+// zero) to their high watermarks as they are now (highWatermarks: not the last stable
+// offset, past which an open transaction of another producer hides committed events), and
+// returns the event ids of the records that carry one.
 func eventIDsSince(ctx context.Context, kcfg kafka.ConfigMap, topics []string, since time.Time) (map[string]kafkaEvent, error) {
 	ids := map[string]kafkaEvent{}
 	if len(topics) == 0 {
@@ -272,7 +273,7 @@ func eventIDsSince(ctx context.Context, kcfg kafka.ConfigMap, topics []string, s
 		"isolation.level": "read_committed", "enable.partition.eof": true, "auto.offset.reset": "earliest"} {
 		(*cc)[k] = v
 	}
-	for _, k := range []string{"linger.ms", "acks", "compression.type", "transaction.timeout.ms", "batch.size", "message.timeout.ms"} {
+	for _, k := range producerOnly {
 		delete(*cc, k)
 	}
 	c, err := kafka.NewConsumer(cc)
@@ -287,12 +288,12 @@ func eventIDsSince(ctx context.Context, kcfg kafka.ConfigMap, topics []string, s
 		if err != nil {
 			return nil, fmt.Errorf("topic %s metadata: %w", topic, err)
 		}
+		highs, err := highWatermarks(kcfg, topic, md.Topics[topic].Partitions)
+		if err != nil {
+			return nil, fmt.Errorf("topic %w", err)
+		}
 		for _, p := range md.Topics[topic].Partitions {
-			_, high, err := c.QueryWatermarkOffsets(topic, p.ID, 10000)
-			if err != nil {
-				return nil, fmt.Errorf("topic %s[%d] watermarks: %w", topic, p.ID, err)
-			}
-			if high > 0 {
+			if high := highs[p.ID]; high > 0 {
 				ends[partitionKey(topic, p.ID)] = high
 				want = append(want, kafka.TopicPartition{Topic: &topic, Partition: p.ID, Offset: kafka.Offset(since.UnixMilli())})
 			}

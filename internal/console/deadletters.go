@@ -112,9 +112,9 @@ func (h *handler) deadLetter(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// open refuses a mutation of a resolved dead letter (409): it was applied, replayed or
+// mustBeOpen refuses a mutation of a resolved dead letter (409): it was applied, replayed or
 // discarded already.
-func open(d admin.DeadLetter) error {
+func mustBeOpen(d admin.DeadLetter) error {
 	if d.State != admin.StateOpen {
 		return &apiError{status: http.StatusConflict, field: "id", msg: fmt.Sprintf("dead letter %d is resolved already (%s by %s)", d.ID, d.State, quote(d.ResolvedBy))}
 	}
@@ -143,7 +143,7 @@ func (h *handler) replay(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := open(d); err != nil {
+	if err := mustBeOpen(d); err != nil {
 		return err
 	}
 	if h.cfg.Plugin == nil || d.Pipeline != h.cfg.Pipeline {
@@ -178,7 +178,7 @@ func (h *handler) discard(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := open(d); err != nil {
+	if err := mustBeOpen(d); err != nil {
 		return err
 	}
 	op := operatorOf(r.Context())

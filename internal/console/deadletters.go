@@ -121,6 +121,23 @@ func mustBeOpen(d admin.DeadLetter) error {
 	return nil
 }
 
+// openDeadLetter reads a mutation's request (no query, an optional ActionRequest) and its
+// dead letter, which must be open.
+func (h *handler) openDeadLetter(w http.ResponseWriter, r *http.Request) (admin.DeadLetter, ActionRequest, error) {
+	var req ActionRequest
+	if err := query(r.URL.Query()); err != nil {
+		return admin.DeadLetter{}, req, err
+	}
+	if err := decodeBody(w, r, &req, true); err != nil {
+		return admin.DeadLetter{}, req, err
+	}
+	d, err := h.find(r)
+	if err != nil {
+		return d, req, err
+	}
+	return d, req, mustBeOpen(d)
+}
+
 // ActionRequest is the optional body of a replay or a discard: the reason that goes to the
 // dead letters' audit with the token's operator.
 type ActionRequest struct {
@@ -132,18 +149,8 @@ type ActionRequest struct {
 // operator) in the write's transaction; an edited value is the one applied. 409 for a dead
 // letter of another pipeline, or without a plugin.
 func (h *handler) replay(w http.ResponseWriter, r *http.Request) error {
-	if err := query(r.URL.Query()); err != nil {
-		return err
-	}
-	var req ActionRequest
-	if err := decodeBody(w, r, &req, true); err != nil {
-		return err
-	}
-	d, err := h.find(r)
+	d, req, err := h.openDeadLetter(w, r)
 	if err != nil {
-		return err
-	}
-	if err := mustBeOpen(d); err != nil {
 		return err
 	}
 	if h.cfg.Plugin == nil || d.Pipeline != h.cfg.Pipeline {
@@ -167,18 +174,8 @@ func (h *handler) replay(w http.ResponseWriter, r *http.Request) error {
 // discard: POST /api/v1/dead-letters/{id}/discard: resolved as discarded (the row stays),
 // audited with the operator.
 func (h *handler) discard(w http.ResponseWriter, r *http.Request) error {
-	if err := query(r.URL.Query()); err != nil {
-		return err
-	}
-	var req ActionRequest
-	if err := decodeBody(w, r, &req, true); err != nil {
-		return err
-	}
-	d, err := h.find(r)
+	d, req, err := h.openDeadLetter(w, r)
 	if err != nil {
-		return err
-	}
-	if err := mustBeOpen(d); err != nil {
 		return err
 	}
 	op := operatorOf(r.Context())

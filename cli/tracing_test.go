@@ -3,8 +3,10 @@ package cli
 import (
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -265,5 +267,27 @@ func TestRunTracing(t *testing.T) {
 	}
 	if !strings.Contains(logs, `"level":"WARN","msg":"tracing: `) || strings.Contains(logs, token) {
 		t.Fatalf("with an unreachable receiver, the logs:\n%s\nwant a tracing warning and no header value", logs)
+	}
+}
+
+// TestExportErrorsRateLimited: the first export error is logged, the next within a minute
+// are counted, and the line after the minute says how many were left out; header values are
+// redacted from the error's text.
+func TestExportErrorsRateLimited(t *testing.T) {
+	var logs syncBuffer
+	h := &exportErrors{log: slog.New(slog.NewJSONHandler(&logs, nil)), endpoint: "http://x:4318/v1/traces",
+		redact: func(s string) string { return strings.ReplaceAll(s, "s3cret-key", "xxxxx") }}
+	for range 3 {
+		h.Handle(errors.New("refused, header s3cret-key"))
+	}
+	if n := strings.Count(logs.String(), "\n"); n != 1 || strings.Contains(logs.String(), "s3cret-key") || !strings.Contains(logs.String(), `"errors_not_logged":0`) {
+		t.Fatalf("after 3 errors within a minute, %d lines:\n%s\nwant 1, redacted", n, logs.String())
+	}
+	h.mu.Lock()
+	h.last = h.last.Add(-exportErrorInterval)
+	h.mu.Unlock()
+	h.Handle(errors.New("refused"))
+	if n := strings.Count(logs.String(), "\n"); n != 2 || !strings.Contains(logs.String(), `"errors_not_logged":2`) {
+		t.Fatalf("after the minute, %d lines:\n%s\nwant 2, the second with errors_not_logged 2", n, logs.String())
 	}
 }

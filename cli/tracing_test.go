@@ -3,12 +3,15 @@ package cli
 import (
 	"compress/gzip"
 	"context"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -253,6 +256,20 @@ func TestRunTracing(t *testing.T) {
 	runTraced(t, e, 20, "tracing: {endpoint: '"+none.srv.URL+"', sampling: 0}\n")
 	if requests, _, spans, _ := none.snapshot(); len(spans) > 0 {
 		t.Fatalf("sampling 0: %d spans in %d requests", len(spans), requests)
+	}
+
+	// An https receiver, trusted through tls.ca_file.
+	secure := newOTLPReceiver(t, "X-Eosink-Test")
+	secure.srv.Close()
+	secure.srv = httptest.NewTLSServer(http.HandlerFunc(secure.serve))
+	t.Cleanup(secure.srv.Close)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: secure.srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pipe, _, _, _ = runTraced(t, e, 20, "tracing: {endpoint: '"+secure.srv.URL+"', tls: {ca_file: '"+ca+"'}}\n")
+	if _, _, spans, bad := secure.snapshot(); len(spans) == 0 || len(bad) > 0 || spans[0].resource["eosink.pipeline"] != pipe {
+		t.Fatalf("https with tls.ca_file: %d spans, bad requests %v", len(spans), bad)
 	}
 
 	// A receiver that refuses connections: every record is applied all the same, and the exit

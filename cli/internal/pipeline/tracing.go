@@ -221,11 +221,16 @@ func headerName(s string) bool {
 }
 
 // tracingText is the summary's tracing line: where spans go, never the header values.
-func tracingText(o *TracingOptions) string {
+func (p *Pipeline) tracingText() string {
+	o := p.Tracing
 	if o == nil {
 		return "off"
 	}
-	s := fmt.Sprintf("OTLP/HTTP to %s, sampling %g, service %s, timeout %s", o.Endpoint, o.Sampling, o.ServiceName, o.Timeout)
+	endpoint := o.Endpoint
+	if _, ok := p.unresolved["tracing.endpoint"]; ok {
+		endpoint = p.unsetText("tracing.endpoint")
+	}
+	s := fmt.Sprintf("OTLP/HTTP to %s, sampling %g, service %s, timeout %s", endpoint, o.Sampling, o.ServiceName, o.Timeout)
 	if o.EndpointFrom != "" && o.EndpointFrom != "tracing.endpoint" {
 		s += " (endpoint from " + o.EndpointFrom + ")"
 	}

@@ -69,6 +69,18 @@ func TestTracingSection(t *testing.T) {
 		}
 	}
 
+	// -validate without the environment: an unset endpoint is shown as such.
+	p, err = Parse(filepath.Join(dir, "pipeline.yaml"), []byte(minimal+"tracing: {endpoint: '${OTLP_URL}'}\n"), Options{
+		LogOutput: &sum, LookupEnv: func(string) (string, bool) { return "", false }, AllowUnset: true})
+	if err != nil || len(p.Warnings) != 1 {
+		t.Fatalf("unset endpoint with AllowUnset: %v, warnings %v", err, p.Warnings)
+	}
+	sum.Reset()
+	_ = p.Summary(&sum)
+	if !strings.Contains(sum.String(), "tracing:   OTLP/HTTP to ${OTLP_URL} (unset), sampling 1") {
+		t.Fatalf("summary with an unset endpoint:\n%s", sum.String())
+	}
+
 	// Without an endpoint: the standard variables, the traces one first.
 	for _, c := range []struct {
 		env        map[string]string

@@ -80,13 +80,25 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		progress = p.Progress
 	}
 
+	log := p.Logger
+	if p.Tracing != nil {
+		tp, shutdown, err := newTracerProvider(p.Tracing, p.Config.Pipeline, log, p.Redact)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.File, err)
+		}
+		// Deferred first, so it runs last: after the drain and the HTTP server, it flushes
+		// the spans of the last batches.
+		defer shutdown()
+		p.Config.TracerProvider = tp
+		log.Info("tracing: exporting spans over OTLP/HTTP", "endpoint", p.Tracing.Endpoint, "sampling", p.Tracing.Sampling,
+			"service_name", p.Tracing.ServiceName)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s, err := p.NewSink(reg)
 	if err != nil {
 		return err
 	}
-	log := p.Logger
 	if p.HTTP != "" {
 		ln, err := net.Listen("tcp", p.HTTP)
 		if err != nil {

@@ -129,6 +129,7 @@ func (l *loader) load(data []byte, logOut io.Writer) *Pipeline {
 	p := &Pipeline{File: l.file}
 	p.HTTP, p.HTTPOptions = l.http(&raw.HTTP)
 	p.Console = l.console(&raw.Console)
+	p.Tracing = l.tracing(&raw.Tracing)
 
 	// log
 	p.Logger = l.logSection(&raw.Log.Format, &raw.Log.Level, logOut)

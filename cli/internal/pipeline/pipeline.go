@@ -54,6 +54,9 @@ type Pipeline struct {
 	HTTPOptions HTTPOptions
 	// Console is the console section, for `eosink console`; its defaults when absent.
 	Console ConsoleOptions
+	// Tracing is the tracing section, for eosink run's OTLP export of the sink's spans; nil
+	// for none.
+	Tracing *TracingOptions
 	// SchemaRegistry is the schema_registry section, handed to the plugin; nil for none.
 	SchemaRegistry *plugin.SchemaRegistry
 	// Logger writes to Options.LogOutput in the file's log format and level.

@@ -302,7 +302,7 @@ func TestUnknownKeys(t *testing.T) {
 	got := parseErr(t, text, nil)
 	for _, want := range []string{
 		"pipeline.yaml: kafka.grop: unknown key (kafka has brokers, group, topics, initial_position, commit_to_kafka, commit_interval, properties); did you mean group? (line 3)",
-		"pipeline.yaml: databse: unknown key (the top level has pipeline, instance_id, kafka, database, batch, timeouts, retry, on_poison, dead_letter, sink, schema_registry, http, console, log, unhealthy_on_stopped_partition, redact_error_values); did you mean database? (line 13)",
+		"pipeline.yaml: databse: unknown key (the top level has pipeline, instance_id, kafka, database, batch, timeouts, retry, on_poison, dead_letter, sink, schema_registry, http, console, tracing, log, unhealthy_on_stopped_partition, redact_error_values); did you mean database? (line 13)",
 		"pipeline.yaml: batch.max_record: unknown key (batch has max_records, max_bytes, max_wait, max_buffered_bytes, max_total_buffered_bytes); did you mean max_records? (line 14)",
 		"pipeline.yaml: log.colour: unknown key (log has format, level, progress) (line 15)",
 	} {

@@ -35,6 +35,7 @@ type rawFile struct {
 	Registry   rawRegistry   `yaml:"schema_registry"`
 	HTTP       yaml.Node     `yaml:"http"`
 	Console    yaml.Node     `yaml:"console"` // eosink console's settings (console.go)
+	Tracing    yaml.Node     `yaml:"tracing"` // eosink run's OTLP export of spans (tracing.go)
 	Log        rawLog        `yaml:"log" config:"Logger"`
 	// unhealthy_on_stopped_partition: /healthz fails while a partition is stopped.
 	UnhealthyOnStopped yaml.Node `yaml:"unhealthy_on_stopped_partition" config:"UnhealthyOnStoppedPartition,bool"`

@@ -77,6 +77,7 @@ func (p *Pipeline) Summary(w io.Writer) error {
 		{"batch", fmt.Sprintf("max %d records, %s, wait %s; %s buffered per partition, %s in all",
 			c.MaxBatchRecords, sizeText(c.MaxBatchBytes), c.MaxBatchWait, sizeText(c.MaxBufferedBytes), sizeText(c.MaxTotalBufferedBytes))},
 		{"http", http},
+		{"tracing", p.tracingText()},
 		{"progress", progressText(p.Progress)},
 	}...)
 	if r := p.SchemaRegistry; r != nil {

@@ -115,17 +115,26 @@ func (r *Relay) Stats() Stats { return r.m.stats() }
 // shard's position).
 func (r *Relay) Run(ctx context.Context) error {
 	log := r.c.Logger
+	// A cancellation while starting (a SIGTERM before the shards run) is a stop, as it is
+	// later: nothing was published yet.
+	started := func(err error) error {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			log.Info("relay stopped while starting")
+			return nil
+		}
+		return err
+	}
 	pool, err := r.connect(ctx)
 	if err != nil {
-		return err
+		return started(err)
 	}
 	defer pool.Close()
 	r.pool = pool
 	if err := r.checkTable(ctx); err != nil {
-		return err
+		return started(err)
 	}
 	if err := ensurePositionTopic(ctx, r.c.Kafka, r.c.PositionTopic); err != nil {
-		return err
+		return started(err)
 	}
 	log.Info("relay starting", "relay", r.c.Name, "schema", r.c.Schema, "shards", r.c.Shards, "own", r.c.Own,
 		"position_topic", r.c.PositionTopic, "instance", r.c.InstanceID)

@@ -568,3 +568,28 @@ func TestRelayRefusesPositionsItCannotTrust(t *testing.T) {
 		t.Fatalf("published %d events", len(counts))
 	}
 }
+
+// TestRelayStoppedWhileStarting: a cancellation before the shards run (a SIGTERM while the
+// relay checks its table) is a clean stop, nil, as one later is; an unreachable database is
+// still an error.
+func TestRelayStoppedWhileStarting(t *testing.T) {
+	b := newBed(t, 1)
+	r, err := relay.New(b.config(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := r.Run(ctx); err != nil {
+		t.Fatalf("Run with its context cancelled before it started: %v, want nil", err)
+	}
+	c := b.config(1)
+	c.DatabaseURL = "postgres://u@127.0.0.1:1/x?connect_timeout=2"
+	r, err = relay.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Run(context.Background()); err == nil {
+		t.Fatal("Run with an unreachable database: nil, want an error")
+	}
+}

@@ -127,6 +127,7 @@ func (w *worker) commit(batch []Record, t *tries) (err error) {
 	failpoint.Eval(failpoint.AfterCommit)
 	w.next.Store(end)
 	w.committedTo(end)
+	notifyCommitted(cfg.plugin, Offset{Topic: w.topic, Partition: w.partition, Next: end})
 	w.deadLetters.add(outcomes)
 	bytes := 0
 	for i := range batch {

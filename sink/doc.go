@@ -138,7 +138,9 @@
 //
 // With Config.Registerer the sink registers Prometheus metrics named eosink_* (records,
 // batches, commit latency, retries by cause, fenced and unknown commits, claims, rebalance
-// events, per-partition lag and buffered bytes). Ready and Healthy back readiness and
+// events, per-partition lag and buffered bytes), and a plugin that is Instrumented adds
+// its own (the cdc plugin's source lag); a CommitObserver plugin learns of each COMMIT of
+// its writes. Ready and Healthy back readiness and
 // liveness probes; package sink/sinkhttp serves them and the metrics over HTTP.
 //
 // # Kafka settings

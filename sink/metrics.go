@@ -87,6 +87,14 @@ func newMetrics(s *Sink, reg prometheus.Registerer) (*metrics, error) {
 			return nil, &ConfigError{Field: "Registerer", Reason: "register metrics (one Sink per pipeline per registry): " + err.Error()}
 		}
 	}
+	if in, ok := s.plugin.(Instrumented); ok { // the plugin's own (plugin_observe.go), with the pipeline label
+		if err := prometheus.WrapRegistererWith(labels, reg).Register(in.Collector()); err != nil {
+			for _, done := range cs {
+				reg.Unregister(done)
+			}
+			return nil, &ConfigError{Field: "Registerer", Reason: "register the plugin's metrics: " + err.Error()}
+		}
+	}
 	return m, nil
 }
 

@@ -215,6 +215,13 @@ func (w *ownership) finish(ctx context.Context, o *openTx) error {
 	}
 	failpoint.Eval(failpoint.AfterCommit)
 	s.m.committed(o.records, o.bytes, time.Since(o.began).Seconds())
+	if _, ok := s.plugin.(CommitObserver); ok {
+		offsets := make([]Offset, 0, len(o.moved))
+		for k, next := range o.moved {
+			offsets = append(offsets, Offset{Topic: k.topic, Partition: k.partition, Next: next})
+		}
+		notifyCommitted(s.plugin, offsets...)
+	}
 	return nil
 }
 

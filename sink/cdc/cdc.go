@@ -64,6 +64,7 @@ type CDC struct {
 	targets map[string]*target // by quoted name
 
 	stages stage.Sessions // each session's staging tables (stage.go)
+	lag    *sourceLag     // the source lag gauges (sourcelag.go)
 
 	tombstones, truncates atomic.Int64
 }
@@ -95,7 +96,7 @@ func New(c Config) (*CDC, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &CDC{c: c, rs: rs, cf: cf, log: slog.Default(), targets: map[string]*target{},
+	p := &CDC{c: c, rs: rs, cf: cf, log: slog.Default(), targets: map[string]*target{}, lag: newSourceLag(),
 		positions:  pgx.Identifier{c.PositionsSchema, "cdc_positions"}.Sanitize(),
 		marks:      pgx.Identifier{c.PositionsSchema, "cdc_source_marks"}.Sanitize(),
 		watermarks: pgx.Identifier{c.PositionsSchema, "cdc_tx_watermarks"}.Sanitize()}
@@ -290,11 +291,15 @@ func (p *CDC) resolve(ctx context.Context, tx pgx.Tx, id pgx.Identifier, r route
 	return t, nil
 }
 
-// Open does nothing: the plugin keeps no per-partition state.
+// Open does nothing: the plugin's per-partition state (the source lag, sourcelag.go)
+// begins at the partition's first commit.
 func (p *CDC) Open(context.Context, sink.Partition) error { return nil }
 
-// Close does nothing.
-func (p *CDC) Close(context.Context, sink.Partition) error { return nil }
+// Close drops the partition's source lag gauges: it has left this instance.
+func (p *CDC) Close(_ context.Context, part sink.Partition) error {
+	p.lag.forget(sink.Partition{Topic: part.Topic, Partition: part.Partition})
+	return nil
+}
 
 // Write applies the batch's change events: grouped by target table, staged with COPY and
 // merged with one statement per table. A truncate (when enabled) first applies the changes
@@ -415,7 +420,11 @@ func (p *CDC) write(ctx context.Context, tx pgx.Tx, b sink.Batch, evs []*event) 
 	if err := ws.check(ctx, tx, p); err != nil {
 		return err
 	}
-	return flush()
+	if err := flush(); err != nil {
+		return err
+	}
+	p.noteWritten(&ws) // the source lag, made the applied one at COMMIT (sourcelag.go)
+	return nil
 }
 
 // decode decodes a record's key and value. Its errors sort as mapping.RecordError says: a

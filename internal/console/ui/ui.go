@@ -7,6 +7,7 @@ import (
 	"embed"
 	"io/fs"
 	"net/http"
+	"strings"
 )
 
 //go:embed assets
@@ -39,6 +40,10 @@ func Files() http.Handler {
 	}
 	files := http.StripPrefix("/ui/", http.FileServer(http.FS(sub)))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") { // no listing of the folder
+			http.NotFound(w, r)
+			return
+		}
 		w.Header().Set("Content-Security-Policy", ContentSecurityPolicy)
 		files.ServeHTTP(w, r)
 	})

@@ -2,12 +2,14 @@ package testbed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/eosink/eosink/admin"
 	"github.com/eosink/eosink/internal/offsets"
@@ -20,6 +22,11 @@ import (
 // PostgreSQL grants a row to its waiters in order, so a sink's re-claim, which starts only
 // once the reset has committed, waits behind the returned transaction. The caller ends it.
 func ResetWithRowLocked(t testing.TB, e Env, offsetsSchema, pipeline, topic string, partition int32, target admin.Target) (pgx.Tx, admin.Change) {
+	t.Helper()
+	return resetWithRowLocked(t, e, offsetsSchema, pipeline, topic, partition, target, 1)
+}
+
+func resetWithRowLocked(t testing.TB, e Env, offsetsSchema, pipeline, topic string, partition int32, target admin.Target, tries int) (pgx.Tx, admin.Change) {
 	t.Helper()
 	ctx := context.Background()
 	ops := offsets.NewOperator(nil, offsetsSchema) // Lock runs in the transactions below only
@@ -68,6 +75,15 @@ func ResetWithRowLocked(t testing.TB, e Env, offsetsSchema, pipeline, topic stri
 		t.Fatal(err)
 	}
 	r := <-reset
+	var pe *pgconn.PgError
+	if errors.As(r.err, &pe) && pe.Code == "55P03" && tries < 3 {
+		// The reset's own lock_timeout (10 s) ran out while this set-up queued the second
+		// lock: a loaded machine. Nothing moved; set it up again.
+		<-locked
+		_ = tx1.Rollback(ctx)
+		t.Logf("reset while the row is locked: the reset's lock timed out during the set-up (%v); again", r.err)
+		return resetWithRowLocked(t, e, offsetsSchema, pipeline, topic, partition, target, tries+1)
+	}
 	if r.err != nil || len(r.changes) != 1 {
 		t.Fatalf("reset: %v %v", r.changes, r.err)
 	}

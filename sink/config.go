@@ -151,7 +151,10 @@ type Config struct {
 	// partition (key, value, headers and about 160 bytes of bookkeeping each); past it the
 	// partition is paused until half of it is free. At least MaxBatchBytes. The sum over
 	// partitions is capped by MaxTotalBufferedBytes. Defaults to 8 MiB
-	// (DefaultMaxBufferedBytes).
+	// (DefaultMaxBufferedBytes), or to twice the plugin's default MaxBatchBytes
+	// (BatchDefaulter) when MaxBatchBytes is unset and that is more (the cdc plugin's: 16
+	// MiB): room for a batch in flight and the next one, so that a partition fetches while
+	// it commits instead of pausing at every batch.
 	MaxBufferedBytes int
 	// MaxTotalBufferedBytes caps the same memory summed over every partition of the sink.
 	// At the cap the sink stops taking records from the consumer until commits bring the
@@ -249,6 +252,11 @@ func (c Config) WithDefaults() Config {
 		orDefault(&d.MaxBatchRecords, max(records, 0))
 		pluginBytes = d.MaxBatchBytes == 0 && bytes > 0
 		orDefault(&d.MaxBatchBytes, max(bytes, 0))
+	}
+	if pluginBytes && d.MaxBufferedBytes == 0 {
+		// Room for the batch in flight and the next one: a partition whose buffer is no
+		// larger than its batch pauses at every batch and fetches nothing while it commits.
+		d.MaxBufferedBytes = max(DefaultMaxBufferedBytes, 2*d.MaxBatchBytes)
 	}
 	for p, def := range map[*int]int{
 		&d.MaxBatchRecords: DefaultMaxBatchRecords, &d.MaxBatchBytes: DefaultMaxBatchBytes, &d.MaxBufferedBytes: DefaultMaxBufferedBytes,

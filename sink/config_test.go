@@ -124,25 +124,37 @@ func (p batchPlugin) BatchDefaults() (int, int) { return p.records, p.bytes }
 
 // TestConfigPluginBatchDefaults: a BatchDefaulter's values fill MaxBatchRecords and
 // MaxBatchBytes where Config leaves them unset, never where it sets them; its 0 leaves the
-// sink's default, and its bytes never pass MaxBufferedBytes.
+// sink's default, and its bytes never pass MaxBufferedBytes. An unset MaxBufferedBytes is
+// at least twice the plugin's batch bytes.
 func TestConfigPluginBatchDefaults(t *testing.T) {
 	pl := func(records, bytes int) Plugin {
 		return batchPlugin{handlerPlugin(func(context.Context, pgx.Tx, Batch) error { return nil }), records, bytes}
 	}
 	for _, c := range []struct {
-		name                  string
-		cfg                   Config
-		wantRecords, wantByte int
+		name                            string
+		cfg                             Config
+		wantRecords, wantByte, wantBuff int
 	}{
-		{"plugin's", Config{Plugin: pl(5000, 8<<20)}, 5000, 8 << 20},
-		{"set wins", Config{Plugin: pl(5000, 8<<20), MaxBatchRecords: 100, MaxBatchBytes: 1 << 20}, 100, 1 << 20},
-		{"plugin's 0", Config{Plugin: pl(0, 0)}, DefaultMaxBatchRecords, DefaultMaxBatchBytes},
-		{"within the buffer", Config{Plugin: pl(5000, 8<<20), MaxBufferedBytes: 2 << 20}, 5000, 2 << 20},
-		{"no defaulter", Config{Plugin: handlerPlugin(func(context.Context, pgx.Tx, Batch) error { return nil })}, DefaultMaxBatchRecords, DefaultMaxBatchBytes},
+		// The plugin's batch bytes get a buffer of twice them: a batch in flight and the next.
+		{"plugin's", Config{Plugin: pl(5000, 8<<20)}, 5000, 8 << 20, 16 << 20},
+		{"plugin's small", Config{Plugin: pl(5000, 1<<20)}, 5000, 1 << 20, DefaultMaxBufferedBytes},
+		{"set wins", Config{Plugin: pl(5000, 8<<20), MaxBatchRecords: 100, MaxBatchBytes: 1 << 20}, 100, 1 << 20, DefaultMaxBufferedBytes},
+		{"set bytes", Config{Plugin: pl(5000, 1<<20), MaxBatchBytes: 8 << 20}, 5000, 8 << 20, DefaultMaxBufferedBytes},
+		{"plugin's 0", Config{Plugin: pl(0, 0)}, DefaultMaxBatchRecords, DefaultMaxBatchBytes, DefaultMaxBufferedBytes},
+		{"within the buffer", Config{Plugin: pl(5000, 8<<20), MaxBufferedBytes: 2 << 20}, 5000, 2 << 20, 2 << 20},
+		{"buffer set", Config{Plugin: pl(5000, 8<<20), MaxBufferedBytes: 9 << 20}, 5000, 8 << 20, 9 << 20},
+		{"no defaulter", Config{Plugin: handlerPlugin(func(context.Context, pgx.Tx, Batch) error { return nil })}, DefaultMaxBatchRecords, DefaultMaxBatchBytes, DefaultMaxBufferedBytes},
 	} {
 		d := c.cfg.WithDefaults()
-		if d.MaxBatchRecords != c.wantRecords || d.MaxBatchBytes != c.wantByte {
-			t.Errorf("%s: MaxBatchRecords %d, MaxBatchBytes %d; want %d, %d", c.name, d.MaxBatchRecords, d.MaxBatchBytes, c.wantRecords, c.wantByte)
+		if d.MaxBatchRecords != c.wantRecords || d.MaxBatchBytes != c.wantByte || d.MaxBufferedBytes != c.wantBuff {
+			t.Errorf("%s: MaxBatchRecords %d, MaxBatchBytes %d, MaxBufferedBytes %d; want %d, %d, %d", c.name,
+				d.MaxBatchRecords, d.MaxBatchBytes, d.MaxBufferedBytes, c.wantRecords, c.wantByte, c.wantBuff)
+		}
+		v := validConfig()
+		v.Handler, v.Plugin = nil, c.cfg.Plugin
+		v.MaxBatchRecords, v.MaxBatchBytes, v.MaxBufferedBytes = c.cfg.MaxBatchRecords, c.cfg.MaxBatchBytes, c.cfg.MaxBufferedBytes
+		if err := v.Validate(); err != nil {
+			t.Errorf("%s: %v", c.name, err)
 		}
 	}
 }

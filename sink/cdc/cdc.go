@@ -154,8 +154,8 @@ func New(c Config) (*CDC, error) {
 // batch.max_records and batch.max_bytes unset: a batch's cost is mostly its merge's
 // statements, per target table, whatever their size, so larger batches than the sink's
 // 500 records and 4 MiB apply more changes per statement (docs/benchmarks.md, "Change
-// events"). The bytes stay within the sink's default per-partition buffer
-// (sink.DefaultMaxBufferedBytes), as every batch must.
+// events"). With these bytes the sink's per-partition buffer defaults to twice them, 16
+// MiB (sink.Config.MaxBufferedBytes): a batch in flight and the next one.
 const (
 	DefaultBatchRecords = 5000
 	DefaultBatchBytes   = 8 << 20

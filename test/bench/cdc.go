@@ -380,7 +380,7 @@ func (b *bench) cdc(ctx context.Context, peer bool) error {
 		// The cdc plugin's own batch defaults (cdc.DefaultBatchRecords and
 		// DefaultBatchBytes) unless BENCH_CDC_BATCH sets the records: users run the defaults.
 		args := []string{"-mode", "eos", "-topic", topic, "-format", "cdc", "-records", strconv.FormatInt(d.records, 10),
-			"-batch", strconv.Itoa(envInt("BENCH_CDC_BATCH", 0))}
+			"-batch", strconv.Itoa(envInt("BENCH_CDC_BATCH", 0)), "-pool", strconv.Itoa(envInt("BENCH_CDC_POOL", 0))}
 		if p := os.Getenv("BENCH_PROFILE_CDC"); p != "" {
 			args = append(args, "-cpuprofile", p)
 		}

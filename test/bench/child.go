@@ -269,6 +269,12 @@ func runEOS(ctx context.Context, a childArgs) (childResult, error) {
 	if mb := envInt("BENCH_TOTAL_BUFFERED_MB", 0); mb > 0 { // to measure the sink-wide cap's effect
 		cfg.MaxTotalBufferedBytes = mb << 20
 	}
+	if mb := envInt("BENCH_BUFFERED_MB", 0); mb > 0 { // the per-partition buffer (and so the batch bytes' bound)
+		cfg.MaxBufferedBytes = mb << 20
+	}
+	if mb := envInt("BENCH_BATCH_MB", 0); mb > 0 {
+		cfg.MaxBatchBytes = mb << 20
+	}
 	var commits *spanTimes
 	if a.commitSpans {
 		commits = &spanTimes{name: "eosink.commit"}

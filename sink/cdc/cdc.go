@@ -199,7 +199,7 @@ func (p *CDC) Prepare(ctx context.Context, db sink.DB) error {
 		if id.Sanitize() != r.tmpl.render("x", "x", "x", "x").Sanitize() {
 			continue // depends on the event
 		}
-		if _, err := p.target(ctx, db, id, r, nil); err != nil && !(p.c.Create && errors.Is(err, errNoTable)) {
+		if _, err := p.target(ctx, db, id, id.Sanitize(), r, nil); err != nil && !(p.c.Create && errors.Is(err, errNoTable)) {
 			return fmt.Errorf("tables.%s: %w", st, err)
 		}
 	}
@@ -207,8 +207,7 @@ func (p *CDC) Prepare(ctx context.Context, db sink.DB) error {
 }
 
 // target returns the replica table id, reading its catalog on first use (see reload).
-func (p *CDC) target(ctx context.Context, db sink.DB, id pgx.Identifier, r route, local map[string]*target) (*target, error) {
-	name := id.Sanitize()
+func (p *CDC) target(ctx context.Context, db sink.DB, id pgx.Identifier, name string, r route, local map[string]*target) (*target, error) {
 	p.mu.Lock()
 	t := p.targets[name]
 	p.mu.Unlock()
@@ -250,12 +249,12 @@ func (p *CDC) reload(ctx context.Context, db sink.DB, id pgx.Identifier, r route
 // missing table is created. For an event with an after image, a replicated field without
 // a column makes it read the catalog again (another partition, or an operator, may have
 // added it) and then, with Evolve, add the column.
-func (p *CDC) resolve(ctx context.Context, tx pgx.Tx, id pgx.Identifier, r route, ev *event, local map[string]*target) (*target, error) {
-	name := id.Sanitize()
+func (p *CDC) resolve(ctx context.Context, tx pgx.Tx, ro *routed, ev *event, local map[string]*target) (*target, error) {
+	id, name, r := ro.id, ro.name, ro.rt
 	t := local[name]
 	if t == nil {
 		var err error
-		t, err = p.target(ctx, tx, id, r, local)
+		t, err = p.target(ctx, tx, id, name, r, local)
 		if errors.Is(err, errNoTable) && p.c.Create {
 			if ev.op == "t" {
 				return nil, fmt.Errorf("cdc: truncate of %s, which does not exist: create: true creates a table from a change event with a key, not from a truncate", name)
@@ -318,6 +317,7 @@ func (p *CDC) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 func (p *CDC) write(ctx context.Context, tx pgx.Tx, b sink.Batch, evs []*event) error {
 	local := map[string]*target{} // targets with this transaction's DDL (create, evolve)
 	ws := watches{}               // the source rewind check (rewind.go), per partition
+	rs := routings{}              // where each source table's events go
 	pending := map[string]*stagedTable{}
 	var order []string
 	flush := func() error {
@@ -360,10 +360,9 @@ func (p *CDC) write(ctx context.Context, tx pgx.Tx, b sink.Batch, evs []*event) 
 				return err
 			}
 		}
-		rt := p.rs.lookup(ev.schema, ev.table)
-		id := rt.tmpl.render(ev.db, ev.schema, ev.table, r.Topic)
-		if err := p.cf.target(id, rt, ev, r.Topic); err != nil {
-			return sink.Poison(r, err) // before w.see: a refused event moves no source mark
+		ro := rs.of(p, ev, r.Topic)
+		if ro.err != nil {
+			return sink.Poison(r, ro.err) // before w.see: a refused event moves no source mark
 		}
 		ws.of(r).see(r, ev)
 		switch ev.op {
@@ -377,7 +376,7 @@ func (p *CDC) write(ctx context.Context, tx pgx.Tx, b sink.Batch, evs []*event) 
 			if err := flush(); err != nil {
 				return err
 			}
-			t, err := p.resolve(ctx, tx, id, rt, ev, local)
+			t, err := p.resolve(ctx, tx, ro, ev, local)
 			if err != nil {
 				return poisonIfRefused(r, err)
 			}
@@ -393,7 +392,7 @@ func (p *CDC) write(ctx context.Context, tx pgx.Tx, b sink.Batch, evs []*event) 
 			return sink.Poison(r, fmt.Errorf("cdc: source table %s.%s has no primary key (the change event's key is null); "+
 				"the cdc plugin applies changes by primary key: give the table one, or set Debezium's message.key.columns", ev.schema, ev.table))
 		}
-		t, err := p.resolve(ctx, tx, id, rt, ev, local)
+		t, err := p.resolve(ctx, tx, ro, ev, local)
 		if err != nil {
 			return poisonIfRefused(r, err)
 		}

@@ -124,7 +124,7 @@ func TestPosition(t *testing.T) {
 		{map[string]any{}, "c", 0, 0, true},
 		{map[string]any{"lsn": int64(1), "sequence": "x"}, "c", 0, 0, true},
 	} {
-		commit, lsn, err := position(c.src, c.op)
+		commit, lsn, err := position(c.src["lsn"], c.src["sequence"], c.op)
 		if (err != nil) != c.wantErr || commit != c.commit || lsn != c.lsn {
 			t.Errorf("position(%v, %s) = (%d, %d, %v)", c.src, c.op, commit, lsn, err)
 		}

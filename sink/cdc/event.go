@@ -43,7 +43,8 @@ type event struct {
 	db, schema, table string         // source
 	commit, lsn       int64          // the source position (see position)
 	ts                int64          // source.ts_ms, the source's commit time (0 when missing), for rewind.go
-	src               map[string]any // source, for the transaction metadata (sequence.go)
+	src               map[string]any // source as decoded into a map (nil from fastEvent): see source()
+	srcFields         sourceFields   // the fields of source that the plugin reads
 	txBlock           any            // the transaction block, nil when there is none
 	before, after     image
 	key               image // the Kafka key's struct; nil for a null key
@@ -319,8 +320,24 @@ func decodeJSONValueAll(data []byte) (*event, error) {
 }
 
 // decodeJSONKey parses a JsonConverter key struct, and returns its schema (nil without
-// schemas).
+// schemas): in one pass straight into the image when it can (a key without schemas, or
+// with the schema last seen), else through decodeJSONKeyAll.
 func decodeJSONKey(data []byte) (image, *jsonSchema, error) {
+	payload, s, ok := lastKeySchema.split(data)
+	if !ok && !mayBeEnvelope(data) {
+		payload, ok = data, true
+	}
+	if ok {
+		d := anyDecoder{data: payload}
+		if img, end, ok := d.image(d.space(0), s); ok && d.space(end) == len(payload) {
+			return img, s, nil
+		}
+	}
+	return decodeJSONKeyAll(data)
+}
+
+// decodeJSONKeyAll is decodeJSONKey through maps (parseJSON, jsonImage).
+func decodeJSONKeyAll(data []byte) (image, *jsonSchema, error) {
 	p, s, err := parseJSON(data, &lastKeySchema)
 	if err != nil {
 		return nil, nil, err
@@ -385,24 +402,105 @@ func decodeAvroValue(msg *schemaformat.Message) (*event, error) {
 
 // envelope reads op and source of a change event.
 func envelope(m map[string]any) (*event, error) {
-	op, _ := m["op"].(string)
 	src, _ := m["source"].(map[string]any)
-	if op == "" || src == nil {
+	if src == nil {
 		return nil, errNotEnvelope
 	}
-	ev := &event{op: op, src: src, txBlock: m["transaction"]}
-	ev.db, _ = src["db"].(string)
-	ev.schema, _ = src["schema"].(string)
-	ev.table, _ = src["table"].(string)
+	var f sourceFields
+	for i, name := range sourceNames {
+		if v, ok := src[name]; ok {
+			f.set(i, v)
+		}
+	}
+	ev, err := envelopeOf(m["op"], &f, m["transaction"])
+	if err != nil {
+		return nil, err
+	}
+	ev.src = src
+	return ev, nil
+}
+
+// envelopeOf reads a change event's op, source fields and transaction block.
+func envelopeOf(opv any, f *sourceFields, tx any) (*event, error) {
+	op, _ := opv.(string)
+	if op == "" {
+		return nil, errNotEnvelope
+	}
+	ev := &event{op: op, srcFields: *f, txBlock: tx}
+	ev.db, _ = f.v[srcDB].(string)
+	ev.schema, _ = f.v[srcSchema].(string)
+	ev.table, _ = f.v[srcTable].(string)
 	if ev.schema == "" || ev.table == "" {
 		return nil, errors.New("source.schema or source.table missing")
 	}
-	ev.ts, _ = asInt64(src["ts_ms"])
+	ev.ts, _ = asInt64(f.v[srcTsMs])
 	var err error
-	if ev.commit, ev.lsn, err = position(src, op); err != nil {
+	if ev.commit, ev.lsn, err = position(f.v[srcLSN], f.v[srcSequence], op); err != nil {
 		return nil, err
 	}
 	return ev, nil
+}
+
+// source returns the event's source block: as decoded, or, from fastEvent, the fields the
+// plugin reads.
+func (ev *event) source() map[string]any {
+	if ev.src == nil {
+		ev.src = ev.srcFields.asMap()
+	}
+	return ev.src
+}
+
+// The fields of a source block that the plugin reads: envelopeOf and position here,
+// txn.DecodeChange (schema, table, sequence) for transactions.
+const (
+	srcDB = iota
+	srcSchema
+	srcTable
+	srcTsMs
+	srcLSN
+	srcSequence
+	nSourceFields
+)
+
+var sourceNames = [nSourceFields]string{"db", "schema", "table", "ts_ms", "lsn", "sequence"}
+
+// sourceField is the index of the source field named k, or -1 for one the plugin does
+// not read.
+func sourceField(k string) int {
+	switch k {
+	case "db":
+		return srcDB
+	case "schema":
+		return srcSchema
+	case "table":
+		return srcTable
+	case "ts_ms":
+		return srcTsMs
+	case "lsn":
+		return srcLSN
+	case "sequence":
+		return srcSequence
+	}
+	return -1
+}
+
+// sourceFields holds the source fields the plugin reads, as decoded; has has bit i set for
+// a field present (its value may be nil, a JSON null).
+type sourceFields struct {
+	v   [nSourceFields]any
+	has uint8
+}
+
+func (f *sourceFields) set(i int, v any) { f.v[i], f.has = v, f.has|1<<i }
+
+func (f *sourceFields) asMap() map[string]any {
+	m := make(map[string]any, nSourceFields)
+	for i, name := range sourceNames {
+		if f.has&(1<<i) != 0 {
+			m[name] = f.v[i]
+		}
+	}
+	return m
 }
 
 // lastMarkerSchema is the last transaction marker schema seen (consistency: transaction),

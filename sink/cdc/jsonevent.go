@@ -6,16 +6,12 @@ package cdc
 // read without schemas that is most of eosink's CPU per record: the payload is a 460-byte
 // object whose source block alone has 14 fields, of which the plugin reads 6. fastEvent
 // reads the same payload once: before and after straight into images, the source fields
-// the plugin reads (sourceKeys) into the source map, the transaction block as decodeAny
+// the plugin reads (sourceField) into sourceFields, the transaction block as decodeAny
 // would, and every other value only checked to be JSON. When it meets anything it does not
 // expect (a shape envelope or jsonImage refuses, invalid JSON), it gives up and the general
 // path decides and words the error: it never accepts what that path refuses, and what it
 // returns equals what that path returns, but for the source fields the plugin does not read
 // (FuzzFastEvent checks both).
-
-// sourceKeys are the fields of the source block that the plugin reads: envelope and
-// position here, txn.DecodeChange (schema, table, sequence) for transactions.
-var sourceKeys = map[string]bool{"db": true, "schema": true, "table": true, "ts_ms": true, "lsn": true, "sequence": true}
 
 // fastEvent decodes payload (the change event without its schema) with s the value's
 // schema (nil without schemas). ok is false when the general path must decide.
@@ -26,7 +22,8 @@ func fastEvent(payload []byte, s *jsonSchema) (ev *event, ok bool) {
 		return nil, false
 	}
 	var op any
-	var src map[string]any
+	var src sourceFields
+	haveSrc := false
 	var before, after image
 	var tx any
 	i = d.space(i + 1)
@@ -62,11 +59,11 @@ func fastEvent(payload []byte, s *jsonSchema) (ev *event, ok bool) {
 			if i >= len(payload) || payload[i] != '{' {
 				return nil, false
 			}
-			m, j, ok := d.fields(i+1, sourceKeys)
+			f, j, ok := d.source(i + 1)
 			if !ok {
 				return nil, false
 			}
-			src, i = m, j
+			src, haveSrc, i = f, true, j
 		case "op", "transaction":
 			v, j, err := d.value(i, 1)
 			if err != nil {
@@ -96,14 +93,10 @@ func fastEvent(payload []byte, s *jsonSchema) (ev *event, ok bool) {
 	if d.space(i) != len(payload) {
 		return nil, false // data after the value
 	}
-	m := map[string]any{"source": src, "transaction": tx}
-	if op != nil {
-		m["op"] = op
-	}
-	if src == nil {
+	if !haveSrc {
 		return nil, false
 	}
-	ev, err := envelope(m)
+	ev, err := envelopeOf(op, &src, tx)
 	if err != nil {
 		return nil, false
 	}
@@ -159,40 +152,40 @@ func (d *anyDecoder) image(i int, is *jsonSchema) (img image, end int, ok bool) 
 	}
 }
 
-// fields decodes the members of the object whose opening brace is before i, keeping those
-// named in keep.
-func (d *anyDecoder) fields(i int, keep map[string]bool) (m map[string]any, end int, ok bool) {
+// source decodes the members of the source block whose opening brace is before i, keeping
+// those the plugin reads (sourceField).
+func (d *anyDecoder) source(i int) (f sourceFields, end int, ok bool) {
 	b := d.data
-	m = map[string]any{}
 	i = d.space(i)
 	if i < len(b) && b[i] == '}' {
-		return m, i + 1, true
+		return f, i + 1, true
 	}
 	for {
 		if i >= len(b) || b[i] != '"' {
-			return nil, i, false
+			return f, i, false
 		}
 		k, j, err := d.key(i + 1)
 		if err != nil {
-			return nil, j, false
+			return f, j, false
 		}
 		i = d.space(j)
 		if i >= len(b) || b[i] != ':' {
-			return nil, i, false
+			return f, i, false
 		}
 		i = d.space(i + 1)
-		if keep[k] {
+		if fi := sourceField(k); fi >= 0 {
 			v, j, err := d.value(i, 2)
 			if err != nil {
-				return nil, j, false
+				return f, j, false
 			}
-			m[k], i = v, j
+			f.set(fi, v)
+			i = j
 		} else if i, ok = d.skip(i, 2); !ok {
-			return nil, i, false
+			return f, i, false
 		}
 		var closed bool
 		if i, closed, ok = d.next(i, '}'); !ok || closed {
-			return m, i, ok
+			return f, i, ok
 		}
 	}
 }

@@ -13,16 +13,16 @@ import (
 // get commit 0, so that they order before every streamed change: a snapshot row is never
 // newer than a change streamed after the slot was created, even one whose own LSN is
 // lower than the snapshot's (a transaction in flight when the snapshot was taken).
-func position(src map[string]any, op string) (commit, lsn int64, err error) {
-	lsn, ok := asInt64(src["lsn"])
+func position(lsnField, seqField any, op string) (commit, lsn int64, err error) {
+	lsn, ok := asInt64(lsnField)
 	if !ok {
-		return 0, 0, fmt.Errorf("source.lsn missing or not an integer (%v): the cdc plugin reads Debezium's PostgreSQL connector", src["lsn"])
+		return 0, 0, fmt.Errorf("source.lsn missing or not an integer (%v): the cdc plugin reads Debezium's PostgreSQL connector", lsnField)
 	}
 	if op == "r" {
 		return 0, lsn, nil
 	}
 	commit = lsn
-	if seq, ok := src["sequence"].(string); ok && seq != "" {
+	if seq, ok := seqField.(string); ok && seq != "" {
 		pair, ok := sequencePair(seq)
 		if !ok {
 			if err := json.Unmarshal([]byte(seq), &pair); err != nil {

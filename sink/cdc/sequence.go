@@ -168,7 +168,7 @@ func (q *sequence) Add(ctx context.Context, r *sink.Record) error {
 	if err != nil {
 		return err
 	}
-	meta, err := txn.DecodeChange(map[string]any{"op": ev.op, "source": ev.src, "transaction": ev.txBlock})
+	meta, err := txn.DecodeChange(map[string]any{"op": ev.op, "source": ev.source(), "transaction": ev.txBlock})
 	if err != nil {
 		return fmt.Errorf("cdc: change event %s[%d]@%d: %w", r.Topic, r.Partition, r.Offset, err)
 	}

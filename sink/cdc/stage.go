@@ -3,6 +3,7 @@ package cdc
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -295,17 +296,34 @@ func (t *target) keyRow(img, key image) ([]any, error) {
 }
 
 // keyString identifies row's key within a batch.
+// A key of one column is its text; a key of several, their texts quoted one after another.
 func (t *target) keyString(row []any) string {
+	if len(t.keyIdx) == 1 {
+		return keyText(row[t.keyIdx[0]])
+	}
 	var b []byte
 	for _, k := range t.keyIdx {
-		b = strconv.AppendQuote(b, fmt.Sprint(row[k]))
+		b = strconv.AppendQuote(b, keyText(row[k]))
 	}
 	return string(b)
 }
 
+// keyText is fmt.Sprint(v), without fmt for the types a key column's value has most.
+func keyText(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case json.Number:
+		return string(x)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	}
+	return fmt.Sprint(v)
+}
+
 func sameKey(t *target, a, b []any) bool {
 	for _, k := range t.keyIdx {
-		if fmt.Sprint(a[k]) != fmt.Sprint(b[k]) {
+		if keyText(a[k]) != keyText(b[k]) {
 			return false
 		}
 	}

@@ -315,6 +315,9 @@ func (d *anyDecoder) str(i int) (string, int, error) {
 		}
 		i++
 	}
+	if d.buf == nil {
+		d.buf = make([]byte, 0, max(64, i-start+16))
+	}
 	d.buf = d.buf[:0]
 	i = start
 	for {

@@ -1,5 +1,11 @@
 package cdc
 
+import (
+	"bytes"
+	"sync/atomic"
+	"unicode/utf8"
+)
+
 // The envelope of a JsonConverter change event decoded in one pass. decodeJSONValue's
 // general path decodes the whole payload into maps (decodeAny), then reads op and source
 // from them (envelope) and copies before and after into images (jsonImage). For a snapshot
@@ -173,15 +179,25 @@ func (d *anyDecoder) source(i int) (f sourceFields, end int, ok bool) {
 			return f, i, false
 		}
 		i = d.space(i + 1)
-		if fi := sourceField(k); fi >= 0 {
+		fi := sourceField(k)
+		if fi == srcDB || fi == srcSchema || fi == srcTable {
+			if v, j, ok := d.name(i); ok {
+				f.set(fi, v)
+				i = j
+				fi = -2 // decoded
+			}
+		}
+		if fi >= 0 {
 			v, j, err := d.value(i, 2)
 			if err != nil {
 				return f, j, false
 			}
 			f.set(fi, v)
 			i = j
-		} else if i, ok = d.skip(i, 2); !ok {
-			return f, i, false
+		} else if fi == -1 {
+			if i, ok = d.skip(i, 2); !ok {
+				return f, i, false
+			}
 		}
 		var closed bool
 		if i, closed, ok = d.next(i, '}'); !ok || closed {
@@ -296,4 +312,46 @@ func (d *anyDecoder) skipStr(i int) (int, bool) {
 		}
 	}
 	return i, false
+}
+
+// name decodes the string at i as str does when it has no escape and is valid UTF-8, as
+// the names of a source block are: interned, so that a stream's few database, schema and
+// table names cost no allocation per record. ok is false for any other value.
+func (d *anyDecoder) name(i int) (string, int, bool) {
+	b := d.data
+	if i >= len(b) || b[i] != '"' {
+		return "", i, false
+	}
+	end := bytes.IndexByte(b[i+1:], '"')
+	if end < 0 {
+		return "", i, false
+	}
+	s := b[i+1 : i+1+end]
+	for _, c := range s {
+		if c == '\\' || c < 0x20 {
+			return "", i, false
+		}
+	}
+	if !utf8.Valid(s) {
+		return "", i, false
+	}
+	return intern(s), i + end + 2, true
+}
+
+// interned holds names seen lately, a slot per hash of their bytes.
+var interned [64]atomic.Pointer[string]
+
+// intern returns string(b), the same string as the last time b's slot held these bytes.
+func intern(b []byte) string {
+	h := uint32(2166136261) // FNV-1a
+	for _, c := range b {
+		h = (h ^ uint32(c)) * 16777619
+	}
+	slot := &interned[h%uint32(len(interned))]
+	if p := slot.Load(); p != nil && *p == string(b) {
+		return *p
+	}
+	s := string(b)
+	slot.Store(&s)
+	return s
 }

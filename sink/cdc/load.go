@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -60,7 +62,7 @@ func (s *stagedTable) stageLoad(line []byte, pk any, ev *event) {
 	for range 5 {
 		cut = bytes.LastIndexByte(line[:cut], '\t')
 	}
-	pos, err := mapping.AppendCopyRow(s.loadPos, []any{s.t.name, pk, int64(0), ev.lsn, false}, nil)
+	pos, err := s.appendLoadPosition(pk, ev.lsn)
 	if cut < 0 || err != nil {
 		s.mixed, s.load, s.loadPos = true, nil, nil
 		return
@@ -142,4 +144,44 @@ func (s *stagedTable) unload(ctx context.Context, tx pgx.Tx, cause error) error 
 		return fmt.Errorf("cdc: load %s: roll back to the savepoint after %v: %w", s.t.name, cause, err)
 	}
 	return s.release(ctx, tx)
+}
+
+// appendLoadPosition appends a snapshot read's position row (target, pk, commit 0, lsn, not
+// deleted) to loadPos: written by hand for a key that is an int64 or a string of an
+// integer (the target's name escaped once per batch), else by mapping.AppendCopyRow.
+func (s *stagedTable) appendLoadPosition(pk any, lsn int64) ([]byte, error) {
+	var k string
+	switch v := pk.(type) {
+	case string:
+		k = v
+	case int64:
+		k = strconv.FormatInt(v, 10)
+	}
+	if isInteger(k) {
+		if s.loadPosPrefix == nil {
+			prefix, err := mapping.AppendCopyRow(nil, []any{s.t.name}, nil)
+			if err != nil {
+				return nil, err
+			}
+			s.loadPosPrefix = append(prefix[:len(prefix)-1], '\t') // the newline becomes the tab before pk
+		}
+		b := append(append(s.loadPos, s.loadPosPrefix...), k...)
+		b = strconv.AppendInt(append(b, "\t0\t"...), lsn, 10)
+		return append(b, "\tfalse\n"...), nil
+	}
+	return mapping.AppendCopyRow(s.loadPos, []any{s.t.name, pk, int64(0), lsn, false}, nil)
+}
+
+// isInteger reports whether k is an optional minus and 1 to 19 digits.
+func isInteger(k string) bool {
+	k = strings.TrimPrefix(k, "-")
+	if len(k) == 0 || len(k) > 19 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < '0' || k[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

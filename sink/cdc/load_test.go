@@ -2,6 +2,7 @@ package cdc
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/internal/testbed"
+	"github.com/eosink/eosink/sink/internal/mapping"
 )
 
 // loadBed is a migrated schema with helpers for the load tests.
@@ -259,5 +261,19 @@ func TestLoadWaitsForMerges(t *testing.T) {
 	}
 	if rows, _ := b.state(race); st.loaded || rows != "1=a\t\\1 2=a\t\\2 3=a\t\\3 4=a\t\\4 6=a\t\\6 7=a\t\\7 8=a\t\\8 9=a\t\\9 10=a\t\\10" {
 		t.Errorf("after the merge that deleted 5 committed: loaded %v, rows %q (want 5 absent)", st.loaded, rows)
+	}
+}
+
+// TestLoadPositionText: the position rows appendLoadPosition writes by hand are the ones
+// mapping.AppendCopyRow writes.
+func TestLoadPositionText(t *testing.T) {
+	s := &stagedTable{t: &target{name: `"re\plica"."it	ems"`}}
+	for _, pk := range []any{int64(42), int64(-7), "-9", "17", "12345678901234567890", "x1", "", 1.5, json.Number("3")} {
+		want, werr := mapping.AppendCopyRow(nil, []any{s.t.name, pk, int64(0), int64(99), false}, nil)
+		s.loadPos = nil
+		got, err := s.appendLoadPosition(pk, 99)
+		if (err == nil) != (werr == nil) || string(got) != string(want) {
+			t.Errorf("%v: %q, %v; want %q, %v", pk, got, err, want, werr)
+		}
 	}
 }

@@ -29,6 +29,7 @@ type stagedTable struct {
 	// text of the target's columns, and their positions as COPY text of cdc_positions_int.
 	// mixed: the batch holds something else (no load; load and loadPos are dropped).
 	load, loadPos []byte
+	loadPosPrefix []byte // the target's name as COPY text and a tab (appendLoadPosition)
 	mixed         bool
 	loaded        bool // apply loaded the rows (tests)
 }

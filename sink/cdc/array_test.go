@@ -32,7 +32,7 @@ func TestArrayLiteral(t *testing.T) {
 			t.Fatal(err)
 		}
 		for f, w := range want {
-			v := ev.after[f]
+			v := ev.after[f].value()
 			v.t.decimals = DecimalPrecise
 			got, err := convert(v, w[0])
 			if err != nil || got != w[1] {
@@ -44,10 +44,10 @@ func TestArrayLiteral(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := convert(ev.after["m"], "integer[]"); !errors.Is(err, errMultiDim) {
+	if _, err := convert(ev.after["m"].value(), "integer[]"); !errors.Is(err, errMultiDim) {
 		t.Errorf("a nested array: %v, want errMultiDim", err)
 	}
-	if got, err := convert(ev.after["m"], "jsonb"); err != nil || got != "[[1,2],[3,4]]" {
+	if got, err := convert(ev.after["m"].value(), "jsonb"); err != nil || got != "[[1,2],[3,4]]" {
 		t.Errorf("an array into jsonb: %v, %v", got, err)
 	}
 }

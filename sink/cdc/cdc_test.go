@@ -58,7 +58,7 @@ func TestJSONEventWithSchemas(t *testing.T) {
 		"b":    []byte{0, 1, 0xfe, 0xff},
 	}
 	for f, w := range want {
-		got, err := convert(ev.after[f], "text")
+		got, err := convert(ev.after[f].value(), "text")
 		if err != nil {
 			t.Errorf("%s: %v", f, err)
 			continue
@@ -96,7 +96,7 @@ func TestJSONEventWithoutSchemas(t *testing.T) {
 		{"t", "time without time zone", "12:34:56.123456"},
 	}
 	for _, c := range cases {
-		got, err := convert(ev.after[c.f], c.col)
+		got, err := convert(ev.after[c.f].value(), c.col)
 		if err != nil {
 			t.Errorf("%s: %v", c.f, err)
 			continue

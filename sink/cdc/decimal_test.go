@@ -22,7 +22,7 @@ func plainEvent(t *testing.T, raw string) value {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ev.after["n"]
+	return ev.after["n"].value()
 }
 
 func convertPlain(t *testing.T, raw, colType, mode string) (any, error) {

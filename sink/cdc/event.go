@@ -34,8 +34,24 @@ type value struct {
 	t semantic
 }
 
-// image is a row image (before, after) or a key struct: field → value.
-type image map[string]value
+// image is a row image (before, after) or a key struct: field → its value and semantic.
+// The semantic is a pointer, shared with the schema it comes from: a map slot of
+// imageValue is a third of one of value, and a row image's map is allocated for every
+// change event.
+type image map[string]imageValue
+
+type imageValue struct {
+	v any
+	t *semantic // never nil: untypedSem or typedSem when no schema names the field
+}
+
+// value is iv as convert takes it (a copy of its semantic, which target.row completes).
+func (iv imageValue) value() value { return value{v: iv.v, t: *iv.t} }
+
+var (
+	untypedSem = &semantic{}            // JSON without schemas
+	typedSem   = &semantic{typed: true} // a field its schema does not describe: taken as it is
+)
 
 // event is one Debezium change event, decoded.
 type event struct {
@@ -91,6 +107,18 @@ func (s *jsonSchema) field(name string) *jsonSchema {
 		}
 	}
 	return nil
+}
+
+// fieldSem is the semantic of s's field name: untypedSem without a schema (s nil),
+// typedSem for a field s does not describe.
+func (s *jsonSchema) fieldSem(name string) *semantic {
+	if s == nil {
+		return untypedSem
+	}
+	if fs := s.field(name); fs != nil {
+		return &fs.sem
+	}
+	return typedSem
 }
 
 func (s *jsonSchema) semantic() semantic {
@@ -267,15 +295,7 @@ func jsonImage(v any, s *jsonSchema, what string) (image, error) {
 	}
 	img := make(image, len(m))
 	for k, fv := range m {
-		var t semantic
-		if s != nil {
-			if fs := s.field(k); fs != nil {
-				t = fs.sem
-			} else {
-				t.typed = true // a field the schema does not describe: take it as it is
-			}
-		}
-		img[k] = value{v: fv, t: t}
+		img[k] = imageValue{v: fv, t: s.fieldSem(k)}
 	}
 	return img, nil
 }
@@ -374,7 +394,7 @@ func avroImage(msg *schemaformat.Message, v any, side string) (image, error) {
 	}
 	img := make(image, len(m))
 	for k, fv := range m {
-		t := semantic{typed: true}
+		t := &semantic{typed: true}
 		var path []string
 		if side != "" {
 			path = append(path, side)
@@ -389,7 +409,7 @@ func avroImage(msg *schemaformat.Message, v any, side string) (image, error) {
 			}
 			t.items = &items
 		}
-		img[k] = value{v: fv, t: t}
+		img[k] = imageValue{v: fv, t: t}
 	}
 	return img, nil
 }

@@ -65,7 +65,7 @@ func TestHostileDecimals(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := convert(ev.after["amount"], "numeric")
+		got, err := convert(ev.after["amount"].value(), "numeric")
 		if s, _ := got.(string); err != nil || len(s) != want {
 			t.Errorf("scale %d: %d characters, %v; want %d", scale, len(s), err, want)
 		}

@@ -142,15 +142,7 @@ func (d *anyDecoder) image(i int, is *jsonSchema) (img image, end int, ok bool) 
 		if err != nil {
 			return nil, j, false
 		}
-		var t semantic
-		if is != nil {
-			if fs := is.field(k); fs != nil {
-				t = fs.sem
-			} else {
-				t.typed = true
-			}
-		}
-		img[k] = value{v: v, t: t}
+		img[k] = imageValue{v: v, t: is.fieldSem(k)}
 		var closed bool
 		if i, closed, ok = d.next(j, '}'); !ok || closed {
 			return img, i, ok

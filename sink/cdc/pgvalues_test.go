@@ -95,14 +95,14 @@ func TestPoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := convert(ev.after["p"], "point"); err != nil || got != "(-499.5,1e-7)" {
+	if got, err := convert(ev.after["p"].value(), "point"); err != nil || got != "(-499.5,1e-7)" {
 		t.Errorf("point without schemas = %v, %v", got, err)
 	}
 	if got, err := convert(typedValue(map[string]any{"x": 1.5, "y": 2.25}, dbzPoint, false), "point"); err != nil || got != "(1.5,2.25)" {
 		t.Errorf("point from Avro = %v, %v", got, err)
 	}
 	// Into jsonb (create: true makes one for a struct): the struct's JSON, as before.
-	if got, err := convert(ev.after["p"], "jsonb"); err != nil || !strings.Contains(got.(string), `"x"`) {
+	if got, err := convert(ev.after["p"].value(), "jsonb"); err != nil || !strings.Contains(got.(string), `"x"`) {
 		t.Errorf("point into jsonb = %v, %v", got, err)
 	}
 }

@@ -228,7 +228,7 @@ func (s *stagedTable) apply(ctx context.Context, tx pgx.Tx, checkReads bool) err
 // placeholder; their row values are nil. A key column never may.
 func (t *target) row(img image, keyOnly bool) (row []any, unavail []int, err error) {
 	row = make([]any, len(t.cols))
-	for f, v := range img {
+	for f, iv := range img {
 		i, ok := t.colIdx[f]
 		if !ok {
 			if t.r.replicated(f) && !keyOnly {
@@ -239,6 +239,7 @@ func (t *target) row(img image, keyOnly bool) (row []any, unavail []int, err err
 		if keyOnly && !contains(t.keys, f) {
 			continue
 		}
+		v := iv.value()
 		v.t.decimals = t.r.decimals
 		if v.v != nil && t.r.ph.is(v.v) {
 			if contains(t.keys, f) {

@@ -55,20 +55,46 @@ func (t *target) buildLoad() {
 	t.truncatedSQL = fmt.Sprintf("SELECT EXISTS (SELECT 1 FROM %s WHERE target = $1 AND pk = 'null'::jsonb)", t.positions)
 }
 
-// stageLoad keeps a staged snapshot read for the load: line is its staged row (COPY text
-// of the target's columns, then the five staging columns, none holding a tab), pk its key.
-func (s *stagedTable) stageLoad(line []byte, pk any, ev *event) {
-	cut := len(line) - 1 // the newline
-	for range 5 {
-		cut = bytes.LastIndexByte(line[:cut], '\t')
+// loadRow is a snapshot read kept for the load and not yet staged for the merge.
+type loadRow struct {
+	row    []any
+	commit int64
+	lsn    int64
+	ord    int
+}
+
+// stageLoad keeps a snapshot read of a new key for the load: its row as COPY text of the
+// target's columns, its position as COPY text of cdc_positions_int. It is staged for the
+// merge only if the batch is merged after all (unload): a batch that loads costs no staging
+// rows. An error is the one staging the row for the merge would return.
+func (s *stagedTable) stageLoad(row []any, ev *event, ord int) error {
+	line, err := mapping.AppendCopyRow(s.load, row, s.t.bytea)
+	if err != nil {
+		return err
 	}
-	pos, err := s.appendLoadPosition(pk, ev.lsn)
-	if cut < 0 || err != nil {
-		s.mixed, s.load, s.loadPos = true, nil, nil
-		return
+	pos, err := s.appendLoadPosition(row[s.t.keyIdx[0]], ev.lsn)
+	if err != nil {
+		if err := s.unload(); err != nil {
+			return err
+		}
+		return s.stage(row, ev.commit, ev.lsn, ord, false, nil)
 	}
-	s.load = append(append(s.load, line[:cut]...), '\n')
-	s.loadPos = pos
+	s.load, s.loadPos = line, pos
+	s.deferred = append(s.deferred, loadRow{row: row, commit: ev.commit, lsn: ev.lsn, ord: ord})
+	return nil
+}
+
+// unload stages the rows kept for the load for the merge, and ends the load of this batch
+// (mixed): a change that is not a snapshot read of a new key came, or the load was not
+// taken.
+func (s *stagedTable) unload() error {
+	for _, d := range s.deferred {
+		if err := s.stage(d.row, d.commit, d.lsn, d.ord, false, nil); err != nil {
+			return err
+		}
+	}
+	s.deferred, s.mixed, s.load, s.loadPos = nil, true, nil, nil
+	return nil
 }
 
 // loadable reports whether apply tries the load first.
@@ -113,10 +139,10 @@ func (s *stagedTable) applyLoad(ctx context.Context, tx pgx.Tx) (bool, error) {
 	}
 	pg := tx.Conn().PgConn()
 	if _, err := pg.CopyFrom(ctx, bytes.NewReader(s.loadPos), t.loadPosSQL); err != nil {
-		return false, s.unload(ctx, tx, err)
+		return false, s.rollBack(ctx, tx, err)
 	}
 	if _, err := pg.CopyFrom(ctx, bytes.NewReader(s.load), t.loadSQL); err != nil {
-		return false, s.unload(ctx, tx, err)
+		return false, s.rollBack(ctx, tx, err)
 	}
 	s.loaded = true
 	return true, s.release(ctx, tx)
@@ -130,9 +156,9 @@ func (s *stagedTable) release(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
-// unload rolls a failed load back to its savepoint, for the merge to apply the batch. An
+// rollBack rolls a failed load back to its savepoint, for the merge to apply the batch. An
 // error that is not PostgreSQL's (the connection, the context) is returned as it is.
-func (s *stagedTable) unload(ctx context.Context, tx pgx.Tx, cause error) error {
+func (s *stagedTable) rollBack(ctx context.Context, tx pgx.Tx, cause error) error {
 	var pe *pgconn.PgError
 	if !errors.As(cause, &pe) {
 		return fmt.Errorf("cdc: load %s: %w", s.t.name, cause)

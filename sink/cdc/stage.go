@@ -29,7 +29,8 @@ type stagedTable struct {
 	// text of the target's columns, and their positions as COPY text of cdc_positions_int.
 	// mixed: the batch holds something else (no load; load and loadPos are dropped).
 	load, loadPos []byte
-	loadPosPrefix []byte // the target's name as COPY text and a tab (appendLoadPosition)
+	deferred      []loadRow // the rows in load, not yet staged for the merge (unload)
+	loadPosPrefix []byte    // the target's name as COPY text and a tab (appendLoadPosition)
 	mixed         bool
 	loaded        bool // apply loaded the rows (tests)
 }
@@ -95,19 +96,24 @@ func (s *stagedTable) append(row []any, unavail []int, ev *event, ord int, del b
 		p.row = row
 	}
 	s.priors[key] = append(s.priors[key], p)
-	pk := row[s.t.keyIdx[0]]
-	row = append(row, strconv.FormatInt(ev.commit, 10), strconv.FormatInt(ev.lsn, 10), strconv.Itoa(ord), strconv.FormatBool(del), intArray(unavail))
-	start := len(s.buf)
+	if loadable {
+		return s.stageLoad(row, ev, ord)
+	}
+	if err := s.unload(); err != nil {
+		return err
+	}
+	return s.stage(row, ev.commit, ev.lsn, ord, del, unavail)
+}
+
+// stage appends a row to the staging table's COPY text: the target's columns, then
+// eosink_commit, eosink_lsn, eosink_ord, eosink_del and eosink_unavail.
+func (s *stagedTable) stage(row []any, commit, lsn int64, ord int, del bool, unavail []int) error {
+	row = append(row[:len(row):len(row)], strconv.FormatInt(commit, 10), strconv.FormatInt(lsn, 10), strconv.Itoa(ord), strconv.FormatBool(del), intArray(unavail))
 	buf, err := mapping.AppendCopyRow(s.buf, row, s.t.bytea)
 	if err != nil {
 		return err
 	}
 	s.buf = buf
-	if loadable {
-		s.stageLoad(buf[start:], pk, ev)
-	} else {
-		s.mixed, s.load, s.loadPos = true, nil, nil
-	}
 	return nil
 }
 
@@ -121,7 +127,7 @@ func (s *stagedTable) append(row []any, unavail []int, ev *event, ord int, del b
 // are first checked against the replica, and the first that contradicts it is
 // *errSnapshotDiffers.
 func (s *stagedTable) apply(ctx context.Context, tx pgx.Tx, checkReads bool) error {
-	if len(s.buf) == 0 {
+	if len(s.buf) == 0 && len(s.deferred) == 0 {
 		return nil
 	}
 	t := s.t
@@ -129,6 +135,9 @@ func (s *stagedTable) apply(ctx context.Context, tx pgx.Tx, checkReads bool) err
 		if done, err := s.applyLoad(ctx, tx); done || err != nil {
 			return err
 		}
+	}
+	if err := s.unload(); err != nil { // the merge stages every row
+		return err
 	}
 	if s.stages != nil {
 		for _, old := range s.stages.Use(tx.Conn().PgConn(), t.stage) {

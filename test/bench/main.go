@@ -16,7 +16,9 @@
 // not the peer), BENCH_CURVES (1; 0 skips the curves), BENCH_CURVE_SECONDS (8),
 // BENCH_PROFILE (a path: CPU profile of the eosink run), BENCH_PROFILE_CDC (a path: CPU profile of
 // the eos_cdc run), BENCH_CURVE_RECORDS (400000), BENCH_TOTAL_BUFFERED_MB (the sinks'
-// MaxTotalBufferedBytes in MiB), BENCH_QUEUED_KB (their queued.max.messages.kbytes),
+// MaxTotalBufferedBytes in MiB), BENCH_BUFFERED_MB and BENCH_BATCH_MB (their MaxBufferedBytes
+// and MaxBatchBytes in MiB), BENCH_CDC_POOL (eos_cdc's pool_max_conns; default pgx's),
+// BENCH_QUEUED_KB (their queued.max.messages.kbytes),
 // BENCH_KAFKA (name=value,...: more librdkafka properties for the sinks' consumers), BENCH_DOCS (1 writes the chart to
 // docs/benchmarks.png as well), BENCH_CDC (1; 0 skips the change-event contenders eos_cdc,
 // eos_cdc_tx and peer_cdc), BENCH_CDC_TX (1; 0 skips eos_cdc_tx, the cdc plugin in consistency:

@@ -323,6 +323,7 @@ func (a *Assembler) Next() (*Tx, bool) {
 		return nil, false
 	}
 	s := a.ends[0]
+	a.ends[0] = nil // the array's slots before the slice's start are still reachable
 	a.ends = a.ends[1:]
 	tx := &Tx{XID: s.xid, Commit: s.end.ID.LSN, End: *s.end, Changes: s.sorted()}
 	a.drop(s)
@@ -386,6 +387,7 @@ func (a *Assembler) drop(s *state) {
 	}
 	a.stats.HeldEvents -= int64(len(s.changes))
 	a.stats.HeldBytes -= s.bytes
+	s.forget()
 }
 
 // prevHeap is a min-heap of transactions by prev (container/heap).

@@ -58,6 +58,13 @@ func (s *state) same(c *Change) (dup bool, err error) {
 	return false, nil
 }
 
+// forget lets go of the changes of a state the assembler no longer holds (emitted,
+// streamed or dropped): byPrev keeps such states until they come up, and each change holds
+// its record and decoded event (the cdc plugin's), which would stay reachable through them.
+func (s *state) forget() {
+	s.changes, s.byColl, s.held = nil, nil, nil
+}
+
 func (s *state) add(c *Change, at heldAt) {
 	s.changes[c.Meta.TotalOrder] = c
 	col := s.byColl[c.Meta.Collection]

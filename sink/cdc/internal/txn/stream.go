@@ -76,11 +76,13 @@ func (a *Assembler) startStream(s *state, xid uint64, prev int64, hasPrev bool) 
 		}
 		if s.end != nil {
 			st.end, st.endAt = s.end, s.endAt
+			a.ends[0] = nil
 			a.ends = a.ends[1:] // s was the oldest END: next says so
 		}
 		delete(a.txs, s.xid)
 		a.stats.HeldEvents -= int64(len(s.changes))
 		a.stats.HeldBytes -= s.bytes
+		s.forget()
 	}
 	a.stream = st
 	a.stats.Streamed++

@@ -150,6 +150,9 @@ func runChild(args []string) int {
 		}
 		defer stopProfile()
 	}
+	if p := os.Getenv("BENCH_HEAP_PROFILE"); p != "" { // the heap at the child's peak
+		defer startHeapProfile(p)()
+	}
 	var res childResult
 	switch a.mode {
 	case "copy":

@@ -2,7 +2,9 @@ package main
 
 import (
 	"os"
+	"runtime"
 	"runtime/pprof"
+	"time"
 )
 
 func startCPUProfile(path string) (func(), error) {
@@ -15,4 +17,36 @@ func startCPUProfile(path string) (func(), error) {
 		return nil, err
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// startHeapProfile writes the heap profile to path each time the Go heap in use is the
+// largest seen so far (checked every 250 ms): the profile of the child's peak, whose bytes
+// say what Go holds there (RSS beyond them is C memory: librdkafka's queues).
+func startHeapProfile(path string) func() {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		var peak uint64
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse <= peak {
+				continue
+			}
+			peak = ms.HeapInuse
+			if f, err := os.Create(path); err == nil {
+				_ = pprof.Lookup("heap").WriteTo(f, 0)
+				f.Close()
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
 }

@@ -39,7 +39,8 @@
 // alone; initial: the initial load alone; tables: the many-tables phase alone), BENCH_INITIAL_LOAD (1; 0 skips the initial load: a snapshot of
 // BENCH_INITIAL_LOAD_ROWS, default 10000000, narrow rows applied by the cdc plugin and by the
 // plain insert at the sink's defaults), BENCH_PROFILE_INITIAL (a path: CPU profile of its cdc
-// run), BENCH_PG_OPTIONS (the sinks' sessions' PostgreSQL options, "-c name=value ..."), BENCH_OUTBOX (1; 0
+// run), BENCH_HEAP_PROFILE (a path: each child's heap profile at its peak Go heap, overwritten by
+// the next child), BENCH_PG_OPTIONS (the sinks' sessions' PostgreSQL options, "-c name=value ..."), BENCH_OUTBOX (1; 0
 // skips the relay), BENCH_OUTBOX_EVENTS (200000), BENCH_OUTBOX_RATE (1000),
 // BENCH_PRODUCER_QUEUE_MESSAGES (the producers'
 // queue.buffering.max.messages: a small one runs the bench through full queues on purpose),

@@ -142,17 +142,12 @@ func runChild(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if a.cpuProfile != "" {
-		stopProfile, err := startCPUProfile(a.cpuProfile)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer stopProfile()
+	stopProfiles, err := startProfiles(a.cpuProfile, os.Getenv("BENCH_HEAP_PROFILE"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
-	if p := os.Getenv("BENCH_HEAP_PROFILE"); p != "" { // the heap at the child's peak
-		defer startHeapProfile(p)()
-	}
+	defer stopProfiles()
 	var res childResult
 	switch a.mode {
 	case "copy":

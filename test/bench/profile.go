@@ -7,6 +7,22 @@ import (
 	"time"
 )
 
+// startProfiles starts the CPU profile (cpu, a path) and the heap profile at the peak
+// (heapPath), each when its path is not empty; the function returned stops both.
+func startProfiles(cpu, heapPath string) (func(), error) {
+	stopCPU, stopHeap := func() {}, func() {}
+	if cpu != "" {
+		var err error
+		if stopCPU, err = startCPUProfile(cpu); err != nil {
+			return nil, err
+		}
+	}
+	if heapPath != "" {
+		stopHeap = startHeapProfile(heapPath)
+	}
+	return func() { stopHeap(); stopCPU() }, nil
+}
+
 func startCPUProfile(path string) (func(), error) {
 	f, err := os.Create(path)
 	if err != nil {

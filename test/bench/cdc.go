@@ -397,8 +397,8 @@ func (b *bench) cdc(ctx context.Context, peer bool) error {
 			b.logf("eos_cdc: positions size: %v", err)
 		} else {
 			b.rep.CDC.Positions = ps
-			b.logf("eos_cdc: positions: %d rows (%d of deleted keys), %d bytes with the index (%.0f a row), %.2f of the replica's %d bytes (%d rows)",
-				ps.Rows, ps.Deleted, ps.Bytes, ps.BytesPerRow, ps.PositionsVsT, ps.TargetBytes, ps.TargetRows)
+			b.logf("eos_cdc: positions: %d rows (%d of deleted keys), their share %d bytes with the index (%.0f a row; the table: %d rows of all runs, %d bytes), %.2f of the replica's %d bytes (%d rows)",
+				ps.Rows, ps.Deleted, ps.Bytes, ps.BytesPerRow, ps.TableRows, ps.TableBytes, ps.PositionsVsT, ps.TargetBytes, ps.TargetRows)
 		}
 		runs["eos_cdc"] = append(runs["eos_cdc"], m)
 		return nil

@@ -1,9 +1,7 @@
 package sink
 
 import (
-	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -303,21 +301,6 @@ func PrefetchKiB(maxTotalBufferedBytes int) int {
 	return max(1024, maxTotalBufferedBytes/4/1024)
 }
 
-// PartitionFetchKiB is the max.partition.fetch.bytes the sink gives librdkafka unless
-// Config.Kafka sets it (or its alias fetch.message.max.bytes): a 32nd of the prefetch
-// queue (queued.max.messages.kbytes, in KiB), between 64 KiB and librdkafka's default of
-// 1 MiB (256 KiB at the default 8 MiB queue). Unless fetch.max.bytes is set, librdkafka
-// keeps a fetch response to about the prefetch queue's size, and the broker fills a response
-// with the partitions in the order the request lists them: at 1 MiB a partition, 8 of 12
-// partitions with a backlog filled every response and the other 4 got nothing until the
-// first 8 were drained (a 10M-row initial load's last tenth ran at half the rate of its
-// first: docs/benchmarks.md). At a 32nd, 32 partitions with a backlog share each response.
-// librdkafka still fetches a record batch larger than this whole (it grows the fetch size
-// until the batch fits).
-func PartitionFetchKiB(prefetchKiB int) int {
-	return min(1024, max(64, prefetchKiB/32))
-}
-
 // kafkaConfig builds the librdkafka configuration.
 func (c *Config) kafkaConfig() kafka.ConfigMap {
 	m := kafka.ConfigMap{
@@ -339,16 +322,6 @@ func (c *Config) kafkaConfig() kafka.ConfigMap {
 	}
 	for k, v := range c.Kafka {
 		m[k] = v
-	}
-	_, perPartition := m["max.partition.fetch.bytes"]
-	if _, alias := m["fetch.message.max.bytes"]; !perPartition && !alias {
-		// Fetches shared by every partition with a backlog (PartitionFetchKiB), from the
-		// prefetch queue in effect: the user's, when set as a number.
-		prefetch := PrefetchKiB(c.MaxTotalBufferedBytes)
-		if n, err := strconv.Atoi(fmt.Sprint(m["queued.max.messages.kbytes"])); err == nil && n > 0 {
-			prefetch = n
-		}
-		m["max.partition.fetch.bytes"] = PartitionFetchKiB(prefetch) * 1024
 	}
 	if c.Brokers != "" {
 		m["bootstrap.servers"] = c.Brokers

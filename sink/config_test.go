@@ -353,35 +353,3 @@ func TestConfigPrefetchFromTotalBuffer(t *testing.T) {
 		t.Errorf("queued.max.messages.kbytes set in Kafka = %v, want 4096", got)
 	}
 }
-
-// Each partition's share of a fetch follows the prefetch queue, so that a response holds 32
-// partitions with a backlog (issue 26: at librdkafka's 1 MiB, 8 of 12 took every response);
-// Kafka's own setting, or its alias, wins.
-func TestConfigPartitionFetchFromPrefetch(t *testing.T) {
-	for _, c := range []struct{ prefetch, want int }{{8192, 256}, {1024, 64}, {65536, 1024}, {1 << 20, 1024}, {4096, 128}} {
-		if got := PartitionFetchKiB(c.prefetch); got != c.want {
-			t.Errorf("PartitionFetchKiB(%d) = %d, want %d", c.prefetch, got, c.want)
-		}
-	}
-	handler := func(context.Context, pgx.Tx, Batch) error { return nil }
-	for _, c := range []struct {
-		name  string
-		kafka kafka.ConfigMap
-		key   string
-		want  any
-	}{
-		{"default", nil, "max.partition.fetch.bytes", 256 << 10},
-		{"from the user's queue", kafka.ConfigMap{"queued.max.messages.kbytes": 4096}, "max.partition.fetch.bytes", 128 << 10},
-		{"set", kafka.ConfigMap{"max.partition.fetch.bytes": 2 << 20}, "max.partition.fetch.bytes", 2 << 20},
-		{"alias set", kafka.ConfigMap{"fetch.message.max.bytes": 4 << 20}, "max.partition.fetch.bytes", nil},
-	} {
-		s, err := New(Config{Brokers: "127.0.0.1:9092", GroupID: "g", Topics: []string{"t"}, DatabaseURL: "postgres://x/y",
-			Kafka: c.kafka, Handler: handler})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := s.cfg.kafkaConfig()[c.key]; got != c.want {
-			t.Errorf("%s: %s = %v, want %v", c.name, c.key, got, c.want)
-		}
-	}
-}

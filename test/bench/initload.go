@@ -114,7 +114,7 @@ func preloadInitial(ctx context.Context, brokers string, partitions int, n int64
 	// Every key is distinct and every read has the snapshot's position: a record whose
 	// delivery failed may be sent again.
 	p, err := newProducer(kafka.ConfigMap{"bootstrap.servers": brokers, "enable.idempotence": true,
-		"linger.ms": 50, "batch.size": envInt("BENCH_INITIAL_BATCH_BYTES", 1<<20), "queue.buffering.max.kbytes": 64 << 10, "compression.type": "lz4"}, true)
+		"linger.ms": 50, "batch.size": 1 << 20, "queue.buffering.max.kbytes": 64 << 10, "compression.type": "lz4"}, true)
 	if err != nil {
 		return 0, 0, err
 	}

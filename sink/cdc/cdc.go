@@ -320,6 +320,7 @@ func (p *CDC) write(ctx context.Context, tx pgx.Tx, b sink.Batch, evs []*event) 
 	rs := routings{}              // where each source table's events go
 	pending := map[string]*stagedTable{}
 	var order []string
+	var marks *riderMarks // the source marks, when they travel with the first merge
 	flush := func() error {
 		if len(order) == 0 {
 			return nil
@@ -329,7 +330,7 @@ func (p *CDC) write(ctx context.Context, tx pgx.Tx, b sink.Batch, evs []*event) 
 			return err
 		}
 		for _, name := range order {
-			if err := pending[name].apply(ctx, tx, reads); err != nil {
+			if err := pending[name].apply(ctx, tx, reads, marks); err != nil {
 				if ue := (*errUnavailable)(nil); errors.As(err, &ue) && ue.ord/2 < len(b.Records) {
 					return sink.Poison(&b.Records[ue.ord/2], ue)
 				}
@@ -416,11 +417,21 @@ func (p *CDC) write(ctx context.Context, tx pgx.Tx, b sink.Batch, evs []*event) 
 			return sink.Poison(r, err)
 		}
 	}
-	if err := ws.check(ctx, tx, p); err != nil {
+	// The marks are recorded and checked before the merges (check), or, in a batch without
+	// snapshot reads, in the first merge's round trip (riding); if no merge sent them (the
+	// batch loaded, or staged nothing), after.
+	if len(order) > 0 && ws.riding() {
+		marks = &riderMarks{ws: &ws, p: p}
+	} else if err := ws.check(ctx, tx, p); err != nil {
 		return err
 	}
 	if err := flush(); err != nil {
 		return err
+	}
+	if marks != nil && !marks.sent {
+		if err := ws.check(ctx, tx, p); err != nil {
+			return err
+		}
 	}
 	p.noteWritten(&ws) // the source lag, made the applied one at COMMIT (sourcelag.go)
 	return nil

@@ -74,7 +74,7 @@ func (b *loadBed) apply(conn *pgx.Conn, st *stagedTable) {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	if err := st.apply(b.ctx, tx, false); err != nil {
+	if err := st.apply(b.ctx, tx, false, nil); err != nil {
 		b.t.Fatal(err)
 	}
 	if err := tx.Commit(b.ctx); err != nil {
@@ -217,7 +217,7 @@ func TestLoadWaitsForMerges(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(b.ctx)
-	if err := b.stage(race, []int64{5}, 100, 100, true, "").apply(b.ctx, tx, false); err != nil {
+	if err := b.stage(race, []int64{5}, 100, 100, true, "").apply(b.ctx, tx, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	st := b.stage(race, ids(1, 10), 0, 50, false, "a")
@@ -225,7 +225,7 @@ func TestLoadWaitsForMerges(t *testing.T) {
 	go func() {
 		ltx, err := loader.Begin(b.ctx)
 		if err == nil {
-			if err = st.apply(b.ctx, ltx, false); err == nil {
+			if err = st.apply(b.ctx, ltx, false, nil); err == nil {
 				err = ltx.Commit(b.ctx)
 			} else {
 				ltx.Rollback(b.ctx)

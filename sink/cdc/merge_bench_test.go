@@ -73,7 +73,7 @@ INSERT INTO %[2]s.cdc_positions_int SELECT %[3]s, g, 50, 50, false FROM generate
 					}
 				}
 				st.unavail = c.unavail
-				if err := st.apply(ctx, tx, false); err != nil {
+				if err := st.apply(ctx, tx, false, nil); err != nil {
 					b.Fatal(err)
 				}
 				if err := tx.Rollback(ctx); err != nil {

@@ -79,7 +79,7 @@ INSERT INTO %[1]s SELECT g, 'old ' || g FROM generate_series(1, 20000) g; ANALYZ
 				t.Fatal(err)
 			}
 		}
-		if err := st.apply(ctx, tx, false); err != nil {
+		if err := st.apply(ctx, tx, false, nil); err != nil {
 			t.Fatal(err)
 		}
 		var hash, merge string
@@ -181,7 +181,7 @@ func TestIntKeyPositions(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := st.apply(ctx, tx, false); err != nil {
+		if err := st.apply(ctx, tx, false, nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.Commit(ctx); err != nil {
@@ -266,7 +266,7 @@ func TestStagingTablesBounded(t *testing.T) {
 			if err := st.append([]any{id, "v", nil}, nil, &event{commit: int64(100 + round), lsn: int64(100 + i)}, 1, false); err != nil {
 				t.Fatal(err)
 			}
-			if err := st.apply(ctx, tx, false); err != nil {
+			if err := st.apply(ctx, tx, false, nil); err != nil {
 				t.Fatalf("round %d, target %d: %v", round, i, err)
 			}
 			if err := tx.Commit(ctx); err != nil {
@@ -335,7 +335,7 @@ func TestStagingSharedByShape(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := st.apply(ctx, tx, false); err != nil {
+		if err := st.apply(ctx, tx, false, nil); err != nil {
 			t.Fatalf("target %d: %v", i, err)
 		}
 	}

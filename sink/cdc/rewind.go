@@ -359,26 +359,62 @@ func (ws *watches) check(ctx context.Context, tx pgx.Tx, p *CDC) error {
 		return nil
 	}
 	b := &pgx.Batch{}
-	for _, k := range ks {
-		b.Queue(p.marksSQL, ws.by[k].marksArgs(p, sink.Batch{Topic: k.Topic, Partition: k.Partition})...)
-	}
+	read := ws.queue(p, b)
 	br := tx.SendBatch(ctx, b)
-	marks := make([]mark, len(ks))
-	for i, k := range ks {
-		m, err := ws.by[k].stored1(br.QueryRow(), sink.Batch{Topic: k.Topic, Partition: k.Partition})
-		if err != nil {
-			br.Close()
-			return err
-		}
-		marks[i] = m
+	if err := read(ctx, tx, br); err != nil {
+		br.Close()
+		return err
 	}
 	if err := br.Close(); err != nil {
 		return fmt.Errorf("cdc: source marks: %w", err)
 	}
-	for i, k := range ks {
-		if err := ws.by[k].against(ctx, tx, p, sink.Batch{Topic: k.Topic, Partition: k.Partition}, marks[i]); err != nil {
-			return err
+	return nil
+}
+
+// riding reports whether the batch's marks may travel with the first merge's statements
+// (queue) instead of in a round trip of their own before the merges (check): a mark is to
+// be recorded, and no partition's changes hold a snapshot read, the only changes whose
+// merge depends on the mark (resnapshot). A rewound change is then found after the merge's
+// statements ran, in the same transaction, which it fails as before.
+func (ws *watches) riding() bool {
+	any := false
+	for _, w := range ws.by {
+		if w.reads {
+			return false
+		}
+		any = any || len(w.seen) > 0
+	}
+	return any
+}
+
+// queue queues on b the marks of the partitions with changes, in the order first seen, and
+// returns what reads their answers back (first among b's results) and checks the changes
+// against them, the first rewound change being the error, as check does. For batches
+// without snapshot reads (check, riding).
+func (ws *watches) queue(p *CDC, b *pgx.Batch) func(ctx context.Context, tx pgx.Tx, br pgx.BatchResults) error {
+	var ks []sink.Partition
+	for _, k := range ws.order {
+		if w := ws.by[k]; len(w.seen) > 0 {
+			ks = append(ks, k)
+			b.Queue(p.marksSQL, w.marksArgs(p, sink.Batch{Topic: k.Topic, Partition: k.Partition})...)
 		}
 	}
-	return nil
+	// against runs no statement for changes without snapshot reads: the batch's results may
+	// still be open.
+	return func(ctx context.Context, tx pgx.Tx, br pgx.BatchResults) error {
+		marks := make([]mark, len(ks))
+		for i, k := range ks {
+			m, err := ws.by[k].stored1(br.QueryRow(), sink.Batch{Topic: k.Topic, Partition: k.Partition})
+			if err != nil {
+				return err
+			}
+			marks[i] = m
+		}
+		for i, k := range ks {
+			if err := ws.by[k].against(ctx, tx, p, sink.Batch{Topic: k.Topic, Partition: k.Partition}, marks[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }

@@ -105,6 +105,14 @@ func (s *stagedTable) append(row []any, unavail []int, ev *event, ord int, del b
 	return s.stage(row, ev.commit, ev.lsn, ord, del, unavail)
 }
 
+// riderMarks are a batch's source marks to be sent with the first merge (watches.riding):
+// sent once they were.
+type riderMarks struct {
+	ws   *watches
+	p    *CDC
+	sent bool
+}
+
 // stage appends a row to the staging table's COPY text: the target's columns, then
 // eosink_commit, eosink_lsn, eosink_ord, eosink_del and eosink_unavail.
 func (s *stagedTable) stage(row []any, commit, lsn int64, ord int, del bool, unavail []int) error {
@@ -126,7 +134,11 @@ func (s *stagedTable) stage(row []any, commit, lsn int64, ord int, del bool, una
 // new snapshot of a source with streamed history: watch.resnapshot), staged snapshot reads
 // are first checked against the replica, and the first that contradicts it is
 // *errSnapshotDiffers.
-func (s *stagedTable) apply(ctx context.Context, tx pgx.Tx, checkReads bool) error {
+//
+// With marks (not nil and not sent), the batch's source marks (watches.queue) go first in
+// the merge's round trip, are checked before the merge's results are read, and marks is
+// set sent; a batch that does not merge here (nothing staged, or loaded) leaves them.
+func (s *stagedTable) apply(ctx context.Context, tx pgx.Tx, checkReads bool, marks *riderMarks) error {
 	if len(s.buf) == 0 && len(s.deferred) == 0 {
 		return nil
 	}
@@ -153,6 +165,10 @@ func (s *stagedTable) apply(ctx context.Context, tx pgx.Tx, checkReads bool) err
 		return fmt.Errorf("cdc: copy into the staging table of %s: %w", t.name, err)
 	}
 	b := &pgx.Batch{}
+	var readMarks func(context.Context, pgx.Tx, pgx.BatchResults) error
+	if marks != nil && !marks.sent {
+		readMarks, marks.sent = marks.ws.queue(marks.p, b), true
+	}
 	b.Queue(t.lockSQL, t.name)
 	b.Queue(t.moveSQL, t.name)
 	checkReads = checkReads && s.reads > 0
@@ -170,6 +186,11 @@ func (s *stagedTable) apply(ctx context.Context, tx pgx.Tx, checkReads bool) err
 	b.Queue(joinsBackSQL)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
+	if readMarks != nil {
+		if err := readMarks(ctx, tx, br); err != nil {
+			return err
+		}
+	}
 	if _, err := br.Exec(); err != nil {
 		return fmt.Errorf("cdc: merge lock of %s: %w", t.name, err)
 	}

@@ -108,3 +108,65 @@ func TestCDCResnapshotContradictsReplica(t *testing.T) {
 		})
 	}
 }
+
+// TestCDCRewoundStreamedChangeRefusesTheBatch: a batch of streamed changes only (no
+// snapshot read) whose last change is older than the partition's mark yet committed later
+// (a source rewound by a failover): the batch's marks travel in the merge's round trip, so
+// the merge runs before the mark is read back; Write must still return the *RewoundError,
+// and the transaction, rolled back as the engine does, leaves the replica as it was.
+func TestCDCRewoundStreamedChangeRefusesTheBatch(t *testing.T) {
+	e := testbed.Require(t)
+	ctx := context.Background()
+	db := testbed.Pool(t, e)
+	const before, later = 1_700_000_000_000, 1_700_000_600_000
+	replica, positions, table := itemsReplica(t, e, db)
+	p := newPlugin(t, e, replica, positions, cdc.Config{})
+	write := func(b sink.Batch) error {
+		tx, err := db.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		if err := p.Write(ctx, tx, b); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	}
+	first := []testbed.Msg{sourcedChange("c", 1, 100, 110, before, "one"), sourcedChange("c", 2, 120, 130, before, "two")}
+	if err := write(records(0, first...)); err != nil {
+		t.Fatal(err)
+	}
+	replica1 := func() string {
+		var got string
+		if err := db.QueryRow(ctx, "SELECT coalesce(string_agg(id || ' ' || name, ', ' ORDER BY id), '') FROM "+table).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	want := replica1()
+	if want != "1 one, 2 two" {
+		t.Fatalf("after the first batch the replica holds %q", want)
+	}
+	// A change past the mark, then one at an older position committed ten minutes later.
+	b := records(0, sourcedChange("u", 1, 200, 210, before+1000, "one later"), sourcedChange("u", 2, 50, 60, later, "two rewound"),
+		sourcedChange("c", 3, 60, 70, later, "three rewound"))
+	for i := range b.Records {
+		b.Records[i].Offset = int64(len(first) + i)
+	}
+	err := write(b)
+	var re *cdc.RewoundError
+	if !errors.As(err, &re) || !errors.Is(err, sink.ErrSourceRewound) || re.Offset != int64(len(first)+1) {
+		t.Fatalf("Write: %v; want a *cdc.RewoundError at offset %d", err, len(first)+1)
+	}
+	if got := replica1(); got != want {
+		t.Fatalf("after the refused batch the replica holds %q, want %q", got, want)
+	}
+	// The same batch without the rewound changes applies.
+	b.Records = b.Records[:1]
+	if err := write(b); err != nil {
+		t.Fatal(err)
+	}
+	if got := replica1(); got != "1 one later, 2 two" {
+		t.Fatalf("the replica holds %q, want %q", got, "1 one later, 2 two")
+	}
+}

@@ -377,14 +377,14 @@ func (ws *watches) check(ctx context.Context, tx pgx.Tx, p *CDC) error {
 // merge depends on the mark (resnapshot). A rewound change is then found after the merge's
 // statements ran, in the same transaction, which it fails as before.
 func (ws *watches) riding() bool {
-	any := false
+	changes := false
 	for _, w := range ws.by {
 		if w.reads {
 			return false
 		}
-		any = any || len(w.seen) > 0
+		changes = changes || len(w.seen) > 0
 	}
-	return any
+	return changes
 }
 
 // queue queues on b the marks of the partitions with changes, in the order first seen, and

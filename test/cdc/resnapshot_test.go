@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/eosink/eosink/internal/testbed"
 	"github.com/eosink/eosink/sink"
 	"github.com/eosink/eosink/sink/cdc"
@@ -40,6 +42,23 @@ func sourcedChange(op string, id, commit, lsn, ts int64, name string) testbed.Ms
 	return testbed.Msg{Key: []byte(key), Value: []byte(value)}
 }
 
+// writeTx returns a function that writes a batch with p in a transaction of its own and
+// commits it, or rolls it back when Write fails, as the engine does.
+func writeTx(t *testing.T, db *pgxpool.Pool, p *cdc.CDC) func(sink.Batch) error {
+	return func(b sink.Batch) error {
+		ctx := context.Background()
+		tx, err := db.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		if err := p.Write(ctx, tx, b); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	}
+}
+
 // TestCDCResnapshotContradictsReplica: a partition streamed changes of a key, then the
 // source is snapshotted again (reads later than every commit the partition saw). A read
 // equal to the replica's row is skipped silently, as before; a read that differs from it,
@@ -72,17 +91,7 @@ func TestCDCResnapshotContradictsReplica(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			replica, positions, table := itemsReplica(t, e, db)
 			p := newPlugin(t, e, replica, positions, cdc.Config{})
-			write := func(b sink.Batch) error {
-				tx, err := db.Begin(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer tx.Rollback(ctx)
-				if err := p.Write(ctx, tx, b); err != nil {
-					return err
-				}
-				return tx.Commit(ctx)
-			}
+			write := writeTx(t, db, p)
 			if err := write(records(0, streamed...)); err != nil {
 				t.Fatal(err)
 			}
@@ -121,17 +130,7 @@ func TestCDCRewoundStreamedChangeRefusesTheBatch(t *testing.T) {
 	const before, later = 1_700_000_000_000, 1_700_000_600_000
 	replica, positions, table := itemsReplica(t, e, db)
 	p := newPlugin(t, e, replica, positions, cdc.Config{})
-	write := func(b sink.Batch) error {
-		tx, err := db.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback(ctx)
-		if err := p.Write(ctx, tx, b); err != nil {
-			return err
-		}
-		return tx.Commit(ctx)
-	}
+	write := writeTx(t, db, p)
 	first := []testbed.Msg{sourcedChange("c", 1, 100, 110, before, "one"), sourcedChange("c", 2, 120, 130, before, "two")}
 	if err := write(records(0, first...)); err != nil {
 		t.Fatal(err)

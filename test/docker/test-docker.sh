@@ -17,8 +17,10 @@
 #   IMAGE                      the eosink image to build and test. Default: eosink:dev
 #   EOSINK_DOCKER_TESTS        -run pattern of the tests in ./test run on testcontainers.
 #                              Default: the crash, fencing, poison, dead-letter, position and rebalance tests
-#   EOSINK_DOCKER_KAFKA_PORT   Kafka's port for step 4 (its controller: port+1). Default: 39092
-#   EOSINK_DOCKER_PG_PORT      PostgreSQL's port for step 4. Default: 35432
+#   EOSINK_DOCKER_KAFKA_PORT   Kafka's port for step 4 (its controller: port+1). Default: 29092
+#   EOSINK_DOCKER_PG_PORT      PostgreSQL's port for step 4. Default: 25432
+#                              (both below Linux's ephemeral range, 32768-60999, where a client
+#                              connection's own port can take them)
 #   EOSINK_TEST_KAFKA_IMAGE, EOSINK_TEST_POSTGRES_IMAGE  as in test/docker/images.sh
 set -euo pipefail
 
@@ -29,14 +31,27 @@ export IMAGE=${IMAGE:-eosink:dev}
 TESTS=${EOSINK_DOCKER_TESTS:-'TestExactlyOnceAcrossCrashes|TestZombieProcessIsFenced|TestStoreFencesOlderClaim|TestPoisonRecordsAreDeadLettered|TestDeadLetterReplay|TestPositionComesFromDatabase|TestRebalance$'}
 # The packages those tests live in (the store's fencing test sits beside the store).
 PKGS="./test/ ./internal/offsets/"
-KPORT=${EOSINK_DOCKER_KAFKA_PORT:-39092}
-PPORT=${EOSINK_DOCKER_PG_PORT:-35432}
+KPORT=${EOSINK_DOCKER_KAFKA_PORT:-29092}
+PPORT=${EOSINK_DOCKER_PG_PORT:-25432}
 LOGDIR=$repo/.services/logs
 mkdir -p "$LOGDIR"
 run=eosink-test-docker-$$
 step() { printf '\n==== test-docker: %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
 die() { printf 'test-docker: FAIL: %s\n' "$*" >&2; exit 1; }
 t0=$(date +%s)
+
+# port_taken P: something on this machine listens on, or is connected from, port P (a socket in
+# TIME-WAIT does not stop a bind; without iproute2's ss nothing is checked).
+port_taken() { command -v ss >/dev/null && ss -Htan "( sport = :$1 )" | grep -qv '^TIME-WAIT'; }
+# not_ready: the containers' state and their last lines, then FAIL (the clean-up removes them).
+not_ready() {
+  local c
+  for c in "$run-pg" "$run-kafka"; do
+    printf -- '---- %s: %s\n' "$c" "$(docker inspect -f '{{.State.Status}} (exit code {{.State.ExitCode}}) {{.State.Error}}' "$c" 2>&1)" >&2
+    docker logs --tail 40 "$c" 2>&1 | sed 's/^/    /' >&2 || true
+  done
+  die "$1"
+}
 
 cleanup() {
   local ids
@@ -83,6 +98,12 @@ no_bridges
 t_tests=$(date +%s)
 
 step "Kafka and PostgreSQL containers for the image's run (127.0.0.1:$KPORT, 127.0.0.1:$PPORT)"
+for p in "$PPORT" "$KPORT" $((KPORT + 1)); do
+  if port_taken "$p"; then
+    ss -Htanp "( sport = :$p )" >&2 || true
+    die "loopback port $p is in use; set EOSINK_DOCKER_KAFKA_PORT / EOSINK_DOCKER_PG_PORT to free ones"
+  fi
+done
 docker run -d --name "$run-pg" --label "org.eosink.test-docker=$run" --network host \
   -e POSTGRES_PASSWORD=eosink -e POSTGRES_DB=eosink "$EOSINK_TEST_POSTGRES_IMAGE" \
   postgres -c port="$PPORT" -c listen_addresses=127.0.0.1 -c max_connections=300 >/dev/null
@@ -97,9 +118,12 @@ docker run -d --name "$run-kafka" --label "org.eosink.test-docker=$run" --networ
   -e KAFKA_GROUP_MIN_SESSION_TIMEOUT_MS=3000 -e KAFKA_AUTO_CREATE_TOPICS_ENABLE=false \
   "$EOSINK_TEST_KAFKA_IMAGE" >/dev/null
 for i in $(seq 1 240); do
+  for c in "$run-pg" "$run-kafka"; do
+    [ "$(docker inspect -f '{{.State.Running}}' "$c" 2>/dev/null)" = true ] || not_ready "container $c stopped before it was ready"
+  done
   if docker exec "$run-pg" pg_isready -q -h 127.0.0.1 -p "$PPORT" -d eosink -U postgres &&
     docker logs "$run-kafka" 2>&1 | grep -q 'Kafka Server started'; then break; fi
-  [ "$i" -lt 240 ] || die "Kafka or PostgreSQL container not ready after 120s (docker logs $run-kafka / $run-pg)"
+  [ "$i" -lt 240 ] || not_ready "Kafka or PostgreSQL container not ready after 120s"
   sleep 0.5
 done
 export KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$KPORT DATABASE_URL="postgres://postgres:eosink@127.0.0.1:$PPORT/eosink?sslmode=disable"

@@ -95,13 +95,19 @@ func (c *Process) Wait(timeout time.Duration) error {
 	case <-c.done:
 		return c.err
 	case <-time.After(timeout):
-		c.Signal(syscall.SIGQUIT)
-		select {
-		case <-c.done:
-		case <-time.After(5 * time.Second):
-		}
+		c.Dump()
 		c.t.Fatalf("%s did not exit within %s (sent SIGQUIT: its goroutines are in its output)", c.name, timeout)
 		return nil
+	}
+}
+
+// Dump sends SIGQUIT, so that a Go program prints every goroutine's stack into the output
+// the test logs when it fails, and waits up to 5 s for it to exit: for a process found hung.
+func (c *Process) Dump() {
+	c.Signal(syscall.SIGQUIT)
+	select {
+	case <-c.done:
+	case <-time.After(5 * time.Second):
 	}
 }
 

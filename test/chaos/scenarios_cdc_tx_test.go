@@ -334,10 +334,12 @@ sink:
 		if !took {
 			t.Fatalf("no standby took the set within 30 s of the holder's SIGSTOP (lease timeout %s)", txLease)
 		}
-		testbed.Eventually(t, 30*time.Second, "the zombie to stand by", func() (bool, string) {
-			out := h.Output()[mark:]
-			return strings.Contains(out, "set: standing by"), "not yet"
-		})
+		for wait := time.Now().Add(30 * time.Second); !strings.Contains(h.Output()[mark:], "set: standing by"); time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(wait) {
+				h.Dump() // where it hangs: its goroutines go into the output logged below
+				t.Fatalf("timed out after 30s waiting for the zombie to stand by (sent it SIGQUIT: its goroutines are in its output)")
+			}
+		}
 		out := h.Output()[mark:]
 		how := "its lease lost"
 		switch {

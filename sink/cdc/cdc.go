@@ -182,7 +182,7 @@ func (p *CDC) Migrations() []sink.Migrations {
 // name has no variable: that it exists (unless Create is set) and has a primary key.
 func (p *CDC) Prepare(ctx context.Context, db sink.DB) error {
 	var ok bool
-	tables := []string{p.positions, intPositions(p.positions), p.marks}
+	tables := []string{p.positions, intPositions(p.positions), loadFloors(p.positions), p.marks}
 	if p.sequenced() {
 		tables = append(tables, p.watermarks)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -15,34 +14,33 @@ import (
 )
 
 // The load of a fresh table's snapshot. A batch whose changes of a target are all snapshot
-// reads (op r) of distinct keys, with no unavailable value, into a target keyed by one
-// integer column, is copied straight into the target and its keys' positions straight
-// into cdc_positions_int: two COPYs, where the merge copies into the staging table, then
-// deduplicates, upserts the positions and upserts the rows. It writes what the merge would
-// write, or nothing:
+// reads (op r) of distinct keys at one LSN, with no unavailable value, into a target keyed
+// by one integer column, is copied straight into the target: one COPY, where the merge
+// copies into the staging table, then deduplicates, upserts the positions and upserts the
+// rows. Its keys get no position row each: the target's load floor (cdc_load_floors,
+// migration 6) records the LSN once, and a key with a row and no position row is at (0,
+// that LSN) for the merge (positionsSQL). It writes what the merge would write, or nothing:
 //
-//   - It holds the target's merge lock shared, as a merge does: a truncate never overlaps
-//     it, and after moveSQL every stored position of the target's keys is in
-//     cdc_positions_int. A target with a truncate watermark (pk 'null') is never loaded:
-//     the merge refuses every snapshot read older than the truncate, which a load does not
-//     check.
-//   - Both COPYs run under a savepoint, the positions first. The positions' primary key
-//     refuses a key that has a position (a deleted key's included), the target's a key
-//     that has a row. When both accept every key, no key of the batch had a position or a
-//     row, and the merge would have inserted every position and every row as the load did:
-//     it refuses a read only for a stored position as new or newer, or a truncate
-//     watermark.
-//   - A merge of another partition that writes one of the keys meets the load where the
-//     merge's writes meet each other: on the key's position, whose insert waits for the
-//     other transaction to end. The load that waits then fails on the key (and is merged)
-//     or the merge that waits finds the load's position and merges after it, as after a
-//     merge. Copying the positions first, a load never holds a row that such a merge
-//     waits for while it waits for that merge (which would be a deadlock).
-//   - When either COPY fails, the savepoint is rolled back and the batch goes through the
-//     merge, which gives each key its due (and reports the errors the COPY hit, a NOT NULL
-//     violation say, as the merge does). A unique violation also stops the target's loads
-//     in this process (noLoad): the table holds rows already, and later loads would fail
-//     the same way.
+//   - It holds the target's merge lock exclusive, as a truncate does: no merge or other
+//     load of the target overlaps it, and it sees what they committed. (The per-key
+//     position rows that the load no longer writes were where a load and a merge of
+//     another partition met; the lock is where they meet now.) Loads of one target by
+//     several partitions take turns; each is one COPY.
+//   - In the lock's round trip it checks, after moveSQL put every stored position of the
+//     target's keys in cdc_positions_int, that the target has no truncate watermark (pk
+//     'null': the merge refuses every snapshot read older than the truncate, which a load
+//     does not check), that no key of the batch has a position (a deleted key's included),
+//     and that the target's floor is absent or at the batch's LSN. Then the rows' COPY, under
+//     a savepoint: the target's primary key refuses a key that has a row. When all of that
+//     holds, no key of the batch had a position or a row, and the merge would have inserted
+//     every position (0, lsn) and every row, as the load did: it refuses a read only for a
+//     stored position as new or newer, or a truncate watermark. The floor is then written if
+//     it was absent.
+//   - Otherwise (or when the COPY fails), the savepoint is rolled back and the batch goes
+//     through the merge, which gives each key its due (and reports the errors the COPY hit,
+//     a NOT NULL violation say, as the merge does). A key with a position or a row, a
+//     watermark, a floor at another LSN also stop the target's loads in this process
+//     (noLoad): later loads would fail the same way.
 //
 // Snapshot reads checked against the replica (watch.resnapshot: a new snapshot of a source
 // with streamed history) are merged, never loaded.
@@ -51,8 +49,10 @@ const loadSavepoint = "eosink_cdc_load"
 // buildLoad writes the load's statements (build calls it for an integer key).
 func (t *target) buildLoad() {
 	t.loadSQL = fmt.Sprintf("COPY %s (%s) FROM STDIN", t.name, quote(t.cols, ""))
-	t.loadPosSQL = fmt.Sprintf("COPY %s (target, pk, commit_lsn, lsn, deleted) FROM STDIN", t.keyPositions)
-	t.truncatedSQL = fmt.Sprintf("SELECT EXISTS (SELECT 1 FROM %s WHERE target = $1 AND pk = 'null'::jsonb)", t.positions)
+	t.loadCheckSQL = fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s WHERE target = $1 AND pk = 'null'::jsonb),
+       EXISTS (SELECT 1 FROM %s WHERE target = $1 AND pk = ANY($2::bigint[])),
+       (SELECT lsn FROM %s WHERE target = $1)`, t.positions, t.keyPositions, t.floors)
+	t.floorSQL = fmt.Sprintf("INSERT INTO %s (target, lsn) VALUES ($1, $2) ON CONFLICT (target) DO NOTHING", t.floors)
 }
 
 // loadRow is a snapshot read kept for the load and not yet staged for the merge.
@@ -64,24 +64,37 @@ type loadRow struct {
 }
 
 // stageLoad keeps a snapshot read of a new key for the load: its row as COPY text of the
-// target's columns, its position as COPY text of cdc_positions_int. It is staged for the
-// merge only if the batch is merged after all (unload): a batch that loads costs no staging
-// rows. An error is the one staging the row for the merge would return.
+// target's columns, its key as an int64. It is staged for the merge only if the batch is
+// merged after all (unload): a batch that loads costs no staging rows. A read at another
+// LSN than the batch's first, or whose key is not an int64, is staged for the merge, with
+// the rows kept before it. An error is the one staging the row for the merge would return.
 func (s *stagedTable) stageLoad(row []any, ev *event, ord int) error {
-	line, err := mapping.AppendCopyRow(s.load, row, s.t.bytea)
-	if err != nil {
-		return err
-	}
-	pos, err := s.appendLoadPosition(row[s.t.keyIdx[0]], ev.lsn)
-	if err != nil {
+	key, ok := int64Key(row[s.t.keyIdx[0]])
+	if !ok || (len(s.deferred) > 0 && ev.lsn != s.loadLSN) {
 		if err := s.unload(); err != nil {
 			return err
 		}
 		return s.stage(row, ev.commit, ev.lsn, ord, false, nil)
 	}
-	s.load, s.loadPos = line, pos
+	line, err := mapping.AppendCopyRow(s.load, row, s.t.bytea)
+	if err != nil {
+		return err
+	}
+	s.load, s.loadKeys, s.loadLSN = line, append(s.loadKeys, key), ev.lsn
 	s.deferred = append(s.deferred, loadRow{row: row, commit: ev.commit, lsn: ev.lsn, ord: ord})
 	return nil
+}
+
+// int64Key reads an integer key's value as the row holds it (an int64, or the text of one).
+func int64Key(v any) (int64, bool) {
+	switch v := v.(type) {
+	case int64:
+		return v, true
+	case string:
+		n, err := strconv.ParseInt(v, 10, 64)
+		return n, err == nil
+	}
+	return 0, false
 }
 
 // unload stages the rows kept for the load for the merge, and ends the load of this batch
@@ -93,7 +106,7 @@ func (s *stagedTable) unload() error {
 			return err
 		}
 	}
-	s.deferred, s.mixed, s.load, s.loadPos = nil, true, nil, nil
+	s.deferred, s.mixed, s.load, s.loadKeys = nil, true, nil, nil
 	return nil
 }
 
@@ -103,17 +116,18 @@ func (s *stagedTable) loadable(checkReads bool) bool {
 }
 
 // applyLoad loads the batch (see loadSavepoint) and reports whether it did; when it did
-// not, and err is nil, the transaction is as before but for the merge lock and the moved
-// positions, and the caller merges the batch.
+// not, and err is nil, the transaction is as before but for the merge lock (held
+// exclusive) and the moved positions, and the caller merges the batch.
 func (s *stagedTable) applyLoad(ctx context.Context, tx pgx.Tx) (bool, error) {
 	t := s.t
 	b := &pgx.Batch{}
-	b.Queue(t.lockSQL, t.name)
+	b.Queue(t.truncLockSQL, t.name)
 	b.Queue(t.moveSQL, t.name)
-	b.Queue(t.truncatedSQL, t.name)
+	b.Queue(t.loadCheckSQL, t.name, s.loadKeys)
 	b.Queue("SAVEPOINT " + loadSavepoint)
 	br := tx.SendBatch(ctx, b)
-	var truncated bool
+	var truncated, held bool
+	var floor *int64
 	err := func() error {
 		defer br.Close()
 		if _, err := br.Exec(); err != nil {
@@ -122,8 +136,8 @@ func (s *stagedTable) applyLoad(ctx context.Context, tx pgx.Tx) (bool, error) {
 		if _, err := br.Exec(); err != nil {
 			return fmt.Errorf("cdc: load %s: move positions: %w", t.name, err)
 		}
-		if err := br.QueryRow().Scan(&truncated); err != nil {
-			return fmt.Errorf("cdc: load %s: truncate watermark: %w", t.name, err)
+		if err := br.QueryRow().Scan(&truncated, &held, &floor); err != nil {
+			return fmt.Errorf("cdc: load %s: check the positions: %w", t.name, err)
 		}
 		if _, err := br.Exec(); err != nil {
 			return fmt.Errorf("cdc: load %s: savepoint: %w", t.name, err)
@@ -133,16 +147,17 @@ func (s *stagedTable) applyLoad(ctx context.Context, tx pgx.Tx) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if truncated {
+	if truncated || held || (floor != nil && *floor != s.loadLSN) {
 		t.noLoad.Store(true)
 		return false, s.release(ctx, tx)
 	}
-	pg := tx.Conn().PgConn()
-	if _, err := pg.CopyFrom(ctx, bytes.NewReader(s.loadPos), t.loadPosSQL); err != nil {
+	if _, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(s.load), t.loadSQL); err != nil {
 		return false, s.rollBack(ctx, tx, err)
 	}
-	if _, err := pg.CopyFrom(ctx, bytes.NewReader(s.load), t.loadSQL); err != nil {
-		return false, s.rollBack(ctx, tx, err)
+	if floor == nil {
+		if _, err := tx.Exec(ctx, t.floorSQL, t.name, s.loadLSN); err != nil {
+			return false, s.rollBack(ctx, tx, err)
+		}
 	}
 	s.loaded = true
 	return true, s.release(ctx, tx)
@@ -170,44 +185,4 @@ func (s *stagedTable) rollBack(ctx context.Context, tx pgx.Tx, cause error) erro
 		return fmt.Errorf("cdc: load %s: roll back to the savepoint after %v: %w", s.t.name, cause, err)
 	}
 	return s.release(ctx, tx)
-}
-
-// appendLoadPosition appends a snapshot read's position row (target, pk, commit 0, lsn, not
-// deleted) to loadPos: written by hand for a key that is an int64 or a string of an
-// integer (the target's name escaped once per batch), else by mapping.AppendCopyRow.
-func (s *stagedTable) appendLoadPosition(pk any, lsn int64) ([]byte, error) {
-	var k string
-	switch v := pk.(type) {
-	case string:
-		k = v
-	case int64:
-		k = strconv.FormatInt(v, 10)
-	}
-	if isInteger(k) {
-		if s.loadPosPrefix == nil {
-			prefix, err := mapping.AppendCopyRow(nil, []any{s.t.name}, nil)
-			if err != nil {
-				return nil, err
-			}
-			s.loadPosPrefix = append(prefix[:len(prefix)-1], '\t') // the newline becomes the tab before pk
-		}
-		b := append(append(s.loadPos, s.loadPosPrefix...), k...)
-		b = strconv.AppendInt(append(b, "\t0\t"...), lsn, 10)
-		return append(b, "\tfalse\n"...), nil
-	}
-	return mapping.AppendCopyRow(s.loadPos, []any{s.t.name, pk, int64(0), lsn, false}, nil)
-}
-
-// isInteger reports whether k is an optional minus and 1 to 19 digits.
-func isInteger(k string) bool {
-	k = strings.TrimPrefix(k, "-")
-	if len(k) == 0 || len(k) > 19 {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		if k[i] < '0' || k[i] > '9' {
-			return false
-		}
-	}
-	return true
 }

@@ -2,7 +2,6 @@ package cdc
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/internal/testbed"
-	"github.com/eosink/eosink/sink/internal/mapping"
 )
 
 // loadBed is a migrated schema with helpers for the load tests.
@@ -82,14 +80,17 @@ func (b *loadBed) apply(conn *pgx.Conn, st *stagedTable) {
 	}
 }
 
-// state is tg's rows and its keys' positions, as text.
+// state is tg's rows and its keys' positions, as text: the stored ones, and (0, the
+// floor) for a key with a row and none stored (load.go).
 func (b *loadBed) state(tg *target) (rows, positions string) {
 	b.t.Helper()
 	if err := b.conn.QueryRow(b.ctx, "SELECT coalesce(string_agg(id || '=' || v, ' ' ORDER BY id), '') FROM "+tg.name).Scan(&rows); err != nil {
 		b.t.Fatal(err)
 	}
 	if err := b.conn.QueryRow(b.ctx, `SELECT coalesce(string_agg(pk || ' ' || commit_lsn || ' ' || lsn || ' ' || deleted, ', ' ORDER BY pk), '')
-FROM `+tg.keyPositions+` WHERE target = $1`, tg.name).Scan(&positions); err != nil {
+FROM (SELECT pk, commit_lsn, lsn, deleted FROM `+tg.keyPositions+` WHERE target = $1
+      UNION ALL SELECT t.id, 0, f.lsn, false FROM `+tg.name+` t JOIN `+tg.floors+` f ON f.target = $1
+      WHERE NOT EXISTS (SELECT 1 FROM `+tg.keyPositions+` p WHERE p.target = $1 AND p.pk = t.id)) p`, tg.name).Scan(&positions); err != nil {
 		b.t.Fatal(err)
 	}
 	return rows, positions
@@ -159,8 +160,8 @@ func TestLoadWritesWhatTheMergeWrites(t *testing.T) {
 }
 
 // TestLoadKeepsDeletesAndTruncates: a snapshot read older than its key's stored delete is
-// not applied though the key has no row (the positions' COPY fails on the delete's
-// position and the batch is merged), and a target with a truncate watermark is never
+// not applied though the key has no row (the load's check finds the delete's position and
+// the batch is merged), and a target with a truncate watermark is never
 // loaded (the merge refuses the reads older than the truncate).
 func TestLoadKeepsDeletesAndTruncates(t *testing.T) {
 	b := newLoadBed(t)
@@ -195,8 +196,9 @@ func TestLoadKeepsDeletesAndTruncates(t *testing.T) {
 }
 
 // TestLoadWaitsForMerges: a load waits for a merge of another partition that wrote one of
-// its keys (the merge deleted it, uncommitted), and then sees what the merge committed: the
-// read of the deleted key is not applied.
+// its keys (the merge deleted it, uncommitted: the load waits on the merge lock, exclusive
+// for a load), and then sees what the merge committed: the read of the deleted key is not
+// applied.
 func TestLoadWaitsForMerges(t *testing.T) {
 	b := newLoadBed(t)
 	e := testbed.Require(t)
@@ -264,16 +266,61 @@ func TestLoadWaitsForMerges(t *testing.T) {
 	}
 }
 
-// TestLoadPositionText: the position rows appendLoadPosition writes by hand are the ones
-// mapping.AppendCopyRow writes.
-func TestLoadPositionText(t *testing.T) {
-	s := &stagedTable{t: &target{name: `"re\plica"."it	ems"`}}
-	for _, pk := range []any{int64(42), int64(-7), "-9", "17", "12345678901234567890", "x1", "", 1.5, json.Number("3")} {
-		want, werr := mapping.AppendCopyRow(nil, []any{s.t.name, pk, int64(0), int64(99), false}, nil)
-		s.loadPos = nil
-		got, err := s.appendLoadPosition(pk, 99)
-		if (err == nil) != (werr == nil) || string(got) != string(want) {
-			t.Errorf("%v: %q, %v; want %q, %v", pk, got, err, want, werr)
-		}
+// TestLoadFloor: a load writes no position per key but the target's floor (its reads'
+// LSN), and the merge then treats a key with a row and no position as at (0, floor): an
+// older snapshot read of it is not applied, a newer one is, as are reads of keys without a
+// row. A read at another LSN than the floor's is merged, never loaded.
+func TestLoadFloor(t *testing.T) {
+	b := newLoadBed(t)
+	tg := b.table("floor")
+	st := b.stage(tg, ids(1, 10), 0, 500, false, "a")
+	b.apply(b.conn, st)
+	var explicit int
+	var floor int64
+	if err := b.conn.QueryRow(b.ctx, "SELECT (SELECT count(*) FROM "+tg.keyPositions+" WHERE target = $1), (SELECT lsn FROM "+tg.floors+" WHERE target = $1)",
+		tg.name).Scan(&explicit, &floor); err != nil {
+		t.Fatal(err)
+	}
+	if !st.loaded || explicit != 0 || floor != 500 {
+		t.Fatalf("the load: loaded %v, %d position rows, floor %d; want true, 0, 500", st.loaded, explicit, floor)
+	}
+	later := b.stage(tg, ids(11, 12), 0, 600, false, "b")
+	b.apply(b.conn, later)
+	if later.loaded || !tg.noLoad.Load() {
+		t.Errorf("reads at 600 into a target floored at 500: loaded %v, loads stopped %v; want false, true", later.loaded, tg.noLoad.Load())
+	}
+	if _, err := b.conn.Exec(b.ctx, "INSERT INTO "+tg.name+" VALUES (50, 'before')"); err != nil { // a row eosink never wrote
+		t.Fatal(err)
+	}
+	b.apply(b.conn, b.stage(tg, []int64{1, 2}, 0, 450, false, "older"))
+	b.apply(b.conn, b.stage(tg, []int64{3}, 0, 700, false, "newer"))
+	b.apply(b.conn, b.stage(tg, []int64{4, 50}, 0, 500, false, "same"))
+	b.apply(b.conn, b.stage(tg, []int64{99}, 0, 300, false, "new key"))
+	b.apply(b.conn, b.stage(tg, []int64{5}, 800, 800, true, ""))
+	b.apply(b.conn, b.stage(tg, []int64{5}, 0, 500, false, "resurrected"))
+	rows, positions := b.state(tg)
+	want := "1=a\t\\1 2=a\t\\2 3=newer\t\\3 4=same\t\\4 6=a\t\\6 7=a\t\\7 8=a\t\\8 9=a\t\\9 10=a\t\\10 11=b\t\\11 12=b\t\\12 50=same\t\\50 99=new key\t\\99"
+	if rows != want {
+		t.Errorf("rows\n %q, want\n %q", rows, want)
+	}
+	wantPos := "1 0 500 false, 2 0 500 false, 3 0 700 false, 4 0 500 false, 5 800 800 true, 6 0 500 false, 7 0 500 false, 8 0 500 false, 9 0 500 false, 10 0 500 false, " +
+		"11 0 600 false, 12 0 600 false, 50 0 500 false, 99 0 300 false"
+	if positions != wantPos {
+		t.Errorf("positions\n %q, want\n %q", positions, wantPos)
+	}
+
+	// Migration 6's down writes the floor's keys a position row each, as loads did before it.
+	down, err := migrationFiles.ReadFile("migrations/0006_cdc_load_floors.down.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.conn.Exec(b.ctx, "SET search_path = "+pgx.Identifier{b.schema}.Sanitize()+"; "+string(down)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.conn.Exec(b.ctx, "CREATE TABLE cdc_load_floors (target text PRIMARY KEY, lsn bigint NOT NULL)"); err != nil {
+		t.Fatal(err) // empty: state reads the stored positions only
+	}
+	if _, after := b.state(tg); after != wantPos {
+		t.Errorf("after migration 6's down, positions\n %q, want\n %q", after, wantPos)
 	}
 }

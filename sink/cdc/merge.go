@@ -26,14 +26,16 @@ const mergeLockClass = 0x65636463 // "ecdc"
 //  2. positionsSQL keeps the last change per key (by source position, then offset),
 //     records each key's new position in the positions table unless the stored one is as
 //     new or newer (the ON CONFLICT ... WHERE re-checks it under the row lock, waiting for
-//     a concurrent partition that holds it), and deletes the other staged rows.
+//     a concurrent partition that holds it), and deletes the other staged rows. A key
+//     with a row and no stored position was loaded (load.go) at the target's floor: a
+//     snapshot read older than the floor is not recorded either.
 //  3. applySQL, in a snapshot taken after those waits, applies the winners: deletes, then
 //     updates of the stored rows (a column flagged unavailable keeps the stored value),
 //     then inserts of the keys without a row. It returns the winners that carry unavailable
 //     columns and have no row: they are refused (errUnavailable), never written. It is
 //     planned with hash and merge joins off (joinsOffSQL, then joinsBackSQL; see there).
 func (t *target) build(positions string) {
-	t.positions, t.keyPositions = positions, positions
+	t.positions, t.keyPositions, t.floors = positions, positions, loadFloors(positions)
 	from := intPositions(positions)
 	if t.intKey {
 		t.keyPositions, from = from, positions
@@ -82,17 +84,25 @@ DELETE FROM %s`,
 			keep = append(keep, fmt.Sprintf("%[1]s = CASE WHEN %[2]d = ANY(a.%[3]s) THEN t.%[1]s ELSE a.%[1]s END", q, i, colUnav))
 		}
 	}
-	t.positionsSQL = fmt.Sprintf(`WITH last AS (SELECT DISTINCT ON (%[2]s) %[5]s, %[8]s AS eosink_pk, %[3]s, %[4]s, %[7]s FROM %[1]s
+	var loaded []string // the staged key's row in the target (floorCheck)
+	for _, k := range t.keys {
+		q := pgx.Identifier{k}.Sanitize()
+		loaded = append(loaded, fmt.Sprintf("t.%s = l.%s", q, q))
+	}
+	t.positionsSQL = fmt.Sprintf(`WITH last AS (SELECT DISTINCT ON (%[2]s) %[2]s, %[5]s, %[8]s AS eosink_pk, %[3]s, %[4]s, %[7]s FROM %[1]s
          ORDER BY %[2]s, %[3]s DESC, %[4]s DESC, %[5]s DESC),
 won AS (INSERT INTO %[9]s AS p (target, pk, commit_lsn, lsn, deleted)
         SELECT $1, eosink_pk, %[3]s, %[4]s, %[7]s FROM last l
         WHERE NOT EXISTS (SELECT 1 FROM %[6]s w WHERE w.target = $1 AND w.pk = 'null'::jsonb
                           AND (l.%[3]s, l.%[4]s) <= (w.commit_lsn, w.lsn))
+          AND NOT (l.%[3]s = 0 AND l.%[4]s < coalesce((SELECT f.lsn FROM %[10]s f WHERE f.target = $1), -1)
+                   AND EXISTS (SELECT 1 FROM %[11]s t WHERE %[12]s)
+                   AND NOT EXISTS (SELECT 1 FROM %[9]s k WHERE k.target = $1 AND k.pk = l.eosink_pk))
         ON CONFLICT (target, pk) DO UPDATE SET commit_lsn = EXCLUDED.commit_lsn, lsn = EXCLUDED.lsn, deleted = EXCLUDED.deleted
         WHERE (p.commit_lsn, p.lsn) < (EXCLUDED.commit_lsn, EXCLUDED.lsn)
         RETURNING p.pk)
 DELETE FROM %[1]s s WHERE NOT EXISTS (SELECT 1 FROM last l JOIN won ON won.pk = l.eosink_pk WHERE l.%[5]s = s.%[5]s)`,
-		t.stage, keys, colCommit, colLSN, colOrd, positions, colDel, t.posKey(""), t.keyPositions)
+		t.stage, keys, colCommit, colLSN, colOrd, positions, colDel, t.posKey(""), t.keyPositions, t.floors, t.name, strings.Join(loaded, " AND "))
 
 	t.snapSQL = t.snapshotCheckSQL()
 	if t.intKey {
@@ -227,6 +237,11 @@ ORDER BY s.%[1]s LIMIT 1`,
 // cdc_positions.
 func intPositions(positions string) string {
 	return strings.TrimSuffix(positions, `"cdc_positions"`) + pgx.Identifier{"cdc_positions_int"}.Sanitize()
+}
+
+// loadFloors is cdc_load_floors (migration 6) in the schema of positions.
+func loadFloors(positions string) string {
+	return strings.TrimSuffix(positions, `"cdc_positions"`) + pgx.Identifier{"cdc_load_floors"}.Sanitize()
 }
 
 // moveKeysSQL moves the target's key positions ($1) from the table from into

@@ -185,9 +185,9 @@ func TestKeysMigration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Back to migration 1 (undoing 5's, 4's and 3's tables and 2's function), then the old keys.
+	// Back to migration 1 (undoing 6's, 5's, 4's and 3's tables and 2's function), then the old keys.
 	m := p.Migrations()[0]
-	if _, err := conn.Exec(ctx, fmt.Sprintf("DROP TABLE %s.cdc_positions_int; DROP TABLE %s.cdc_tx_watermarks; DROP TABLE %s.cdc_source_marks; DROP FUNCTION %s.cdc_key_json(anyelement); UPDATE %s.%s SET version = 1", s, s, s, s, s, pgx.Identifier{m.Table}.Sanitize())); err != nil {
+	if _, err := conn.Exec(ctx, fmt.Sprintf("DROP TABLE %s.cdc_load_floors; DROP TABLE %s.cdc_positions_int; DROP TABLE %s.cdc_tx_watermarks; DROP TABLE %s.cdc_source_marks; DROP FUNCTION %s.cdc_key_json(anyelement); UPDATE %s.%s SET version = 1", s, s, s, s, s, s, pgx.Identifier{m.Table}.Sanitize())); err != nil {
 		t.Fatal(err)
 	}
 	sets := []string{

@@ -25,14 +25,15 @@ type stagedTable struct {
 	unavail int                // staged upserts left with unavailable values: the merge is applySQL, else upsertSQL
 
 	// The load of a fresh table's snapshot (load.go): while the batch holds only snapshot
-	// reads of distinct keys of a target keyed by one integer column, their rows as COPY
-	// text of the target's columns, and their positions as COPY text of cdc_positions_int.
-	// mixed: the batch holds something else (no load; load and loadPos are dropped).
-	load, loadPos []byte
-	deferred      []loadRow // the rows in load, not yet staged for the merge (unload)
-	loadPosPrefix []byte    // the target's name as COPY text and a tab (appendLoadPosition)
-	mixed         bool
-	loaded        bool // apply loaded the rows (tests)
+	// reads of distinct keys at one LSN (loadLSN) of a target keyed by one integer column,
+	// their rows as COPY text of the target's columns, and their keys. mixed: the batch
+	// holds something else (no load; load and loadKeys are dropped).
+	load     []byte
+	loadKeys []int64
+	loadLSN  int64
+	deferred []loadRow // the rows in load, not yet staged for the merge (unload)
+	mixed    bool
+	loaded   bool // apply loaded the rows (tests)
 }
 
 // add stages the rows of one change: an upsert of after for c, r and u (and, for a u that

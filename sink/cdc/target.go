@@ -44,8 +44,8 @@ type target struct {
 	upsertSQL                       string // merge.go: applySQL for a batch without unavailable values
 	snapSQL                         string // merge.go: snapshotCheckSQL
 	truncLockSQL, truncSQL          string
-	loadSQL, loadPosSQL             string      // load.go: a fresh table's snapshot copied straight in (intKey only)
-	truncatedSQL                    string      // load.go: whether the target has a truncate watermark
+	floors                          string      // quoted cdc_load_floors (load.go)
+	loadSQL, loadCheckSQL, floorSQL string      // load.go: a fresh table's snapshot copied straight in (intKey only)
 	noLoad                          atomic.Bool // load.go: a load found the table holding rows or positions
 }
 

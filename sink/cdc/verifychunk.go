@@ -188,14 +188,15 @@ func (v *tableVerify) report(key []string, inSrc, inDst, unsettled bool) {
 }
 
 // waitPassed waits, polling, until the replica has applied a change of the target at or
-// beyond lsn (the largest lsn of its cdc_positions rows), or until deadline; it reports
+// beyond lsn (the largest lsn of its cdc_positions rows and of its load floor), or until deadline; it reports
 // whether it passed.
 func (v *tableVerify) waitPassed(ctx context.Context, lsn int64, deadline time.Time) (bool, error) {
 	for poll := 50 * time.Millisecond; ; poll = min(2*poll, time.Second) {
 		var applied int64
 		if err := inTx(ctx, v.dst, func(tx pgx.Tx) error {
 			return tx.QueryRow(ctx, "SELECT greatest((SELECT coalesce(max(lsn), 0) FROM "+v.p.positions+" WHERE target = $1), "+
-				"(SELECT coalesce(max(lsn), 0) FROM "+intPositions(v.p.positions)+" WHERE target = $1))", v.rep.Target).Scan(&applied)
+				"(SELECT coalesce(max(lsn), 0) FROM "+intPositions(v.p.positions)+" WHERE target = $1), "+
+				"(SELECT coalesce(max(lsn), 0) FROM "+loadFloors(v.p.positions)+" WHERE target = $1))", v.rep.Target).Scan(&applied)
 		}); err != nil {
 			return false, err
 		}

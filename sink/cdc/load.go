@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
@@ -110,9 +111,19 @@ func (s *stagedTable) unload() error {
 	return nil
 }
 
-// loadable reports whether apply tries the load first.
+// loadable reports whether apply tries the load first: not when a key is in the batch
+// twice (the merge keeps the later read). It sorts loadKeys.
 func (s *stagedTable) loadable(checkReads bool) bool {
-	return !s.mixed && len(s.load) > 0 && !checkReads && s.t.loadSQL != "" && !s.t.noLoad.Load()
+	if s.mixed || len(s.load) == 0 || checkReads || s.t.loadSQL == "" || s.t.noLoad.Load() {
+		return false
+	}
+	slices.Sort(s.loadKeys)
+	for i := 1; i < len(s.loadKeys); i++ {
+		if s.loadKeys[i] == s.loadKeys[i-1] {
+			return false
+		}
+	}
+	return true
 }
 
 // applyLoad loads the batch (see loadSavepoint) and reports whether it did; when it did

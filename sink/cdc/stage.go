@@ -20,9 +20,10 @@ type stagedTable struct {
 	t       *target
 	stages  *stage.Sessions // the plugin's; nil keeps every staging table (tests)
 	buf     []byte
-	priors  map[string][]prior // by key (keyString): the changes staged for it, for fill
-	reads   int                // snapshot reads staged (op r): the merge then checks them (snapshotCheckSQL)
-	unavail int                // staged upserts left with unavailable values: the merge is applySQL, else upsertSQL
+	changes []prior          // the changes staged, in order, for fill
+	priors  map[string][]int // by key (keyString), the indexes of its changes: built by the first fill
+	reads   int              // snapshot reads staged (op r): the merge then checks them (snapshotCheckSQL)
+	unavail int              // staged upserts left with unavailable values: the merge is applySQL, else upsertSQL
 
 	// The load of a fresh table's snapshot (load.go): while the batch holds only snapshot
 	// reads of distinct keys at one LSN (loadLSN) of a target keyed by one integer column,
@@ -85,19 +86,19 @@ func (s *stagedTable) append(row []any, unavail []int, ev *event, ord int, del b
 			return err
 		}
 	}
-	if s.priors == nil {
-		s.priors = map[string][]prior{}
-	}
 	if len(unavail) > 0 {
 		s.unavail++
 	}
-	loadable := !s.mixed && s.t.intKey && ev.op == "r" && !del && len(unavail) == 0 && len(s.priors[key]) == 0
-	p := prior{commit: ev.commit, lsn: ev.lsn, del: del, unavail: unavail}
+	p := prior{key: key, commit: ev.commit, lsn: ev.lsn, del: del, unavail: unavail}
 	if !del {
 		p.row = row
 	}
-	s.priors[key] = append(s.priors[key], p)
-	if loadable {
+	s.changes = append(s.changes, p)
+	if s.priors != nil {
+		s.priors[key] = append(s.priors[key], len(s.changes)-1)
+	}
+	if !s.mixed && s.t.intKey && ev.op == "r" && !del && len(unavail) == 0 { // a key twice: loadable says
+
 		return s.stageLoad(row, ev, ord)
 	}
 	if err := s.unload(); err != nil {

@@ -60,6 +60,7 @@ func (p placeholder) is(v any) bool {
 // prior is what a batch staged for one key: the source position of the change, and for an
 // upsert its row, with the columns it left unavailable.
 type prior struct {
+	key         string // keyString
 	commit, lsn int64
 	del         bool
 	row         []any
@@ -94,9 +95,15 @@ func quoteList(cols []string) string {
 // still unavailable where that one was too. It returns the columns left unavailable, to
 // be kept from the replica's row; after a delete no value can be kept (errUnavailable).
 func (s *stagedTable) fill(key string, commit, lsn int64, row []any, unavail []int) ([]int, error) {
+	if s.priors == nil { // the first fill of the batch indexes what was staged before it
+		s.priors = map[string][]int{}
+		for i := range s.changes {
+			s.priors[s.changes[i].key] = append(s.priors[s.changes[i].key], i)
+		}
+	}
 	var best *prior
-	for i := range s.priors[key] {
-		p := &s.priors[key][i]
+	for _, i := range s.priors[key] {
+		p := &s.changes[i]
 		if (p.commit > commit || p.commit == commit && p.lsn > lsn) ||
 			best != nil && (p.commit < best.commit || p.commit == best.commit && p.lsn < best.lsn) {
 			continue

@@ -33,11 +33,12 @@ func TestPlaceholderForms(t *testing.T) {
 // source position; after a delete it is refused; with no earlier change it stays flagged.
 func TestFill(t *testing.T) {
 	s := &stagedTable{t: &target{name: `"r"."t"`, cols: []string{"id", "a", "b"}}}
-	s.priors = map[string][]prior{"k": {
-		{commit: 10, lsn: 10, row: []any{"1", "a10", "b10"}},
-		{commit: 30, lsn: 30, row: []any{"1", "a30", nil}, unavail: []int{2}},
-		{commit: 20, lsn: 20, row: []any{"1", "a20", "b20"}},
-	}}
+	s.changes = []prior{ // indexed by key at the first fill
+		{key: "k", commit: 10, lsn: 10, row: []any{"1", "a10", "b10"}},
+		{key: "x", commit: 28, lsn: 28, row: []any{"9", "x28", "x28"}},
+		{key: "k", commit: 30, lsn: 30, row: []any{"1", "a30", nil}, unavail: []int{2}},
+		{key: "k", commit: 20, lsn: 20, row: []any{"1", "a20", "b20"}},
+	}
 	row := []any{"1", nil, nil}
 	left, err := s.fill("k", 25, 25, row, []int{1, 2})
 	if err != nil || len(left) != 0 || row[1] != "a20" || row[2] != "b20" {
@@ -51,7 +52,8 @@ func TestFill(t *testing.T) {
 	if left, err = s.fill("other", 40, 40, []any{"2", nil, nil}, []int{1}); err != nil || len(left) != 1 {
 		t.Fatalf("no earlier change: %v %v", left, err)
 	}
-	s.priors["k"] = append(s.priors["k"], prior{commit: 35, lsn: 35, del: true})
+	s.changes = append(s.changes, prior{key: "k", commit: 35, lsn: 35, del: true})
+	s.priors["k"] = append(s.priors["k"], len(s.changes)-1)
 	var ue *errUnavailable
 	if _, err = s.fill("k", 40, 40, []any{"1", nil, nil}, []int{1}); !errors.As(err, &ue) || ue.cols[0] != "a" {
 		t.Fatalf("after a delete: %v, want errUnavailable naming a", err)

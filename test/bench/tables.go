@@ -207,7 +207,7 @@ func (b *bench) createTables(ctx context.Context, prefix string, n int) error {
 	defer conn.Close(ctx)
 	// An earlier run's positions would make this run skip every change as not newer.
 	like := pgx.Identifier{cdcSchema}.Sanitize() + "." + `"` + strings.ReplaceAll(prefix, "_", `\_`) + "t%"
-	for _, pos := range []string{"cdc_positions", "cdc_positions_int"} {
+	for _, pos := range []string{"cdc_positions", "cdc_positions_int", "cdc_load_floors"} {
 		if _, err := conn.Exec(ctx, fmt.Sprintf("DELETE FROM %s WHERE target LIKE $1", pgx.Identifier{"bench_eosink", pos}.Sanitize()), like); err != nil {
 			var pgErr *pgconn.PgError
 			if !errors.As(err, &pgErr) || pgErr.Code != "42P01" { // undefined_table: no cdc run yet

@@ -27,6 +27,7 @@ func resync(t *testing.T, db *pgxpool.Pool, schema, pipeline, table string, topi
 		"TRUNCATE " + table,
 		"DELETE FROM " + s + ".cdc_positions WHERE target = '" + table + "'",
 		"DELETE FROM " + s + ".cdc_positions_int WHERE target = '" + table + "'",
+		"DELETE FROM " + s + ".cdc_load_floors WHERE target = '" + table + "'",
 	} {
 		if _, err := tx.Exec(ctx, q); err != nil {
 			t.Fatal(q, err)

@@ -55,10 +55,11 @@
 //
 // Each row's source position, (commit LSN from source.sequence, source.lsn), is kept in
 // cdc_positions, also after a delete; a change applies only when its position is newer.
-// Snapshot reads (op r) order before every streamed change. A merge takes the target's
-// advisory merge lock shared (a truncate exclusive), decides the positions in one
-// statement and writes the rows in a later one, so it sees what concurrent partitions
-// committed. A column holding the connector's unavailable-value placeholder (a TOASTed
+// Snapshot reads (op r) order before every streamed change; the reads of a fresh table's
+// snapshot are copied in with one position for the table (its load floor, load.go). A
+// merge takes the target's advisory merge lock shared (a truncate or a load exclusive),
+// decides the positions in one statement and writes the rows in a later one, so it sees
+// what concurrent partitions committed. A column holding the connector's unavailable-value placeholder (a TOASTed
 // value an update did not change) keeps its earlier value; with none, the change is
 // poison. See docs/cdc.md.
 package cdc

@@ -125,7 +125,7 @@ var ErrVerifyNoTables = errors.New("cdc verify: no tables to check: the source h
 // replicated column's text) against the replica's rows in the same key range. A key that
 // differs is re-checked after the replica has applied the source's changes up to the
 // source's LSN at the time of reading (the largest lsn of the target's cdc_positions rows
-// reaching it), so changes in flight are not reported. source is the source database,
+// and load floor reaching it), so changes in flight are not reported. source is the source database,
 // replica the pipeline's (where the replica tables and cdc_positions are). Only the
 // replicated columns (include and exclude of the table's route) are compared; the target
 // comes from the plugin's table template and tables overrides.

@@ -130,9 +130,12 @@ func (d *anyDecoder) image(i int, is *jsonSchema) (img image, end int, ok bool) 
 		if i >= len(b) || b[i] != '"' {
 			return nil, i, false
 		}
-		k, j, err := d.key(i + 1)
-		if err != nil {
-			return nil, j, false
+		k, j, ok := d.name(i) // a column's name, interned
+		if !ok {
+			var err error
+			if k, j, err = d.str(i + 1); err != nil {
+				return nil, j, false
+			}
 		}
 		i = d.space(j)
 		if i >= len(b) || b[i] != ':' {
@@ -307,8 +310,9 @@ func (d *anyDecoder) skipStr(i int) (int, bool) {
 }
 
 // name decodes the string at i as str does when it has no escape and is valid UTF-8, as
-// the names of a source block are: interned, so that a stream's few database, schema and
-// table names cost no allocation per record. ok is false for any other value.
+// the names of a source block and of a row image's columns are: interned, so that a
+// stream's few database, schema, table and column names cost no allocation per record.
+// ok is false for any other value.
 func (d *anyDecoder) name(i int) (string, int, bool) {
 	b := d.data
 	if i >= len(b) || b[i] != '"' {

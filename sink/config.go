@@ -2,6 +2,8 @@ package sink
 
 import (
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -333,5 +335,41 @@ func (c *Config) kafkaConfig() kafka.ConfigMap {
 	if _, ok := m["client.id"]; !ok {
 		m["client.id"] = "eosink-" + c.InstanceID
 	}
+	if _, ok := m["fetch.max.bytes"]; !ok {
+		m["fetch.max.bytes"] = fetchMaxBytes(m)
+	}
 	return m
+}
+
+// fetchMaxBytes is the fetch.max.bytes the sink gives librdkafka unless Config.Kafka sets
+// it: twice the prefetch queue (16 MiB at the defaults), at least message.max.bytes and at
+// most receive.message.max.bytes less 512, the bounds librdkafka checks. Left unset,
+// librdkafka caps a fetch response at the prefetch queue (8 MiB), and the broker fills a
+// response with the partitions in the order the request lists them: at 1 MiB a partition
+// (max.partition.fetch.bytes), eight partitions took every response of a 12-partition
+// backlog and the other four waited until they were done, so an initial load ended on
+// four partitions at half its rate (docs/benchmarks.md, issue 26).
+func fetchMaxBytes(m kafka.ConfigMap) int {
+	n := 2 * 1024 * configInt(m["queued.max.messages.kbytes"], 8192)
+	n = max(n, configInt(m["message.max.bytes"], 0))
+	if r := configInt(m["receive.message.max.bytes"], 0); r > 0 {
+		n = min(n, r-512)
+	}
+	return n
+}
+
+// configInt reads a librdkafka property set as a number or its text; def when it is
+// neither (librdkafka then reports the value).
+func configInt(v kafka.ConfigValue, def int) int {
+	switch v := v.(type) {
+	case int:
+		return v
+	case int64:
+		return int(v)
+	case string:
+		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+			return n
+		}
+	}
+	return def
 }

@@ -353,3 +353,33 @@ func TestConfigPrefetchFromTotalBuffer(t *testing.T) {
 		t.Errorf("queued.max.messages.kbytes set in Kafka = %v, want 4096", got)
 	}
 }
+
+// fetch.max.bytes is twice the prefetch queue unless set, within librdkafka's bounds.
+func TestConfigFetchMaxBytes(t *testing.T) {
+	for _, c := range []struct {
+		kafka kafka.ConfigMap
+		want  any
+	}{
+		{nil, 16 << 20},
+		{kafka.ConfigMap{"queued.max.messages.kbytes": "4096"}, 8 << 20},
+		{kafka.ConfigMap{"message.max.bytes": 20000000}, 20000000},
+		{kafka.ConfigMap{"receive.message.max.bytes": "10000000"}, 10000000 - 512},
+		{kafka.ConfigMap{"fetch.max.bytes": "1048576"}, "1048576"},
+	} {
+		s, err := New(Config{Brokers: "127.0.0.1:9092", GroupID: "g", Topics: []string{"t"}, DatabaseURL: "postgres://x/y",
+			Kafka: c.kafka, Handler: func(context.Context, pgx.Tx, Batch) error { return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		km := s.cfg.kafkaConfig()
+		if got := km["fetch.max.bytes"]; got != c.want {
+			t.Errorf("%v: fetch.max.bytes = %v, want %v", c.kafka, got, c.want)
+		}
+		km["bootstrap.servers"] = "127.0.0.1:1"
+		if cons, err := kafka.NewConsumer(&km); err != nil { // librdkafka's own checks
+			t.Errorf("%v: librdkafka refuses the configuration: %v", c.kafka, err)
+		} else {
+			cons.Close()
+		}
+	}
+}

@@ -59,7 +59,7 @@
 // snapshot are copied in with one position for the table (its load floor, load.go). A
 // merge takes the target's advisory merge lock shared (a truncate or a load exclusive),
 // decides the positions in one statement and writes the rows in a later one, so it sees
-// what concurrent partitions committed. A column holding the connector's unavailable-value placeholder (a TOASTed
-// value an update did not change) keeps its earlier value; with none, the change is
-// poison. See docs/cdc.md.
+// what concurrent partitions committed. A column holding the connector's unavailable-value
+// placeholder (a TOASTed value an update did not change) keeps its earlier value; with
+// none, the change is poison. See docs/cdc.md.
 package cdc

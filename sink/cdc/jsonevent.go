@@ -334,8 +334,9 @@ func (d *anyDecoder) name(i int) (string, int, bool) {
 	return intern(s), i + end + 2, true
 }
 
-// interned holds names seen lately, a slot per hash of their bytes.
-var interned [64]atomic.Pointer[string]
+// interned holds names seen lately, a slot per hash of their bytes (1,024: a stream of many
+// tables or wide ones evicts little).
+var interned [1024]atomic.Pointer[string]
 
 // intern returns string(b), the same string as the last time b's slot held these bytes.
 func intern(b []byte) string {

@@ -31,8 +31,12 @@ import (
 //     target's keys in cdc_positions_int, that the target has no truncate watermark (pk
 //     'null': the merge refuses every snapshot read older than the truncate, which a load
 //     does not check), that no key of the batch has a position (a deleted key's included),
-//     and that the target's floor is absent or at the batch's LSN. Then the rows' COPY, under
-//     a savepoint: the target's primary key refuses a key that has a row. When all of that
+//     that the target's floor is at the batch's LSN, or absent and the target empty (so
+//     that every row without a position row was loaded at the floor: a replay of the
+//     snapshot is then refused, as stored positions would refuse it), and that the
+//     transaction is READ COMMITTED (the checks must see what merges committed before the
+//     lock; a transaction's older snapshot would not). Then the rows' COPY, under a
+//     savepoint: the target's primary key refuses a key that has a row. When all of that
 //     holds, no key of the batch had a position or a row, and the merge would have inserted
 //     every position (0, lsn) and every row, as the load did: it refuses a read only for a
 //     stored position as new or newer, or a truncate watermark. The floor is then written if
@@ -40,8 +44,12 @@ import (
 //   - Otherwise (or when the COPY fails), the savepoint is rolled back and the batch goes
 //     through the merge, which gives each key its due (and reports the errors the COPY hit,
 //     a NOT NULL violation say, as the merge does). A key with a position or a row, a
-//     watermark, a floor at another LSN also stop the target's loads in this process
-//     (noLoad): later loads would fail the same way.
+//     watermark, a floor at another LSN, rows without a floor, another isolation level, or
+//     a floor that could not be written also stop the target's loads in this process
+//     (noLoad): later loads would fail the same way. Loads and merges of one transaction
+//     take the lock in turn, so two partitions that each merged a target and then load it
+//     in one transaction can deadlock; PostgreSQL ends one (40P01), and the engine retries
+//     its batch.
 //
 // Snapshot reads checked against the replica (watch.resnapshot: a new snapshot of a source
 // with streamed history) are merged, never loaded.
@@ -50,9 +58,12 @@ const loadSavepoint = "eosink_cdc_load"
 // buildLoad writes the load's statements (build calls it for an integer key).
 func (t *target) buildLoad() {
 	t.loadSQL = fmt.Sprintf("COPY %s (%s) FROM STDIN", t.name, quote(t.cols, ""))
-	t.loadCheckSQL = fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s WHERE target = $1 AND pk = 'null'::jsonb),
-       EXISTS (SELECT 1 FROM %s WHERE target = $1 AND pk = ANY($2::bigint[])),
-       (SELECT lsn FROM %s WHERE target = $1)`, t.positions, t.keyPositions, t.floors)
+	t.loadCheckSQL = fmt.Sprintf(`WITH f AS (SELECT lsn FROM %[3]s WHERE target = $1)
+SELECT EXISTS (SELECT 1 FROM %[1]s WHERE target = $1 AND pk = 'null'::jsonb),
+       EXISTS (SELECT 1 FROM %[2]s WHERE target = $1 AND pk = ANY($2::bigint[])),
+       (SELECT lsn FROM f),
+       NOT EXISTS (SELECT 1 FROM f) AND EXISTS (SELECT 1 FROM %[4]s),
+       current_setting('transaction_isolation') <> 'read committed'`, t.positions, t.keyPositions, t.floors, t.name)
 	t.floorSQL = fmt.Sprintf("INSERT INTO %s (target, lsn) VALUES ($1, $2) ON CONFLICT (target) DO NOTHING", t.floors)
 }
 
@@ -137,7 +148,7 @@ func (s *stagedTable) applyLoad(ctx context.Context, tx pgx.Tx) (bool, error) {
 	b.Queue(t.loadCheckSQL, t.name, s.loadKeys)
 	b.Queue("SAVEPOINT " + loadSavepoint)
 	br := tx.SendBatch(ctx, b)
-	var truncated, held bool
+	var truncated, held, rows, isolated bool
 	var floor *int64
 	err := func() error {
 		defer br.Close()
@@ -147,7 +158,7 @@ func (s *stagedTable) applyLoad(ctx context.Context, tx pgx.Tx) (bool, error) {
 		if _, err := br.Exec(); err != nil {
 			return fmt.Errorf("cdc: load %s: move positions: %w", t.name, err)
 		}
-		if err := br.QueryRow().Scan(&truncated, &held, &floor); err != nil {
+		if err := br.QueryRow().Scan(&truncated, &held, &floor, &rows, &isolated); err != nil {
 			return fmt.Errorf("cdc: load %s: check the positions: %w", t.name, err)
 		}
 		if _, err := br.Exec(); err != nil {
@@ -158,7 +169,7 @@ func (s *stagedTable) applyLoad(ctx context.Context, tx pgx.Tx) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if truncated || held || (floor != nil && *floor != s.loadLSN) {
+	if truncated || held || (floor != nil && *floor != s.loadLSN) || rows || isolated {
 		t.noLoad.Store(true)
 		return false, s.release(ctx, tx)
 	}
@@ -167,6 +178,7 @@ func (s *stagedTable) applyLoad(ctx context.Context, tx pgx.Tx) (bool, error) {
 	}
 	if floor == nil {
 		if _, err := tx.Exec(ctx, t.floorSQL, t.name, s.loadLSN); err != nil {
+			t.noLoad.Store(true) // a role without INSERT on cdc_load_floors, say: every load would fail so
 			return false, s.rollBack(ctx, tx, err)
 		}
 	}

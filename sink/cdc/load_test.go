@@ -267,12 +267,28 @@ func TestLoadWaitsForMerges(t *testing.T) {
 }
 
 // TestLoadFloor: a load writes no position per key but the target's floor (its reads'
-// LSN), and the merge then treats a key with a row and no position as at (0, floor): an
-// older snapshot read of it is not applied, a newer one is, as are reads of keys without a
-// row. A read at another LSN than the floor's is merged, never loaded.
+// LSN), and the merge then treats a key with a row and no position as at (0, floor): a
+// snapshot read of it as old as the floor or older is not applied, a newer one is, as are
+// reads of keys without a row. A read at another LSN than the floor's is merged, never
+// loaded, and so is a first load into a table that holds rows, or one in a transaction that
+// is not READ COMMITTED.
 func TestLoadFloor(t *testing.T) {
 	b := newLoadBed(t)
 	tg := b.table("floor")
+	rr := b.stage(tg, ids(1, 10), 0, 500, false, "a")
+	tx, err := b.conn.BeginTx(b.ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rr.apply(b.ctx, tx, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	tx.Rollback(b.ctx)
+	if rr.loaded || !tg.noLoad.Load() {
+		t.Errorf("a load in a REPEATABLE READ transaction: loaded %v, loads stopped %v; want false, true", rr.loaded, tg.noLoad.Load())
+	}
+	tg.noLoad.Store(false)
+
 	st := b.stage(tg, ids(1, 10), 0, 500, false, "a")
 	b.apply(b.conn, st)
 	var explicit int
@@ -284,29 +300,49 @@ func TestLoadFloor(t *testing.T) {
 	if !st.loaded || explicit != 0 || floor != 500 {
 		t.Fatalf("the load: loaded %v, %d position rows, floor %d; want true, 0, 500", st.loaded, explicit, floor)
 	}
+	more := b.stage(tg, ids(13, 14), 0, 500, false, "a")
+	b.apply(b.conn, more)
 	later := b.stage(tg, ids(11, 12), 0, 600, false, "b")
 	b.apply(b.conn, later)
-	if later.loaded || !tg.noLoad.Load() {
-		t.Errorf("reads at 600 into a target floored at 500: loaded %v, loads stopped %v; want false, true", later.loaded, tg.noLoad.Load())
+	if !more.loaded || later.loaded || !tg.noLoad.Load() {
+		t.Errorf("reads at 500, then at 600, into a target floored at 500: loaded %v and %v, loads stopped %v; want true, false, true",
+			more.loaded, later.loaded, tg.noLoad.Load())
 	}
-	if _, err := b.conn.Exec(b.ctx, "INSERT INTO "+tg.name+" VALUES (50, 'before')"); err != nil { // a row eosink never wrote
+	if _, err := b.conn.Exec(b.ctx, "INSERT INTO "+tg.name+" VALUES (50, 'other')"); err != nil { // a competing writer's row
 		t.Fatal(err)
 	}
 	b.apply(b.conn, b.stage(tg, []int64{1, 2}, 0, 450, false, "older"))
 	b.apply(b.conn, b.stage(tg, []int64{3}, 0, 700, false, "newer"))
-	b.apply(b.conn, b.stage(tg, []int64{4, 50}, 0, 500, false, "same"))
+	b.apply(b.conn, b.stage(tg, []int64{4, 50}, 0, 500, false, "same")) // a replay of the snapshot
 	b.apply(b.conn, b.stage(tg, []int64{99}, 0, 300, false, "new key"))
 	b.apply(b.conn, b.stage(tg, []int64{5}, 800, 800, true, ""))
 	b.apply(b.conn, b.stage(tg, []int64{5}, 0, 500, false, "resurrected"))
 	rows, positions := b.state(tg)
-	want := "1=a\t\\1 2=a\t\\2 3=newer\t\\3 4=same\t\\4 6=a\t\\6 7=a\t\\7 8=a\t\\8 9=a\t\\9 10=a\t\\10 11=b\t\\11 12=b\t\\12 50=same\t\\50 99=new key\t\\99"
+	want := "1=a\t\\1 2=a\t\\2 3=newer\t\\3 4=a\t\\4 6=a\t\\6 7=a\t\\7 8=a\t\\8 9=a\t\\9 10=a\t\\10 11=b\t\\11 12=b\t\\12 " +
+		"13=a\t\\13 14=a\t\\14 50=other 99=new key\t\\99"
 	if rows != want {
 		t.Errorf("rows\n %q, want\n %q", rows, want)
 	}
 	wantPos := "1 0 500 false, 2 0 500 false, 3 0 700 false, 4 0 500 false, 5 800 800 true, 6 0 500 false, 7 0 500 false, 8 0 500 false, 9 0 500 false, 10 0 500 false, " +
-		"11 0 600 false, 12 0 600 false, 50 0 500 false, 99 0 300 false"
+		"11 0 600 false, 12 0 600 false, 13 0 500 false, 14 0 500 false, 50 0 500 false, 99 0 300 false"
 	if positions != wantPos {
 		t.Errorf("positions\n %q, want\n %q", positions, wantPos)
+	}
+	if err := b.conn.QueryRow(b.ctx, "SELECT count(*) FROM "+tg.keyPositions+" WHERE target = $1 AND pk <= 14", tg.name).Scan(&explicit); err != nil {
+		t.Fatal(err)
+	} else if explicit != 4 { // 3, 5, 11 and 12: the replayed reads wrote none
+		t.Errorf("%d position rows for keys 1 to 14, want 4", explicit)
+	}
+
+	pre := b.table("pre")
+	if _, err := b.conn.Exec(b.ctx, "INSERT INTO "+pre.name+" VALUES (1, 'before')"); err != nil {
+		t.Fatal(err)
+	}
+	st = b.stage(pre, ids(2, 3), 0, 500, false, "a")
+	b.apply(b.conn, st)
+	b.apply(b.conn, b.stage(pre, []int64{1}, 0, 500, false, "snapshot"))
+	if rows, _ := b.state(pre); st.loaded || rows != "1=snapshot\t\\1 2=a\t\\2 3=a\t\\3" {
+		t.Errorf("a table holding rows before its first load: loaded %v, rows %q; want false, and the snapshot's row 1", st.loaded, rows)
 	}
 
 	// Migration 6's down writes the floor's keys a position row each, as loads did before it.

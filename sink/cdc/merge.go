@@ -28,7 +28,7 @@ const mergeLockClass = 0x65636463 // "ecdc"
 //     new or newer (the ON CONFLICT ... WHERE re-checks it under the row lock, waiting for
 //     a concurrent partition that holds it), and deletes the other staged rows. A key
 //     with a row and no stored position was loaded (load.go) at the target's floor: a
-//     snapshot read older than the floor is not recorded either.
+//     snapshot read as old as the floor or older is not recorded either.
 //  3. applySQL, in a snapshot taken after those waits, applies the winners: deletes, then
 //     updates of the stored rows (a column flagged unavailable keeps the stored value),
 //     then inserts of the keys without a row. It returns the winners that carry unavailable
@@ -95,7 +95,7 @@ won AS (INSERT INTO %[9]s AS p (target, pk, commit_lsn, lsn, deleted)
         SELECT $1, eosink_pk, %[3]s, %[4]s, %[7]s FROM last l
         WHERE NOT EXISTS (SELECT 1 FROM %[6]s w WHERE w.target = $1 AND w.pk = 'null'::jsonb
                           AND (l.%[3]s, l.%[4]s) <= (w.commit_lsn, w.lsn))
-          AND NOT (l.%[3]s = 0 AND l.%[4]s < coalesce((SELECT f.lsn FROM %[10]s f WHERE f.target = $1), -1)
+          AND NOT (l.%[3]s = 0 AND l.%[4]s <= coalesce((SELECT f.lsn FROM %[10]s f WHERE f.target = $1), -1)
                    AND EXISTS (SELECT 1 FROM %[11]s t WHERE %[12]s)
                    AND NOT EXISTS (SELECT 1 FROM %[9]s k WHERE k.target = $1 AND k.pk = l.eosink_pk))
         ON CONFLICT (target, pk) DO UPDATE SET commit_lsn = EXCLUDED.commit_lsn, lsn = EXCLUDED.lsn, deleted = EXCLUDED.deleted

@@ -98,7 +98,6 @@ func (s *stagedTable) append(row []any, unavail []int, ev *event, ord int, del b
 		s.priors[key] = append(s.priors[key], len(s.changes)-1)
 	}
 	if !s.mixed && s.t.intKey && ev.op == "r" && !del && len(unavail) == 0 { // a key twice: loadable says
-
 		return s.stageLoad(row, ev, ord)
 	}
 	if err := s.unload(); err != nil {

@@ -6,15 +6,20 @@ DO $$
 DECLARE
     f   record;
     key name;
+    typ oid;
 BEGIN
     FOR f IN SELECT target, lsn FROM cdc_load_floors LOOP
         key := NULL;
         IF to_regclass(f.target) IS NOT NULL THEN
-            SELECT a.attname INTO key
+            SELECT a.attname, a.atttypid INTO key, typ
             FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
-            WHERE i.indrelid = to_regclass(f.target) AND i.indisprimary AND i.indnatts = 1
-              AND coalesce(nullif((SELECT t.typbasetype FROM pg_type t WHERE t.oid = a.atttypid), 0), a.atttypid)
-                  IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype);
+            WHERE i.indrelid = to_regclass(f.target) AND i.indisprimary AND i.indnatts = 1;
+            WHILE (SELECT t.typtype FROM pg_type t WHERE t.oid = typ) = 'd' LOOP -- domains, however nested
+                typ := (SELECT t.typbasetype FROM pg_type t WHERE t.oid = typ);
+            END LOOP;
+            IF typ IS NULL OR typ NOT IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype) THEN
+                key := NULL;
+            END IF;
         END IF;
         IF key IS NULL THEN
             RAISE WARNING 'cdc_load_floors: % is gone or not keyed by one integer column; its loaded keys get no position rows', f.target;

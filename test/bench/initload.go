@@ -234,14 +234,15 @@ func (b *bench) initialLoad(ctx context.Context) error {
 	count := strconv.FormatInt(n, 10)
 	// The defaults: -batch 0 leaves MaxBatchRecords to the plugin (the table plugin: the
 	// sink's 500; the cdc plugin: its own 5000).
+	pool := strconv.Itoa(envInt("BENCH_INITIAL_POOL", 0)) // both contenders' pool_max_conns (experiments; 0: pgx's default)
 	ins, err := b.child(ctx, "initial_load_insert", "eosink's plain insert (table plugin, no key) of the snapshot's rows as plain JSON, the sink's defaults",
-		"initial", "-mode", "eos", "-topic", initialInsertTopic, "-format", "initial", "-records", count, "-batch", "0", "-tenths")
+		"initial", "-mode", "eos", "-topic", initialInsertTopic, "-format", "initial", "-records", count, "-batch", "0", "-tenths", "-pool", pool)
 	if err != nil {
 		return err
 	}
 	b.rep.Measurements["initial_load_insert"] = ins
 	info.InsertTenths = tenthRates(ins.tenths)
-	args := []string{"-mode", "eos", "-topic", initialCDCTopic, "-format", "initial-cdc", "-records", count, "-batch", "0", "-tenths"}
+	args := []string{"-mode", "eos", "-topic", initialCDCTopic, "-format", "initial-cdc", "-records", count, "-batch", "0", "-tenths", "-pool", pool}
 	if p := os.Getenv("BENCH_PROFILE_INITIAL"); p != "" {
 		args = append(args, "-cpuprofile", p)
 	}

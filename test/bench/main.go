@@ -38,7 +38,8 @@
 // eos_expr_vs_eos; cdc: run the change-event contenders alone; outbox: the relay alone; rtt: the round trips
 // alone; initial: the initial load alone; tables: the many-tables phase alone), BENCH_INITIAL_LOAD (1; 0 skips the initial load: a snapshot of
 // BENCH_INITIAL_LOAD_ROWS, default 10000000, narrow rows applied by the cdc plugin and by the
-// plain insert at the sink's defaults), BENCH_PROFILE_INITIAL (a path: CPU profile of its cdc
+// plain insert at the sink's defaults), BENCH_INITIAL_POOL (both of its contenders'
+// pool_max_conns; default pgx's), BENCH_PROFILE_INITIAL (a path: CPU profile of its cdc
 // run), BENCH_HEAP_PROFILE (a path: each child's heap profile at its peak Go heap, overwritten by
 // the next child), BENCH_PG_OPTIONS (the sinks' sessions' PostgreSQL options, "-c name=value ..."), BENCH_OUTBOX (1; 0
 // skips the relay), BENCH_OUTBOX_EVENTS (200000), BENCH_OUTBOX_RATE (1000),

@@ -336,26 +336,28 @@ func (c *Config) kafkaConfig() kafka.ConfigMap {
 		m["client.id"] = "eosink-" + c.InstanceID
 	}
 	if _, ok := m["fetch.max.bytes"]; !ok {
-		m["fetch.max.bytes"] = fetchMaxBytes(m)
+		if n, ok := fetchMaxBytes(m); ok {
+			m["fetch.max.bytes"] = n
+		}
 	}
 	return m
 }
 
 // fetchMaxBytes is the fetch.max.bytes the sink gives librdkafka unless Config.Kafka sets
-// it: twice the prefetch queue (16 MiB at the defaults), at least message.max.bytes and at
-// most receive.message.max.bytes less 512, the bounds librdkafka checks. Left unset,
-// librdkafka caps a fetch response at the prefetch queue (8 MiB), and the broker fills a
-// response with the partitions in the order the request lists them: at 1 MiB a partition
-// (max.partition.fetch.bytes), eight partitions took every response of a 12-partition
-// backlog and the other four waited until they were done, so an initial load ended on
-// four partitions at half its rate (docs/benchmarks.md, issue 26).
-func fetchMaxBytes(m kafka.ConfigMap) int {
+// it: twice the prefetch queue (16 MiB at the defaults), at most receive.message.max.bytes
+// less 512. ok is false when that is under message.max.bytes (librdkafka refuses a
+// fetch.max.bytes below it; a prefetch queue under half a megabyte, say): librdkafka's own
+// default then stands. Left unset, librdkafka caps a fetch response at the prefetch queue
+// (8 MiB), and the broker fills a response with the partitions in the order the request
+// lists them: at 1 MiB a partition (max.partition.fetch.bytes), eight partitions took every
+// response of a 12-partition backlog and the other four waited until they were done, so an
+// initial load ended on four partitions at half its rate (docs/benchmarks.md, issue 26).
+func fetchMaxBytes(m kafka.ConfigMap) (int, bool) {
 	n := 2 * 1024 * configInt(m["queued.max.messages.kbytes"], 8192)
-	n = max(n, configInt(m["message.max.bytes"], 0))
 	if r := configInt(m["receive.message.max.bytes"], 0); r > 0 {
 		n = min(n, r-512)
 	}
-	return n
+	return n, n >= configInt(m["message.max.bytes"], 1000000) // librdkafka's default
 }
 
 // configInt reads a librdkafka property set as a number or its text; def when it is

@@ -362,7 +362,9 @@ func TestConfigFetchMaxBytes(t *testing.T) {
 	}{
 		{nil, 16 << 20},
 		{kafka.ConfigMap{"queued.max.messages.kbytes": "4096"}, 8 << 20},
-		{kafka.ConfigMap{"message.max.bytes": 20000000}, 20000000},
+		{kafka.ConfigMap{"queued.max.messages.kbytes": 1}, nil},   // under message.max.bytes: librdkafka's own
+		{kafka.ConfigMap{"message.max.bytes": 20000000}, nil},     // the same
+		{kafka.ConfigMap{"message.max.bytes": 2000000}, 16 << 20}, // within it
 		{kafka.ConfigMap{"receive.message.max.bytes": "10000000"}, 10000000 - 512},
 		{kafka.ConfigMap{"fetch.max.bytes": "1048576"}, "1048576"},
 	} {

@@ -84,7 +84,7 @@ DELETE FROM %s`,
 			keep = append(keep, fmt.Sprintf("%[1]s = CASE WHEN %[2]d = ANY(a.%[3]s) THEN t.%[1]s ELSE a.%[1]s END", q, i, colUnav))
 		}
 	}
-	var loaded []string // the staged key's row in the target (floorCheck)
+	var loaded []string // the staged key's row in the target: the load floor's condition
 	for _, k := range t.keys {
 		q := pgx.Identifier{k}.Sanitize()
 		loaded = append(loaded, fmt.Sprintf("t.%s = l.%s", q, q))
@@ -235,14 +235,16 @@ ORDER BY s.%[1]s LIMIT 1`,
 
 // intPositions is cdc_positions_int (migration 5) in the schema of positions, the quoted
 // cdc_positions.
-func intPositions(positions string) string {
-	return strings.TrimSuffix(positions, `"cdc_positions"`) + pgx.Identifier{"cdc_positions_int"}.Sanitize()
+func intPositions(positions string) string { return besidePositions(positions, "cdc_positions_int") }
+
+// besidePositions is the quoted table name in the schema of positions, the quoted
+// cdc_positions.
+func besidePositions(positions, name string) string {
+	return strings.TrimSuffix(positions, `"cdc_positions"`) + pgx.Identifier{name}.Sanitize()
 }
 
 // loadFloors is cdc_load_floors (migration 6) in the schema of positions.
-func loadFloors(positions string) string {
-	return strings.TrimSuffix(positions, `"cdc_positions"`) + pgx.Identifier{"cdc_load_floors"}.Sanitize()
-}
+func loadFloors(positions string) string { return besidePositions(positions, "cdc_load_floors") }
 
 // moveKeysSQL moves the target's key positions ($1) from the table from into
 // t.keyPositions, the newer position winning where a key is in both. Migration 5 made

@@ -353,7 +353,7 @@ func (c *Config) kafkaConfig() kafka.ConfigMap {
 // response of a 12-partition backlog and the other four waited until they were done, so an
 // initial load ended on four partitions at half its rate (docs/benchmarks.md, issue 26).
 func fetchMaxBytes(m kafka.ConfigMap) (int, bool) {
-	n := 2 * 1024 * configInt(m["queued.max.messages.kbytes"], 8192)
+	n := 2 * 1024 * configInt(m["queued.max.messages.kbytes"], 0) // kafkaConfig always sets it
 	if r := configInt(m["receive.message.max.bytes"], 0); r > 0 {
 		n = min(n, r-512)
 	}

@@ -28,9 +28,11 @@
 // BENCH_TABLES (1; 0 skips the many-tables phase: the cdc plugin on 10 and 1,000 topics
 // and tables through one pattern, COMMIT p50/p99 and cdc_tables_1000_vs_10; BENCH_ONLY=tables
 // runs it alone), BENCH_RUN_RSS (1; 0 skips eos_run: the eosink binary's peak RSS on 256
-// partitions, rss.go; BENCH_ONLY=rss runs it alone), BENCH_TABLES_RECORDS (100000), BENCH_TABLES_BATCH (50), BENCH_TABLES_RUNS (3:
+// partitions, rss.go; BENCH_ONLY=rss runs it alone), BENCH_TABLES_RECORDS (200000), BENCH_TABLES_BATCH (50), BENCH_TABLES_RUNS (3:
 // the counts in turn, medians kept), BENCH_TABLES_COUNTS
-// (10,1000), BENCH_CDC_BATCH (eos_cdc's batch records; default 0, the cdc plugin's defaults),
+// (10,1000), BENCH_PROFILE_TABLES (a path prefix: CPU profile of each count's child,
+// <prefix><count>), BENCH_COMMIT_DUMP (a path: each COMMIT span's start and duration, a line
+// each, appended), BENCH_CDC_BATCH (eos_cdc's batch records; default 0, the cdc plugin's defaults),
 // BENCH_PEER_CDC_REDUCTION (true: the peer's use.reduction.buffer in the cdc run),
 // BENCH_PEER_CDC_UNNEST (false: its unnest inserts fail on MicroTimestamp), BENCH_CDC_REPEAT
 // (1: interleaved runs of eos_cdc, eos_cdc_tx and peer_cdc, the median kept), BENCH_ONLY

@@ -36,7 +36,7 @@ type TablesPoint struct {
 // topics of one partition each, one source table per topic, matched by one pattern
 // subscription, each into its own replica table (tb<N>_${source.table}), for N = 10 and
 // 1,000. Both runs apply the same number of change records (BENCH_TABLES_RECORDS, default
-// 100,000: inserts of new keys, round robin over the tables) in batches of the same size
+// 200,000: inserts of new keys, round robin over the tables) in batches of the same size
 // (BENCH_TABLES_BATCH, default 50), so that their commits compare: the p99 of the
 // COMMITs' durations (eosink.commit spans) at 1,000 tables against 10 is
 // cdc_tables_1000_vs_10. The table counts run in turn, BENCH_TABLES_RUNS times (default 3),
@@ -45,7 +45,7 @@ type TablesPoint struct {
 // sink's log (out of shared memory, past max_locks_per_transaction) fails the phase, as
 // does a table without its rows.
 func (b *bench) cdcTables(ctx context.Context) error {
-	records := int64(envInt("BENCH_TABLES_RECORDS", 100_000))
+	records := int64(envInt("BENCH_TABLES_RECORDS", 200_000))
 	batch := envInt("BENCH_TABLES_BATCH", 50)
 	runs := max(1, envInt("BENCH_TABLES_RUNS", 3))
 	counts := []int{10, 1000}
@@ -186,9 +186,12 @@ func (b *bench) tablesRun(ctx context.Context, n int, records int64, batch int, 
 	name := fmt.Sprintf("cdc_tables_%d", n)
 	saved := b.records
 	b.records = records
-	m, err := b.child(ctx, name, fmt.Sprintf("eosink's cdc plugin on %d topics (one pattern) into %d tables", n, n), "cdc",
-		"-mode", "eos", "-format", "cdc", "-topic", fmt.Sprintf(`^benchtables%d\.public\.t[0-9]+$`, n), "-table", prefix+"${source.table}",
-		"-batch", strconv.Itoa(batch), "-commit-spans", "-records", strconv.FormatInt(records, 10))
+	args := []string{"-mode", "eos", "-format", "cdc", "-topic", fmt.Sprintf(`^benchtables%d\.public\.t[0-9]+$`, n), "-table", prefix + "${source.table}",
+		"-batch", strconv.Itoa(batch), "-commit-spans", "-records", strconv.FormatInt(records, 10)}
+	if p := os.Getenv("BENCH_PROFILE_TABLES"); p != "" { // a path prefix: CPU profile of each point's runs, <prefix><tables> (the last run's)
+		args = append(args, "-cpuprofile", p+strconv.Itoa(n))
+	}
+	m, err := b.child(ctx, name, fmt.Sprintf("eosink's cdc plugin on %d topics (one pattern) into %d tables", n, n), "cdc", args...)
 	b.records = saved
 	if err != nil {
 		return nil, false, err
@@ -214,6 +217,15 @@ func (b *bench) createTables(ctx context.Context, prefix string, n int) error {
 				return err
 			}
 		}
+	}
+	// A checkpoint inside a run makes its slowest commits: its sync phase fsyncs every file
+	// the phase's DROPs and CREATEs touched (8,500 here) while the sink's commits fsync the
+	// WAL, and after it starts, the first change of each page writes the whole page to the
+	// WAL (more pages with more tables). The bench writes enough WAL for one every few runs
+	// (max_wal_size), so it fell in one run and not another by chance: each run's tables
+	// are made right after one, and none falls inside a run of this size.
+	if _, err := conn.Exec(ctx, "CHECKPOINT"); err != nil {
+		return fmt.Errorf("CHECKPOINT before the run (the bench's role needs pg_checkpoint or superuser): %w", err)
 	}
 	var sql strings.Builder
 	for i := range n {
@@ -300,6 +312,22 @@ func createTopics(ctx context.Context, brokers string, topics []string) error {
 	return fmt.Errorf("%d topics not all in the metadata", len(topics))
 }
 
+// commitDump, when BENCH_COMMIT_DUMP names a file, gets a line per COMMIT span of a child
+// run with -commit-spans: its start (µs since the epoch) and its duration (ms), to place
+// the slowest ones against PostgreSQL's log (checkpoints, autovacuum).
+var commitDump = func() *os.File {
+	p := os.Getenv("BENCH_COMMIT_DUMP")
+	if p == "" {
+		return nil
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: BENCH_COMMIT_DUMP: %v\n", err)
+		return nil
+	}
+	return f
+}()
+
 // spanTimes collects the durations of the ended spans named name (a SpanProcessor).
 type spanTimes struct {
 	name string
@@ -313,7 +341,11 @@ func (s *spanTimes) OnEnd(sp sdktrace.ReadOnlySpan) {
 		return
 	}
 	s.mu.Lock()
-	s.ms = append(s.ms, float64(sp.EndTime().Sub(sp.StartTime()).Microseconds())/1000)
+	ms := float64(sp.EndTime().Sub(sp.StartTime()).Microseconds()) / 1000
+	s.ms = append(s.ms, ms)
+	if commitDump != nil {
+		fmt.Fprintf(commitDump, "%d %.3f\n", sp.StartTime().UnixMicro(), ms)
+	}
 	s.mu.Unlock()
 }
 func (s *spanTimes) Shutdown(context.Context) error   { return nil }

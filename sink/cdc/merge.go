@@ -46,10 +46,11 @@ func (t *target) build(positions string) {
 	// the columns' names, types, typmods and collations, not the target's name, so that
 	// targets of one shape (a pattern over sharded or per-tenant tables) share one per
 	// session instead of one each, and a session never copies into one made before a column
-	// was added or changed. applySQL empties it; stageSQL empties it too, for a merge
-	// earlier in the transaction that stopped between the COPY and applySQL (the snapshot
-	// check refuses without an error of PostgreSQL's) and a target of the same shape next.
-	// After a merge or a commit it is empty and the DELETE finds no page to read.
+	// was added or changed. applySQL and upsertSQL empty it; stage.Sessions.Ready (which
+	// makes it ON COMMIT DELETE ROWS or plain by the batch's size, and truncates a plain one
+	// past stage.TruncateBytes) empties it too after stageSQL, for a merge earlier in the
+	// transaction that stopped between the COPY and applySQL (the snapshot check refuses
+	// without an error of PostgreSQL's) and a target of the same shape next.
 	h := fnv.New64a()
 	for i, c := range t.cols {
 		h.Write([]byte{0})
@@ -60,13 +61,12 @@ func (t *target) build(positions string) {
 			h.Write([]byte(strconv.FormatInt(n, 10) + " "))
 		}
 	}
-	h.Write([]byte{0, 3}) // the staging table's own columns, version 3 (named by shape)
+	h.Write([]byte{0, 4}) // the staging table's own columns, version 4 (named by shape; its kind by the batch's size)
 	t.stage = pgx.Identifier{fmt.Sprintf("eosink_cdc_%x", h.Sum64())}.Sanitize()
 	cols := quote(t.cols, "")
-	t.stageSQL = fmt.Sprintf(`CREATE TEMP TABLE IF NOT EXISTS %s ON COMMIT DELETE ROWS AS
-SELECT %s, 0::bigint AS %s, 0::bigint AS %s, 0::bigint AS %s, false AS %s, NULL::int[] AS %s FROM %s WITH NO DATA;
-DELETE FROM %s`,
-		t.stage, cols, colCommit, colLSN, colOrd, colDel, colUnav, t.name, t.stage)
+	t.stageSQL = fmt.Sprintf(`CREATE TEMP TABLE IF NOT EXISTS %s AS
+SELECT %s, 0::bigint AS %s, 0::bigint AS %s, 0::bigint AS %s, false AS %s, NULL::int[] AS %s FROM %s WITH NO DATA`,
+		t.stage, cols, colCommit, colLSN, colOrd, colDel, colUnav, t.name)
 	t.copySQL = fmt.Sprintf("COPY %s (%s, %s, %s, %s, %s, %s) FROM STDIN", t.stage, cols, colCommit, colLSN, colOrd, colDel, colUnav)
 	t.lockSQL = fmt.Sprintf("SELECT pg_advisory_xact_lock_shared(%d, hashtext($1))", mergeLockClass)
 	t.truncLockSQL = fmt.Sprintf("SELECT pg_advisory_xact_lock(%d, hashtext($1))", mergeLockClass)

@@ -360,6 +360,84 @@ func TestStagingSharedByShape(t *testing.T) {
 	}
 }
 
+// TestStagingKinds: small batches stage in a plain table, which keeps its pages after a
+// commit until it has taken stage.TruncateBytes and is truncated; stage.Switch big batches
+// in a row make it ON COMMIT DELETE ROWS (no pages after a commit); every row arrives.
+func TestStagingKinds(t *testing.T) {
+	ctx := context.Background()
+	conn, schema := migratedSchema(t)
+	table := pgx.Identifier{schema, "kinds"}
+	if _, err := conn.Exec(ctx, "CREATE TABLE "+table.Sanitize()+" (id bigint PRIMARY KEY, v text)"); err != nil {
+		t.Fatal(err)
+	}
+	tg, _, err := loadTarget(ctx, conn, table, route{}, pgx.Identifier{schema, "cdc_positions"}.Sanitize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sessions stage.Sessions
+	value := strings.Repeat("v", 1000)
+	id := 0
+	batch := func(rows int) (blocks int64) { // one committed batch of rows new keys; the stage's blocks after the commit
+		t.Helper()
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := &stagedTable{t: tg, stages: &sessions}
+		for k := range rows {
+			id++
+			if err := st.append([]any{strconv.Itoa(id), value}, nil, &event{commit: 100, lsn: int64(id)}, k, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.apply(ctx, tx, false, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.QueryRow(ctx, "SELECT pg_relation_size($1::regclass) / current_setting('block_size')::int", "pg_temp."+tg.stage).Scan(&blocks); err != nil {
+			t.Fatal(err)
+		}
+		return blocks
+	}
+	small, big := stage.SmallBytes/1100/4, stage.SmallBytes/1000+10 // rows of a little over 1,000 bytes of COPY text
+	var truncated bool
+	last := int64(0)
+	for i := range stage.TruncateBytes/(small*1000) + 2 {
+		blocks := batch(small)
+		switch {
+		case blocks == 0:
+			t.Fatalf("small batch %d: the stage has no pages after the commit: emptied at commit, want a plain table", i+1)
+		case blocks < last:
+			truncated = true
+		}
+		last = blocks
+	}
+	if !truncated {
+		t.Fatalf("%d bytes staged in small batches: the stage never shrank (%d blocks), want a truncate past %d", id*1000, last, stage.TruncateBytes)
+	}
+	for i := range stage.Switch {
+		blocks := batch(big)
+		if i < stage.Switch-1 && blocks == 0 {
+			t.Fatalf("big batch %d in a row: the stage has no pages after the commit: made again before %d", i+1, stage.Switch)
+		}
+		if i == stage.Switch-1 && blocks != 0 {
+			t.Fatalf("big batch %d in a row: the stage has %d blocks after the commit, want an ON COMMIT DELETE ROWS table", i+1, blocks)
+		}
+	}
+	if blocks := batch(small); blocks != 0 {
+		t.Fatalf("a small batch after the switch: the stage has %d blocks after the commit, want it still emptied at commit", blocks)
+	}
+	var n, maxID int
+	if err := conn.QueryRow(ctx, "SELECT count(*), max(id) FROM "+tg.name+" WHERE v = $1", value).Scan(&n, &maxID); err != nil {
+		t.Fatal(err)
+	}
+	if n != id || maxID != id {
+		t.Fatalf("the target holds %d rows (largest key %d), want %d", n, maxID, id)
+	}
+}
+
 // migratedSchema returns a connection and a new schema with the cdc plugin's tables.
 func migratedSchema(t *testing.T) (*pgx.Conn, string) {
 	t.Helper()

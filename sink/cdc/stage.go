@@ -152,15 +152,8 @@ func (s *stagedTable) apply(ctx context.Context, tx pgx.Tx, checkReads bool, mar
 	if err := s.unload(); err != nil { // the merge stages every row
 		return err
 	}
-	if s.stages != nil {
-		for _, old := range s.stages.Use(tx.Conn().PgConn(), t.stage) {
-			if _, err := tx.Exec(ctx, "DROP TABLE IF EXISTS pg_temp."+old); err != nil {
-				return fmt.Errorf("cdc: drop the session's staging table %s (least recently used): %w", old, err)
-			}
-		}
-	}
-	if _, err := tx.Exec(ctx, t.stageSQL); err != nil {
-		return fmt.Errorf("cdc: staging table for %s: %w", t.name, err)
+	if err := s.stages.Ready(ctx, tx, t.stage, t.stageSQL, len(s.buf)); err != nil {
+		return fmt.Errorf("cdc: %s: %w", t.name, err)
 	}
 	if _, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(s.buf), t.copySQL); err != nil {
 		return fmt.Errorf("cdc: copy into the staging table of %s: %w", t.name, err)

@@ -39,7 +39,7 @@ type target struct {
 	colIdx                          map[string]int
 	r                               route
 	stage                           string // quoted temporary table, shared by the targets of one shape (build)
-	stageSQL, copySQL               string // stageSQL also empties the stage (of another target's rows in this transaction)
+	stageSQL, copySQL               string // stageSQL: CREATE TEMP TABLE IF NOT EXISTS (stage.Sessions.Ready)
 	lockSQL, positionsSQL, applySQL string // merge.go
 	upsertSQL                       string // merge.go: applySQL for a batch without unavailable values
 	snapSQL                         string // merge.go: snapshotCheckSQL

@@ -56,7 +56,7 @@
 // # upsert
 //
 // Inserts or updates by key columns. Each batch is copied into a temporary table (one per
-// session, emptied at commit) and merged with one statement; when a key occurs more than
+// session, emptied by the merge) and merged with one statement; when a key occurs more than
 // once in a batch, the last record wins (with on_conflict: nothing, the first):
 //
 //	sink:

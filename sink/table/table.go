@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosink/eosink/sink"
+	"github.com/eosink/eosink/sink/internal/stage"
 	"github.com/eosink/eosink/sink/plugin"
 )
 
@@ -25,6 +26,7 @@ func init() {
 type Table struct {
 	r          *router[*tableTarget]
 	onConflict string
+	stages     stage.Sessions // each session's staging tables (on_conflict: nothing)
 }
 
 // tableTarget is one target table with its row mapping.
@@ -130,8 +132,8 @@ func (t *Table) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 	if tt.stage == "" {
 		return tt.w.copyIn(ctx, tx, buf, tt.w.copySQL, recs)
 	}
-	if _, err := tx.Exec(ctx, tt.stageSQL); err != nil {
-		return fmt.Errorf("table: staging table: %w", err)
+	if err := t.stages.Ready(ctx, tx, tt.stage, tt.stageSQL, len(buf)); err != nil {
+		return fmt.Errorf("table: %w", err)
 	}
 	if err := tt.w.copyIn(ctx, tx, buf, tt.copySQL, recs); err != nil {
 		return err
@@ -145,7 +147,7 @@ func (t *Table) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 }
 
 // newSkipTarget is a target of on_conflict: nothing: each batch is copied into a temporary
-// table (one per session and column set, emptied at commit) and inserted from there in
+// table (one per session and column set; see package stage) and inserted from there in
 // offset order with ON CONFLICT DO NOTHING, so that a row breaking a unique key (a stored
 // one, or an earlier record of the batch) is skipped.
 func newSkipTarget(c Config, table pgx.Identifier, columns map[string]Column) (*tableTarget, error) {
@@ -165,7 +167,7 @@ func newSkipTarget(c Config, table pgx.Identifier, columns map[string]Column) (*
 	h.Write([]byte(w.table.Sanitize() + " " + strings.Join(w.cols, ",")))
 	tt.stage = pgx.Identifier{fmt.Sprintf("eosink_tstage_%x", h.Sum64())}.Sanitize()
 	cols, ord := quoteAll(w.cols), pgx.Identifier{ordCol}.Sanitize()
-	tt.stageSQL = fmt.Sprintf("CREATE TEMP TABLE IF NOT EXISTS %s ON COMMIT DELETE ROWS AS SELECT %s, 0::bigint AS %s FROM %s WITH NO DATA",
+	tt.stageSQL = fmt.Sprintf("CREATE TEMP TABLE IF NOT EXISTS %s AS SELECT %s, 0::bigint AS %s FROM %s WITH NO DATA",
 		tt.stage, cols, ord, w.table.Sanitize())
 	tt.copySQL = fmt.Sprintf("COPY %s (%s, %s) FROM STDIN", tt.stage, cols, ord)
 	tt.insertSQL = fmt.Sprintf(`WITH staged AS (DELETE FROM %s RETURNING *)

@@ -207,7 +207,7 @@ func newUpsertTarget(c UpsertConfig, table pgx.Identifier, columns map[string]Co
 	h.Write([]byte(" " + strings.Join(w.cols, ","))) // two targets of one table may map other columns
 	u.stage = pgx.Identifier{fmt.Sprintf("eosink_stage_%x", h.Sum64())}.Sanitize()
 	cols := quoteAll(w.cols)
-	u.stageSQL = fmt.Sprintf("CREATE TEMP TABLE IF NOT EXISTS %s ON COMMIT DELETE ROWS AS SELECT %s, 0::bigint AS %s, false AS %s FROM %s WITH NO DATA",
+	u.stageSQL = fmt.Sprintf("CREATE TEMP TABLE IF NOT EXISTS %s AS SELECT %s, 0::bigint AS %s, false AS %s FROM %s WITH NO DATA",
 		u.stage, cols, ordCol, delCol, w.table.Sanitize())
 	u.copySQL = fmt.Sprintf("COPY %s (%s, %s, %s) FROM STDIN", u.stage, cols, ordCol, delCol)
 
@@ -329,13 +329,8 @@ func (p *Upsert) Write(ctx context.Context, tx pgx.Tx, b sink.Batch) error {
 	if buf == nil {
 		return nil
 	}
-	for _, old := range p.stages.Use(tx.Conn().PgConn(), u.stage) {
-		if _, err := tx.Exec(ctx, "DROP TABLE IF EXISTS pg_temp."+old); err != nil {
-			return fmt.Errorf("upsert: drop the session's staging table %s (least recently used): %w", old, err)
-		}
-	}
-	if _, err := tx.Exec(ctx, u.stageSQL); err != nil {
-		return fmt.Errorf("upsert: staging table: %w", err)
+	if err := p.stages.Ready(ctx, tx, u.stage, u.stageSQL, len(buf)); err != nil {
+		return fmt.Errorf("upsert: %w", err)
 	}
 	if err := u.w.copyIn(ctx, tx, buf, u.copySQL, recs); err != nil {
 		return err

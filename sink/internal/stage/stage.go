@@ -1,19 +1,41 @@
-// Package stage bounds the temporary staging tables a PostgreSQL session keeps.
+// Package stage bounds the temporary staging tables a PostgreSQL session keeps, and
+// chooses how each is emptied.
 //
-// The table plugin's upsert and the cdc plugin stage each batch in a temporary table per
-// target table (CREATE TEMP TABLE ... ON COMMIT DELETE ROWS), made on the session's first
-// batch for that target and kept for the session's life. At every commit of a transaction
-// that touched a temporary table, PostgreSQL empties every ON COMMIT DELETE ROWS table of
-// the session, each under an AccessExclusiveLock with its TOAST table: with hundreds of
-// targets (a pattern over many Debezium topics) each pooled session came to hold all of
-// them, every commit paid for all of them, and past max_locks_per_transaction the commit
-// failed with 53200 (out of shared memory). Sessions keeps the most recently used staging
-// tables of each session, MaxPerSession of them, and names the ones to drop.
+// The table plugin's upsert and the cdc plugin stage each batch in a temporary table (CREATE
+// TEMP TABLE ... AS ... WITH NO DATA), made on the session's first batch for that target and
+// kept for the session's life; the merge empties it with DELETE ... RETURNING, and Ready
+// empties it again before each copy. Two ways to keep such a table, each with its cost:
+//
+//   - ON COMMIT DELETE ROWS. At every commit of a transaction that touched a temporary
+//     table, PostgreSQL empties every such table of the session, each under an
+//     AccessExclusiveLock with its TOAST table, and rebuilds the TOAST table's index, which
+//     sends a relcache invalidation: every session then checks it against each of its
+//     cached plans, and replans those that read the table. With hundreds of targets (a
+//     pattern over many Debezium topics) each pooled session came to hold all of them, past
+//     max_locks_per_transaction the commit failed with 53200 (out of shared memory); Sessions
+//     keeps the most recently used MaxPerSession tables of each session and names the ones
+//     to drop. Cheap per row, the emptying is a fixed cost per commit: with batches of 50
+//     rows into a thousand tables it was a quarter of PostgreSQL's CPU, and half of a
+//     COMMIT's time.
+//   - A plain temporary table, emptied by DELETE. It keeps its dead rows' pages (autovacuum
+//     does not vacuum temporary tables, and an insert does not reuse a pruned page's space),
+//     every merge reads them, and an explicit TRUNCATE (a new file, catalog updates, the
+//     invalidations) is dearer than the one at commit. Sessions counts the bytes copied in
+//     since it was made or last truncated and has the caller TRUNCATE it past TruncateBytes.
+//
+// So the size of the copy decides: a table is made ON COMMIT DELETE ROWS for copies of
+// SmallBytes or more and plain for smaller ones, and is made again the other way after
+// Switch copies in a row of the other kind.
 package stage
 
 import (
 	"container/list"
+	"context"
+	"fmt"
+	"strings"
 	"sync"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Conn is a session's connection: *pgconn.PgConn. Its CleanupDone channel is closed once
@@ -21,9 +43,22 @@ import (
 // another uses the connection.
 type Conn interface{ CleanupDone() chan struct{} }
 
-// MaxPerSession is how many staging tables a session keeps: its commits empty at most
-// these, and take at most twice as many locks for them.
+// MaxPerSession is how many staging tables a session keeps.
 const MaxPerSession = 8
+
+// SmallBytes: a copy of fewer bytes of COPY text than this is small, and goes to a plain
+// table; 256 KiB is about 2,000 rows of 120 bytes (the cdc plugin's default batch is 5,000
+// records, the table plugin's 500).
+const SmallBytes = 256 << 10
+
+// TruncateBytes is how many bytes of COPY text a plain staging table takes, since it was
+// made or last truncated, before Use has the caller truncate it: 1 MiB, so that a
+// session's MaxPerSession tables fit in PostgreSQL's default temp_buffers (8 MB).
+const TruncateBytes = 1 << 20
+
+// Switch is how many copies in a row of the other kind make a table be made again the
+// other way (dropped, then made anew).
+const Switch = 16
 
 // Sessions is the staging tables of each session (by its connection), least recently
 // used first. Its zero value is ready; it is safe for concurrent use.
@@ -33,15 +68,28 @@ type Sessions struct {
 }
 
 type session struct {
-	order *list.List // of string, most recently used at the front
+	order *list.List // of *table, most recently used at the front
 	at    map[string]*list.Element
 }
 
-// Use records that conn's session is about to use the staging table name (as the SQL
-// names it) and returns the tables it should drop first, the least recently used past
-// MaxPerSession. The caller drops them in the same transaction (DROP TABLE IF EXISTS): a
-// drop that rolls back leaves one table more than counted, until the session ends.
-func (s *Sessions) Use(conn Conn, name string) (drop []string) {
+type table struct {
+	name     string
+	onCommit bool // made ON COMMIT DELETE ROWS
+	copied   int  // plain: bytes copied in since it was made or last truncated (rolled back or not)
+	against  int  // copies in a row of the other kind
+}
+
+// Use records that conn's session is about to copy n bytes of COPY text into the staging
+// table name (as the SQL names it). It returns the tables the caller should drop first
+// (the least recently used past MaxPerSession, and name itself when it is to be made the
+// other way), whether name is to be (or is) ON COMMIT DELETE ROWS, and whether the caller
+// should truncate it before the copy (a plain table that took more than TruncateBytes).
+// The caller drops, makes and truncates in the same transaction (DROP TABLE IF EXISTS,
+// CREATE TEMP TABLE IF NOT EXISTS, TRUNCATE). What rolls back costs time, never rows: a
+// drop that rolls back leaves one table more than counted, until the session ends, or a
+// table of the other kind; a truncate that rolls back leaves a table of up to twice
+// TruncateBytes, truncated at the next threshold.
+func (s *Sessions) Use(conn Conn, name string, n int) (drop []string, onCommit, truncate bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.by == nil {
@@ -53,18 +101,63 @@ func (s *Sessions) Use(conn Conn, name string) (drop []string) {
 		ss = &session{order: list.New(), at: map[string]*list.Element{}}
 		s.by[conn] = ss
 	}
+	want := n >= SmallBytes
 	if e := ss.at[name]; e != nil {
 		ss.order.MoveToFront(e)
-		return nil
+		t := e.Value.(*table)
+		if t.onCommit == want {
+			t.against = 0
+		} else if t.against++; t.against >= Switch {
+			*t = table{name: name, onCommit: want}
+			drop = []string{name}
+		}
+		if truncate = !t.onCommit && t.copied > TruncateBytes; truncate {
+			t.copied = 0
+		}
+		t.copied += n
+		return drop, t.onCommit, truncate
 	}
-	ss.at[name] = ss.order.PushFront(name)
+	ss.at[name] = ss.order.PushFront(&table{name: name, onCommit: want, copied: n})
 	for ss.order.Len() > MaxPerSession {
-		e := ss.order.Back()
-		old := ss.order.Remove(e).(string)
-		delete(ss.at, old)
-		drop = append(drop, old)
+		old := ss.order.Remove(ss.order.Back()).(*table)
+		delete(ss.at, old.name)
+		drop = append(drop, old.name)
 	}
-	return drop
+	return drop, want, false
+}
+
+// Ready readies the session's staging table name (as the SQL names it) in tx for a copy of
+// n bytes: it drops the session's tables that Use names, runs create (CREATE TEMP TABLE IF
+// NOT EXISTS name AS ..., with " ON COMMIT DELETE ROWS" put after name when Use says so),
+// and empties the table, of rows left by a merge earlier in the transaction that stopped
+// before its DELETE, with DELETE (nothing to read in a table emptied at commit), or with
+// TRUNCATE when Use says so. A nil *Sessions keeps every table plain and never truncates
+// (tests).
+func (s *Sessions) Ready(ctx context.Context, tx pgx.Tx, name, create string, n int) error {
+	empty, onCommit := ";\nDELETE FROM "+name, false
+	if s != nil {
+		drop, oc, truncate := s.Use(tx.Conn().PgConn(), name, n)
+		for _, old := range drop {
+			if _, err := tx.Exec(ctx, "DROP TABLE IF EXISTS pg_temp."+old); err != nil {
+				return fmt.Errorf("drop the session's staging table %s (least recently used, or made again): %w", old, err)
+			}
+		}
+		if truncate {
+			empty = ";\nTRUNCATE " + name
+		}
+		onCommit = oc
+	}
+	if onCommit {
+		head := "CREATE TEMP TABLE IF NOT EXISTS " + name
+		if !strings.HasPrefix(create, head) {
+			return fmt.Errorf("staging table %s: %q does not begin with %q", name, create, head) // a caller's bug
+		}
+		create = head + " ON COMMIT DELETE ROWS" + create[len(head):]
+	}
+	if _, err := tx.Exec(ctx, create+empty); err != nil { // no arguments: one simple query of two statements
+		return fmt.Errorf("staging table %s: %w", name, err)
+	}
+	return nil
 }
 
 // sweep forgets the sessions of closed connections. Other sessions' connections are in use

@@ -42,7 +42,7 @@ func (t *target) build(positions string) {
 	}
 	t.moveSQL = t.moveKeysSQL(from)
 	// The staging table lives as long as the session, or until the session has used
-	// stage.MaxPerSession others since (stagedTable.apply drops it). Its name is its shape:
+	// stage.MaxPerSession others since (stage.Sessions.Ready drops it). Its name is its shape:
 	// the columns' names, types, typmods and collations, not the target's name, so that
 	// targets of one shape (a pattern over sharded or per-tenant tables) share one per
 	// session instead of one each, and a session never copies into one made before a column

@@ -3,8 +3,8 @@
 //
 // The table plugin's upsert and the cdc plugin stage each batch in a temporary table (CREATE
 // TEMP TABLE ... AS ... WITH NO DATA), made on the session's first batch for that target and
-// kept for the session's life; the merge empties it with DELETE ... RETURNING, and Ready
-// empties it again before each copy. Two ways to keep such a table, each with its cost:
+// kept until the session ends or Sessions has it dropped; the merge empties it with DELETE
+// ... RETURNING, and Ready empties it again before each copy. Two ways to keep such a table, each with its cost:
 //
 //   - ON COMMIT DELETE ROWS. At every commit of a transaction that touched a temporary
 //     table, PostgreSQL empties every such table of the session, each under an
@@ -15,17 +15,21 @@
 //     max_locks_per_transaction the commit failed with 53200 (out of shared memory); Sessions
 //     keeps the most recently used MaxPerSession tables of each session and names the ones
 //     to drop. Cheap per row, the emptying is a fixed cost per commit: with batches of 50
-//     rows into a thousand tables it was a quarter of PostgreSQL's CPU, and half of a
-//     COMMIT's time.
+//     rows into a thousand tables it was 16% of PostgreSQL's CPU, and the replanning it
+//     caused 14% more.
 //   - A plain temporary table, emptied by DELETE. It keeps its dead rows' pages (autovacuum
 //     does not vacuum temporary tables, and an insert does not reuse a pruned page's space),
 //     every merge reads them, and an explicit TRUNCATE (a new file, catalog updates, the
 //     invalidations) is dearer than the one at commit. Sessions counts the bytes copied in
-//     since it was made or last truncated and has the caller TRUNCATE it past TruncateBytes.
+//     since it was made or last truncated and has the caller TRUNCATE it before a copy
+//     that would take it past TruncateBytes.
 //
 // So the size of the copy decides: a table is made ON COMMIT DELETE ROWS for copies of
 // SmallBytes or more and plain for smaller ones, and is made again the other way after
-// Switch copies in a row of the other kind.
+// Switch copies in a row of the other kind. What Sessions believes of a table's kind can be
+// wrong (a DROP or CREATE rolled back, two Sessions on one pool); so it truncates a table it
+// believes emptied at commit too, once SwitchBytes were copied into it: one more TRUNCATE
+// per SwitchBytes if the belief is right, a bound on the dead pages if not.
 package stage
 
 import (
@@ -51,10 +55,14 @@ const MaxPerSession = 8
 // records, the table plugin's 500).
 const SmallBytes = 256 << 10
 
-// TruncateBytes is how many bytes of COPY text a plain staging table takes, since it was
-// made or last truncated, before Use has the caller truncate it: 1 MiB, so that a
-// session's MaxPerSession tables fit in PostgreSQL's default temp_buffers (8 MB).
+// TruncateBytes bounds the bytes of COPY text a plain staging table takes between
+// truncates: Use has the caller truncate it before a copy that would take it past them
+// (unless it holds none: a single copy may be larger). 1 MiB, about 2 MB of pages.
 const TruncateBytes = 1 << 20
+
+// SwitchBytes is TruncateBytes for a table believed ON COMMIT DELETE ROWS (see the package
+// doc).
+const SwitchBytes = 16 * TruncateBytes
 
 // Switch is how many copies in a row of the other kind make a table be made again the
 // other way (dropped, then made anew).
@@ -75,7 +83,7 @@ type session struct {
 type table struct {
 	name     string
 	onCommit bool // made ON COMMIT DELETE ROWS
-	copied   int  // plain: bytes copied in since it was made or last truncated (rolled back or not)
+	copied   int  // bytes copied in since it was made or last truncated (rolled back or not)
 	against  int  // copies in a row of the other kind
 }
 
@@ -83,12 +91,13 @@ type table struct {
 // table name (as the SQL names it). It returns the tables the caller should drop first
 // (the least recently used past MaxPerSession, and name itself when it is to be made the
 // other way), whether name is to be (or is) ON COMMIT DELETE ROWS, and whether the caller
-// should truncate it before the copy (a plain table that took more than TruncateBytes).
+// should truncate it before the copy (one that would take a plain table past
+// TruncateBytes, or one believed emptied at commit past SwitchBytes).
 // The caller drops, makes and truncates in the same transaction (DROP TABLE IF EXISTS,
 // CREATE TEMP TABLE IF NOT EXISTS, TRUNCATE). What rolls back costs time, never rows: a
 // drop that rolls back leaves one table more than counted, until the session ends, or a
-// table of the other kind; a truncate that rolls back leaves a table of up to twice
-// TruncateBytes, truncated at the next threshold.
+// table of the other kind (bounded by SwitchBytes); a truncate that rolls back leaves its
+// pages until the next one.
 func (s *Sessions) Use(conn Conn, name string, n int) (drop []string, onCommit, truncate bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -111,7 +120,11 @@ func (s *Sessions) Use(conn Conn, name string, n int) (drop []string, onCommit, 
 			*t = table{name: name, onCommit: want}
 			drop = []string{name}
 		}
-		if truncate = !t.onCommit && t.copied > TruncateBytes; truncate {
+		bound := TruncateBytes
+		if t.onCommit {
+			bound = SwitchBytes
+		}
+		if truncate = t.copied > 0 && t.copied+n > bound; truncate {
 			t.copied = 0
 		}
 		t.copied += n

@@ -44,9 +44,10 @@ func TestSessionsDropLeastRecentlyUsed(t *testing.T) {
 	}
 }
 
-// TestSessionsTruncatePastTruncateBytes: a plain table is truncated before the copy that
-// follows more than TruncateBytes copied into it since it was made or last truncated, then
-// counts again from that copy; each table and each session counts its own.
+// TestSessionsTruncatePastTruncateBytes: a plain table is truncated before a copy that would
+// take the bytes copied into it since it was made or last truncated past TruncateBytes,
+// then counts again from that copy; a single larger copy is not refused; each table and
+// each session counts its own.
 func TestSessionsTruncatePastTruncateBytes(t *testing.T) {
 	var s Sessions
 	a, b := newConn(), newConn()
@@ -59,7 +60,7 @@ func TestSessionsTruncatePastTruncateBytes(t *testing.T) {
 		}
 		return truncate
 	}
-	for i := range 8 { // 8 × n: not past TruncateBytes yet
+	for i := range 8 { // 8 × n: exactly TruncateBytes
 		if use(a, "t", n) {
 			t.Fatalf("copy %d of %d bytes: truncate", i+1, n)
 		}
@@ -70,16 +71,19 @@ func TestSessionsTruncatePastTruncateBytes(t *testing.T) {
 	if use(a, "u", n) {
 		t.Fatal("a new table: truncate")
 	}
-	if use(a, "t", 1) {
-		t.Fatal("exactly TruncateBytes copied: truncate")
+	if !use(a, "t", 1) {
+		t.Fatal("a copy past TruncateBytes: no truncate")
 	}
-	if !use(a, "t", n) {
-		t.Fatal("TruncateBytes+1 copied: no truncate")
-	}
-	for i := range 9 { // n since the truncate, then (i+1)·n: past TruncateBytes before the ninth
-		if got := use(a, "t", n); got != (i == 8) {
-			t.Fatalf("copy %d after the truncate (%d bytes copied before it): truncate %v", i+1, (i+1)*n, got)
+	for i := range 8 { // 1 byte since the truncate, then n each: the eighth would pass it
+		if got := use(a, "t", n); got != (i == 7) {
+			t.Fatalf("copy %d after the truncate: truncate %v", i+1, got)
 		}
+	}
+	if !use(a, "u", 2*TruncateBytes) { // u holds n: a copy larger than TruncateBytes goes in after a truncate
+		t.Fatal("a copy larger than TruncateBytes into a plain table: no truncate")
+	}
+	if !use(a, "u", 1) {
+		t.Fatal("a copy after one larger than TruncateBytes: no truncate")
 	}
 }
 
@@ -112,6 +116,14 @@ func TestSessionsKindBySize(t *testing.T) {
 		if i == Switch-1 && (!slices.Equal(drop, []string{"big"}) || onCommit) {
 			t.Fatalf("small copy %d in a row: drop %v, on commit %v; want [big], plain", i+1, drop, onCommit)
 		}
+	}
+	for i := range SwitchBytes / SmallBytes { // a table believed emptied at commit is truncated past SwitchBytes
+		if _, onCommit, truncate := s.Use(a, "many", SmallBytes); !onCommit || truncate {
+			t.Fatalf("big copy %d of %d bytes: on commit %v, truncate %v", i+1, SmallBytes, onCommit, truncate)
+		}
+	}
+	if _, onCommit, truncate := s.Use(a, "many", SmallBytes); !onCommit || !truncate {
+		t.Fatalf("a big copy past SwitchBytes: on commit %v, truncate %v; want both", onCommit, truncate)
 	}
 	for i := range Switch {
 		drop, onCommit, _ := s.Use(a, "small", SmallBytes)

@@ -52,7 +52,7 @@ const MaxPerSession = 8
 
 // SmallBytes: a copy of fewer bytes of COPY text than this is small, and goes to a plain
 // table; 256 KiB is about 2,000 rows of 120 bytes (the cdc plugin's default batch is 5,000
-// records, the table plugin's 500).
+// records, the sink's default for the other plugins 500: sink.DefaultMaxBatchRecords).
 const SmallBytes = 256 << 10
 
 // TruncateBytes bounds the bytes of COPY text a plain staging table takes between
